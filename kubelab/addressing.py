@@ -1,0 +1,28 @@
+"""The lab's address plan, in one place (DESIGN.md): who gets which addresses."""
+
+from __future__ import annotations
+
+import ipaddress
+
+SERVICE_CIDR = "10.96.0.0/12"
+KUBERNETES_SERVICE_IP = "10.96.0.1"   # the first address of the service CIDR, as kube-apiserver picks it
+CLUSTER_DNS_IP = "10.96.0.10"         # the 10th address, as kubeadm picks it
+POD_CIDR = "10.244.0.0/16"            # cluster CIDR; each node gets a /24
+NODE_CIDR = "10.240.0.0/24"           # the lab network the nodes share (netns dataplane)
+NODEPORT_RANGE = (30000, 32767)
+CLUSTER_DOMAIN = "cluster.local"
+
+
+def node_name(index: int) -> str:
+    """Nodes are numbered from 1: node-1, node-2, ..."""
+    return f"node-{index}"
+
+
+def node_ip(index: int) -> str:
+    """node-1 is 10.240.0.11, node-2 10.240.0.12, ... (.1-.10 stay free for the lab's own use)."""
+    return str(ipaddress.ip_network(NODE_CIDR)[10 + index])
+
+
+def node_pod_cidr(index: int) -> str:
+    """node-N holds 10.244.N.0/24, as kind and flannel lay pod CIDRs out."""
+    return str(list(ipaddress.ip_network(POD_CIDR).subnets(new_prefix=24))[index])

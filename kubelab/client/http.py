@@ -1,0 +1,142 @@
+"""ApiClient: typed get/list/create/update/patch/delete/watch against kubelab's (or any) API server."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from typing import Any, TypeVar
+
+import httpx
+import orjson
+
+from .. import kinds, models
+from ..kinds import ResourceType
+from .errors import ApiError
+
+log = logging.getLogger(__name__)
+
+T = TypeVar("T", bound=models.TypedObject)
+
+
+@dataclass(frozen=True)
+class WatchEvent:
+    type: str  # ADDED | MODIFIED | DELETED | BOOKMARK
+    object: models.TypedObject
+
+    @property
+    def resource_version(self) -> str:
+        return self.object.metadata.resource_version or ""
+
+
+def _params(**kwargs: Any) -> dict[str, Any]:
+    return {k: v for k, v in kwargs.items() if v is not None and v != ""}
+
+
+class ApiClient:
+    """An asyncio client for one API server. Objects go in and come out as kubelab models."""
+
+    def __init__(self, server: str, *, token: str | None = None, user_agent: str = "kubelab",
+                 timeout: float = 30.0) -> None:
+        headers = {"User-Agent": user_agent, "Accept": "application/json"}
+        if token:
+            headers["Authorization"] = f"Bearer {token}"
+        self.server = server.rstrip("/")
+        limits = httpx.Limits(max_connections=200, max_keepalive_connections=50)
+        self._http = httpx.AsyncClient(base_url=self.server, headers=headers, timeout=timeout, limits=limits)
+
+    async def close(self) -> None:
+        await self._http.aclose()
+
+    async def __aenter__(self) -> ApiClient:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()
+
+    # --- plumbing ------------------------------------------------------------------------------
+
+    async def request(self, method: str, path: str, *, body: Any = None, params: dict[str, Any] | None = None,
+                      content_type: str = "application/json") -> Any:
+        content = None if body is None else orjson.dumps(body)
+        headers = {"Content-Type": content_type} if content is not None else None
+        resp = await self._http.request(method, path, content=content, params=params, headers=headers)
+        data = orjson.loads(resp.content) if resp.content else None
+        if resp.status_code >= 400:
+            raise ApiError.from_status(resp.status_code, data)
+        return data
+
+    @staticmethod
+    def _decode(rt: ResourceType, data: dict[str, Any]) -> Any:
+        data.setdefault("apiVersion", rt.api_version)
+        data.setdefault("kind", rt.kind)
+        return rt.model.model_validate(data)
+
+    # --- verbs ---------------------------------------------------------------------------------
+
+    async def get(self, rt: ResourceType, name: str, namespace: str | None = None) -> Any:
+        return self._decode(rt, await self.request("GET", rt.path(namespace, name)))
+
+    async def list(self, rt: ResourceType, namespace: str | None = None, *, label_selector: str | None = None,
+                   field_selector: str | None = None) -> tuple[list[Any], str]:
+        data = await self.request("GET", rt.path(namespace), params=_params(
+            labelSelector=label_selector, fieldSelector=field_selector))
+        items = [self._decode(rt, item) for item in data.get("items") or []]
+        return items, str((data.get("metadata") or {}).get("resourceVersion") or "")
+
+    async def create(self, rt: ResourceType, obj: models.TypedObject | dict[str, Any],
+                     namespace: str | None = None) -> Any:
+        body = obj.to_dict() if isinstance(obj, models.Model) else obj
+        ns = namespace or (body.get("metadata") or {}).get("namespace")
+        return self._decode(rt, await self.request("POST", rt.path(ns), body=body))
+
+    async def update(self, rt: ResourceType, obj: models.TypedObject, *, subresource: str | None = None) -> Any:
+        body = obj.to_dict()
+        return self._decode(rt, await self.request(
+            "PUT", rt.path(obj.metadata.namespace, obj.metadata.name, subresource), body=body))
+
+    async def update_status(self, rt: ResourceType, obj: models.TypedObject) -> Any:
+        return await self.update(rt, obj, subresource="status")
+
+    async def patch(self, rt: ResourceType, name: str, patch: Any, namespace: str | None = None, *,
+                    content_type: str = "application/merge-patch+json", subresource: str | None = None) -> Any:
+        return self._decode(rt, await self.request(
+            "PATCH", rt.path(namespace, name, subresource), body=patch, content_type=content_type))
+
+    async def delete(self, rt: ResourceType, name: str, namespace: str | None = None, *,
+                     grace_period_seconds: int | None = None, uid: str | None = None) -> Any:
+        body: dict[str, Any] = {"kind": "DeleteOptions", "apiVersion": "v1"}
+        if grace_period_seconds is not None:
+            body["gracePeriodSeconds"] = grace_period_seconds
+        if uid:
+            body["preconditions"] = {"uid": uid}
+        return await self.request("DELETE", rt.path(namespace, name), body=body)
+
+    async def bind(self, pod: models.Pod, node_name: str) -> None:
+        body = {"apiVersion": "v1", "kind": "Binding",
+                "metadata": {"name": pod.metadata.name, "namespace": pod.metadata.namespace,
+                             "uid": pod.metadata.uid},
+                "target": {"apiVersion": "v1", "kind": "Node", "name": node_name}}
+        await self.request("POST", kinds.PODS.path(pod.metadata.namespace, pod.metadata.name, "binding"), body=body)
+
+    async def watch(self, rt: ResourceType, namespace: str | None = None, *, resource_version: str | None = None,
+                    label_selector: str | None = None, field_selector: str | None = None,
+                    timeout_seconds: int | None = None,
+                    allow_bookmarks: bool = False) -> AsyncIterator[WatchEvent]:
+        """Stream watch events until the server ends the watch; an ERROR event raises ApiError."""
+        params = _params(watch="true", resourceVersion=resource_version, labelSelector=label_selector,
+                         fieldSelector=field_selector, timeoutSeconds=timeout_seconds,
+                         allowWatchBookmarks="true" if allow_bookmarks else None)
+        timeout = httpx.Timeout(30.0, read=None)
+        async with self._http.stream("GET", rt.path(namespace), params=params, timeout=timeout) as resp:
+            if resp.status_code >= 400:
+                body = await resp.aread()
+                raise ApiError.from_status(resp.status_code, orjson.loads(body) if body else None)
+            async for line in resp.aiter_lines():
+                if not line.strip():
+                    continue
+                event = orjson.loads(line)
+                if event.get("type") == "ERROR":
+                    status = event.get("object") or {}
+                    raise ApiError.from_status(int(status.get("code") or 500), status)
+                yield WatchEvent(event["type"], self._decode(rt, event["object"]))

@@ -1,0 +1,80 @@
+"""EventRecorder: core/v1 Events as components emit them, aggregated the way client-go's correlator does.
+
+An event is posted without blocking the caller. Repeats of the same (object, type, reason, message)
+within ten minutes update the first event's count and lastTimestamp instead of creating another
+(kubectl then shows "(x3 over 2m)").
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from typing import Any
+
+from . import kinds, timeutil
+from .client import ApiClient, ApiError
+from .models import TypedObject
+
+log = logging.getLogger(__name__)
+
+AGGREGATE_WINDOW = 600.0
+
+
+class EventRecorder:
+    def __init__(self, api: ApiClient, component: str, host: str | None = None) -> None:
+        self.api = api
+        self.component = component
+        self.host = host
+        self._recent: dict[tuple[str, str, str, str], tuple[str, str, int, float]] = {}
+        self._tasks: set[asyncio.Task[None]] = set()
+
+    def event(self, obj: TypedObject, event_type: str, reason: str, message: str, *,
+              field_path: str | None = None, action: str | None = None) -> None:
+        task = asyncio.get_running_loop().create_task(
+            self._post(obj, event_type, reason, message, field_path, action))
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    async def flush(self) -> None:
+        if self._tasks:
+            await asyncio.gather(*list(self._tasks), return_exceptions=True)
+
+    async def _post(self, obj: TypedObject, event_type: str, reason: str, message: str,
+                    field_path: str | None, action: str | None) -> None:
+        meta = obj.metadata
+        namespace = meta.namespace or "default"
+        ident = (meta.uid or "", event_type, reason, message)
+        now = timeutil.rfc3339()
+        previous = self._recent.get(ident)
+        try:
+            if previous is not None and time.monotonic() - previous[3] < AGGREGATE_WINDOW:
+                name, ns, count, _ = previous
+                count += 1
+                await self.api.patch(kinds.EVENTS, name, {"count": count, "lastTimestamp": now}, ns)
+                self._recent[ident] = (name, ns, count, time.monotonic())
+                return
+            involved: dict[str, Any] = {"kind": obj.kind, "namespace": meta.namespace or "", "name": meta.name,
+                                        "uid": meta.uid, "apiVersion": obj.api_version,
+                                        "resourceVersion": meta.resource_version}
+            if field_path:
+                involved["fieldPath"] = field_path
+            if not meta.namespace:
+                involved.pop("namespace")
+            body = {"apiVersion": "v1", "kind": "Event",
+                    "metadata": {"name": f"{meta.name}.{time.time_ns():x}", "namespace": namespace},
+                    "involvedObject": involved, "reason": reason, "message": message, "type": event_type,
+                    "source": {"component": self.component, **({"host": self.host} if self.host else {})},
+                    "firstTimestamp": now, "lastTimestamp": now, "count": 1,
+                    "reportingComponent": self.component, "reportingInstance": self.host or self.component}
+            if action:
+                body["action"] = action
+            created = await self.api.create(kinds.EVENTS, body, namespace)
+            self._recent[ident] = (created.metadata.name, namespace, 1, time.monotonic())
+            if len(self._recent) > 4096:
+                cutoff = time.monotonic() - AGGREGATE_WINDOW
+                self._recent = {k: v for k, v in self._recent.items() if v[3] >= cutoff}
+        except ApiError as exc:
+            log.debug("%s: event %s for %s not recorded: %s", self.component, reason, meta.name, exc)
+        except Exception as exc:  # noqa: BLE001 - events are best effort, as in client-go
+            log.debug("%s: event %s for %s not recorded: %s", self.component, reason, meta.name, exc)

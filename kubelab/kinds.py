@@ -1,0 +1,94 @@
+"""The catalogue of resource types kubelab serves: group, version, plural, kind, scope, discovery data.
+
+Both sides use it: the API server to route and to answer discovery, the client to build paths.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from . import models
+
+ALL_VERBS = ("create", "delete", "deletecollection", "get", "list", "patch", "update", "watch")
+
+
+@dataclass(frozen=True)
+class ResourceType:
+    group: str
+    version: str
+    plural: str
+    kind: str
+    namespaced: bool
+    model: type[models.TypedObject]
+    short_names: tuple[str, ...] = ()
+    categories: tuple[str, ...] = ()
+    subresources: tuple[str, ...] = ()
+    verbs: tuple[str, ...] = ALL_VERBS
+    singular: str = field(default="")
+
+    @property
+    def group_version(self) -> str:
+        return f"{self.group}/{self.version}" if self.group else self.version
+
+    @property
+    def api_version(self) -> str:
+        return self.group_version
+
+    @property
+    def singular_name(self) -> str:
+        return self.singular or self.kind.lower()
+
+    @property
+    def group_resource(self) -> str:
+        """`services`, or `endpointslices.discovery.k8s.io`: how kube-apiserver names a resource in messages."""
+        return f"{self.plural}.{self.group}" if self.group else self.plural
+
+    def base_path(self, namespace: str | None = None) -> str:
+        root = f"/apis/{self.group}/{self.version}" if self.group else f"/api/{self.version}"
+        if self.namespaced and namespace:
+            return f"{root}/namespaces/{namespace}/{self.plural}"
+        return f"{root}/{self.plural}"
+
+    def path(self, namespace: str | None = None, name: str | None = None, subresource: str | None = None) -> str:
+        path = self.base_path(namespace)
+        if name:
+            path = f"{path}/{name}"
+            if subresource:
+                path = f"{path}/{subresource}"
+        return path
+
+
+NAMESPACES = ResourceType("", "v1", "namespaces", "Namespace", False, models.Namespace,
+                          short_names=("ns",), subresources=("status", "finalize"),
+                          verbs=("create", "delete", "get", "list", "patch", "update", "watch"))
+NODES = ResourceType("", "v1", "nodes", "Node", False, models.Node, short_names=("no",),
+                     subresources=("status",))
+PODS = ResourceType("", "v1", "pods", "Pod", True, models.Pod, short_names=("po",), categories=("all",),
+                    subresources=("status", "binding"))
+SERVICES = ResourceType("", "v1", "services", "Service", True, models.Service, short_names=("svc",),
+                        categories=("all",), subresources=("status",),
+                        verbs=("create", "delete", "deletecollection", "get", "list", "patch", "update",
+                               "watch"))
+ENDPOINTS = ResourceType("", "v1", "endpoints", "Endpoints", True, models.Endpoints, short_names=("ep",),
+                         singular="endpoints")
+EVENTS = ResourceType("", "v1", "events", "Event", True, models.Event, short_names=("ev",))
+ENDPOINTSLICES = ResourceType("discovery.k8s.io", "v1", "endpointslices", "EndpointSlice", True,
+                              models.EndpointSlice)
+LEASES = ResourceType("coordination.k8s.io", "v1", "leases", "Lease", True, models.Lease)
+
+BUILTIN: tuple[ResourceType, ...] = (NAMESPACES, NODES, PODS, SERVICES, ENDPOINTS, EVENTS, ENDPOINTSLICES,
+                                     LEASES)
+
+
+def by_kind(api_version: str, kind: str) -> ResourceType | None:
+    for rt in BUILTIN:
+        if rt.api_version == api_version and rt.kind == kind:
+            return rt
+    return None
+
+
+def by_plural(group: str, version: str, plural: str) -> ResourceType | None:
+    for rt in BUILTIN:
+        if rt.group == group and rt.version == version and rt.plural == plural:
+            return rt
+    return None

@@ -1,0 +1,16 @@
+"""API object models (pydantic): camelCase on the wire, snake_case in Python, unknown fields kept."""
+
+from .base import Model, to_wire
+from .core import *  # noqa: F403
+from .core import __all__ as _core_all
+from .discovery import Endpoint, EndpointConditions, EndpointSlice, EndpointSlicePort, Lease, LeaseSpec
+from .meta import (
+    IntOrString, LabelSelector, LabelSelectorRequirement, ListMeta, ObjectMeta, OwnerReference, Status,
+    StatusCause, StatusDetails, TypedObject,
+)
+
+__all__ = [
+    *_core_all, "Endpoint", "EndpointConditions", "EndpointSlice", "EndpointSlicePort", "IntOrString",
+    "LabelSelectorRequirement", "Lease", "LeaseSpec", "Model", "OwnerReference", "Status", "StatusCause",
+    "StatusDetails", "TypedObject", "to_wire",
+]

@@ -1,0 +1,67 @@
+"""Timestamps as Kubernetes writes them (RFC 3339, UTC, `Z`) and ages as kubectl prints them."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+
+
+def now() -> datetime:
+    return datetime.now(UTC)
+
+
+def rfc3339(when: datetime | None = None) -> str:
+    """metav1.Time: whole seconds, `2024-01-01T00:00:00Z`."""
+    return (when or now()).astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def rfc3339_micro(when: datetime | None = None) -> str:
+    """metav1.MicroTime: six fractional digits, as Leases and events.k8s.io use."""
+    return (when or now()).astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+def parse(text: str | None) -> datetime | None:
+    if not text:
+        return None
+    try:
+        return datetime.fromisoformat(text.replace("Z", "+00:00"))
+    except ValueError:
+        return None
+
+
+def human_duration(seconds: float) -> str:
+    """apimachinery's duration.HumanDuration, the AGE column of kubectl."""
+    if seconds < -1:
+        return "<invalid>"
+    if seconds < 0:
+        return "0s"
+    s = int(seconds)
+    if s < 60 * 2:
+        return f"{s}s"
+    minutes = s // 60
+    if minutes < 10:
+        rem = s % 60
+        return f"{minutes}m{rem}s" if rem else f"{minutes}m"
+    if minutes < 60 * 3:
+        return f"{minutes}m"
+    hours = minutes // 60
+    if hours < 8:
+        rem = minutes % 60
+        return f"{hours}h{rem}m" if rem else f"{hours}h"
+    if hours < 48:
+        return f"{hours}h"
+    if hours < 24 * 8:
+        rem = hours % 24
+        return f"{hours // 24}d{rem}h" if rem else f"{hours // 24}d"
+    if hours < 24 * 365 * 2:
+        return f"{hours // 24}d"
+    if hours < 24 * 365 * 8:
+        days = (hours // 24) % 365
+        return f"{hours // 24 // 365}y{days}d" if days else f"{hours // 24 // 365}y"
+    return f"{hours // 24 // 365}y"
+
+
+def age(timestamp: str | None, at: datetime | None = None) -> str:
+    when = parse(timestamp)
+    if when is None:
+        return "<unknown>"
+    return human_duration(((at or now()) - when).total_seconds())
