@@ -1,0 +1,7 @@
+"""kubelab's API server: Kubernetes REST over etcd.
+
+It owns storage (`storage.py` is the only module in kubelab that imports the etcd client), the
+registry of kinds (defaults, validation, ClusterIP and NodePort allocation), patching, watch
+streaming, discovery and the Tables kubectl prints. It knows nothing of scheduling, endpoints or
+iptables: those components are its clients.
+"""

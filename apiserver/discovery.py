@@ -1,0 +1,132 @@
+"""Discovery documents: /version, /api, /apis, the APIResourceLists, and the slim /openapi/v3.
+
+kubectl resolves every resource type through legacy discovery; apply/create/replace also fetch the
+OpenAPI v3 index and look for a PATCH operation per kind that declares `fieldValidation`, which tells
+kubectl to leave validation to the server (reference/kubectl-and-clients.md §2-3).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import platform
+from collections.abc import Iterable
+from typing import Any
+
+from kubelab import __version__
+from kubelab.kinds import ResourceType
+
+KUBE_MAJOR, KUBE_MINOR = "1", "32"
+
+
+def version() -> dict[str, str]:
+    return {
+        "major": KUBE_MAJOR, "minor": KUBE_MINOR, "gitVersion": f"v{KUBE_MAJOR}.{KUBE_MINOR}.0+kubelab",
+        "gitCommit": f"kubelab-{__version__}", "gitTreeState": "clean", "buildDate": "2026-01-01T00:00:00Z",
+        "goVersion": f"python{platform.python_version()}", "compiler": "cpython",
+        "platform": f"linux/{'amd64' if platform.machine() in ('x86_64', 'AMD64') else platform.machine()}",
+    }
+
+
+def _group_versions(resources: Iterable[ResourceType]) -> dict[str, list[ResourceType]]:
+    result: dict[str, list[ResourceType]] = {}
+    for rt in resources:
+        result.setdefault(rt.group_version, []).append(rt)
+    return result
+
+
+def api_versions(server_address: str) -> dict[str, Any]:
+    return {"kind": "APIVersions", "versions": ["v1"],
+            "serverAddressByClientCIDRs": [{"clientCIDR": "0.0.0.0/0", "serverAddress": server_address}]}
+
+
+def api_group_list(resources: Iterable[ResourceType]) -> dict[str, Any]:
+    groups: dict[str, list[str]] = {}
+    for rt in resources:
+        if rt.group:
+            versions = groups.setdefault(rt.group, [])
+            if rt.version not in versions:
+                versions.append(rt.version)
+    items = []
+    for group, versions in groups.items():
+        gvs = [{"groupVersion": f"{group}/{v}", "version": v} for v in versions]
+        items.append({"name": group, "versions": gvs, "preferredVersion": gvs[0]})
+    return {"kind": "APIGroupList", "apiVersion": "v1", "groups": items}
+
+
+def api_group(group: str, resources: Iterable[ResourceType]) -> dict[str, Any] | None:
+    versions = sorted({rt.version for rt in resources if rt.group == group})
+    if not versions:
+        return None
+    gvs = [{"groupVersion": f"{group}/{v}", "version": v} for v in versions]
+    return {"kind": "APIGroup", "apiVersion": "v1", "name": group, "versions": gvs, "preferredVersion": gvs[0]}
+
+
+def _storage_hash(rt: ResourceType) -> str:
+    return hashlib.sha256(f"{rt.group_version}/{rt.kind}".encode()).digest()[:8].hex()
+
+
+def api_resource_list(group_version: str, resources: Iterable[ResourceType]) -> dict[str, Any] | None:
+    entries = []
+    for rt in resources:
+        if rt.group_version != group_version:
+            continue
+        entry: dict[str, Any] = {"name": rt.plural, "singularName": rt.singular_name, "namespaced": rt.namespaced,
+                                 "kind": rt.kind, "verbs": list(rt.verbs), "storageVersionHash": _storage_hash(rt)}
+        if rt.short_names:
+            entry["shortNames"] = list(rt.short_names)
+        if rt.categories:
+            entry["categories"] = list(rt.categories)
+        entries.append(entry)
+        for sub in rt.subresources:
+            if sub == "binding":
+                entries.append({"name": f"{rt.plural}/binding", "singularName": "", "namespaced": rt.namespaced,
+                                "kind": "Binding", "verbs": ["create"]})
+            elif sub == "finalize":
+                entries.append({"name": f"{rt.plural}/finalize", "singularName": "", "namespaced": rt.namespaced,
+                                "kind": rt.kind, "verbs": ["update"]})
+            else:
+                entries.append({"name": f"{rt.plural}/{sub}", "singularName": "", "namespaced": rt.namespaced,
+                                "kind": rt.kind, "verbs": ["get", "patch", "update"]})
+    if not entries:
+        return None
+    return {"kind": "APIResourceList", "apiVersion": "v1", "groupVersion": group_version, "resources": entries}
+
+
+def _openapi_path(gv: str) -> str:
+    return f"api/{gv}" if "/" not in gv else f"apis/{gv}"
+
+
+def openapi_index(resources: Iterable[ResourceType]) -> dict[str, Any]:
+    paths = {}
+    for gv, rts in _group_versions(resources).items():
+        digest = hashlib.sha256(",".join(rt.kind for rt in rts).encode()).hexdigest()[:32].upper()
+        paths[_openapi_path(gv)] = {"serverRelativeURL": f"/openapi/v3/{_openapi_path(gv)}?hash={digest}"}
+    return {"paths": paths}
+
+
+def openapi_group_version(group_version: str, resources: Iterable[ResourceType]) -> dict[str, Any] | None:
+    """Per-GV document: one PATCH operation per kind declaring `fieldValidation`, no schemas (see §3 of the
+    kubectl reference: a requestBody without components makes kubectl warn)."""
+    rts = [rt for rt in resources if rt.group_version == group_version]
+    if not rts:
+        return None
+    paths: dict[str, Any] = {}
+    params = [{"name": "fieldValidation", "in": "query", "schema": {"type": "string", "uniqueItems": True},
+               "description": "fieldValidation instructs the server on how to handle objects in the request "
+                              "containing unknown or duplicate fields."},
+              {"name": "dryRun", "in": "query", "schema": {"type": "string", "uniqueItems": True}},
+              {"name": "fieldManager", "in": "query", "schema": {"type": "string", "uniqueItems": True}}]
+    for rt in rts:
+        gvk = {"group": rt.group, "version": rt.version, "kind": rt.kind}
+        if rt.namespaced:
+            path = f"/{_openapi_path(group_version)}/namespaces/{{namespace}}/{rt.plural}/{{name}}"
+        else:
+            path = f"/{_openapi_path(group_version)}/{rt.plural}/{{name}}"
+        op = {"operationId": f"patch{rt.kind}", "x-kubernetes-action": "patch", "x-kubernetes-group-version-kind": gvk,
+              "parameters": params, "responses": {"200": {"description": "OK"}}}
+        post = {"operationId": f"create{rt.kind}", "x-kubernetes-action": "post",
+                "x-kubernetes-group-version-kind": gvk, "parameters": params,
+                "responses": {"201": {"description": "Created"}}}
+        paths[path] = {"patch": op, "put": {**op, "operationId": f"replace{rt.kind}", "x-kubernetes-action": "put"}}
+        paths[path.rsplit("/", 1)[0]] = {"post": post}
+    return {"openapi": "3.0.0", "info": {"title": "Kubernetes", "version": version()["gitVersion"]}, "paths": paths}

@@ -1,0 +1,120 @@
+"""The API server's errors: each is a Kubernetes Status, raised anywhere and rendered in one handler.
+
+Messages follow kube-apiserver's wording, because kubectl prints them verbatim:
+`Error from server (NotFound): services "web" not found`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from kubelab.kinds import ResourceType
+from kubelab.validation import FieldError
+
+
+class StatusError(Exception):
+    def __init__(self, code: int, reason: str, message: str, details: dict[str, Any] | None = None) -> None:
+        super().__init__(message)
+        self.code = code
+        self.reason = reason
+        self.message = message
+        self.details = details
+
+    def status(self) -> dict[str, Any]:
+        body: dict[str, Any] = {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure",
+                                "message": self.message, "reason": self.reason, "code": self.code}
+        if self.details is not None:
+            body["details"] = self.details
+        return body
+
+
+def _details(rt: ResourceType | None, name: str | None, **extra: Any) -> dict[str, Any]:
+    details: dict[str, Any] = {}
+    if name:
+        details["name"] = name
+    if rt is not None:
+        if rt.group:
+            details["group"] = rt.group
+        details["kind"] = rt.plural
+    details.update(extra)
+    return details
+
+
+def not_found(rt: ResourceType, name: str) -> StatusError:
+    return StatusError(404, "NotFound", f'{rt.group_resource} "{name}" not found', _details(rt, name))
+
+
+def namespace_not_found(name: str) -> StatusError:
+    return StatusError(404, "NotFound", f'namespaces "{name}" not found', {"name": name, "kind": "namespaces"})
+
+
+def already_exists(rt: ResourceType, name: str) -> StatusError:
+    return StatusError(409, "AlreadyExists", f'{rt.group_resource} "{name}" already exists', _details(rt, name))
+
+
+def conflict(rt: ResourceType, name: str, detail: str) -> StatusError:
+    return StatusError(409, "Conflict", f'Operation cannot be fulfilled on {rt.group_resource} "{name}": {detail}',
+                       _details(rt, name))
+
+
+def stale_update(rt: ResourceType, name: str) -> StatusError:
+    return conflict(rt, name, "the object has been modified; please apply your changes to the latest version "
+                              "and try again")
+
+
+def invalid(rt: ResourceType, name: str, errors: Sequence[FieldError]) -> StatusError:
+    """422 Invalid; `details.kind` is the Kind, which kubectl prints: `The Service "x" is invalid: ...`."""
+    text = "; ".join(str(e) for e in errors) if len(errors) > 1 else str(errors[0])
+    if len(errors) > 1:
+        text = "[" + ", ".join(str(e) for e in errors) + "]"
+    details: dict[str, Any] = {"name": name, "kind": rt.kind,
+                               "causes": [{"reason": e.reason, "message": e.body, "field": e.field} for e in errors]}
+    if rt.group:
+        details["group"] = rt.group
+    return StatusError(422, "Invalid", f'{rt.kind} "{name}" is invalid: {text}', details)
+
+
+def bad_request(message: str) -> StatusError:
+    return StatusError(400, "BadRequest", message)
+
+
+def forbidden(message: str, rt: ResourceType | None = None, name: str | None = None) -> StatusError:
+    return StatusError(403, "Forbidden", message, _details(rt, name) if rt else None)
+
+
+def method_not_allowed(message: str = "the server does not allow this method on the requested resource"
+                       ) -> StatusError:
+    return StatusError(405, "MethodNotAllowed", message, {})
+
+
+def route_not_found() -> StatusError:
+    return StatusError(404, "NotFound", "the server could not find the requested resource", {})
+
+
+def gone(message: str) -> StatusError:
+    return StatusError(410, "Expired", message)
+
+
+def unsupported_media_type(content_type: str) -> StatusError:
+    return StatusError(415, "UnsupportedMediaType", f'the body of the request was in an unknown format - '
+                                                    f'accepted media types include: application/json, '
+                                                    f'application/yaml, application/vnd.kubernetes.protobuf '
+                                                    f'(got "{content_type}")')
+
+
+def too_large() -> StatusError:
+    return StatusError(413, "RequestEntityTooLarge", "limit is 3145728")
+
+
+def unavailable(message: str) -> StatusError:
+    return StatusError(503, "ServiceUnavailable", message)
+
+
+def timeout(message: str) -> StatusError:
+    return StatusError(504, "Timeout", message, {})
+
+
+def internal(message: str) -> StatusError:
+    return StatusError(500, "InternalError", f"Internal error occurred: {message}",
+                       {"causes": [{"message": message}]})

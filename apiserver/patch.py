@@ -1,0 +1,212 @@
+"""Patches: JSON merge patch (RFC 7386), JSON patch (RFC 6902) and strategic merge patch.
+
+Strategic merge patch is what `kubectl apply` and `kubectl patch` send by default. It differs from a
+merge patch in lists: lists that have a merge key in the Kubernetes Go types (`ports` of a Service by
+`port`, `containers` by `name`) are merged item by item instead of replaced, and the patch may carry
+directives — `$patch: delete|replace|merge`, `$setElementOrder/<list>`, `$deleteFromPrimitiveList/<list>`
+and `$retainKeys` — which are applied and never stored.
+"""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+import jsonpatch
+
+from . import errors
+
+Path = tuple[str, ...]
+
+_POD_SPEC_KEYS: dict[Path, str] = {
+    ("containers",): "name",
+    ("initContainers",): "name",
+    ("ephemeralContainers",): "name",
+    ("containers", "ports"): "containerPort",
+    ("initContainers", "ports"): "containerPort",
+    ("containers", "env"): "name",
+    ("initContainers", "env"): "name",
+    ("containers", "volumeMounts"): "mountPath",
+    ("initContainers", "volumeMounts"): "mountPath",
+    ("containers", "volumeDevices"): "devicePath",
+    ("volumes",): "name",
+    ("imagePullSecrets",): "name",
+    ("hostAliases",): "ip",
+    ("topologySpreadConstraints",): "topologyKey",
+    ("resourceClaims",): "name",
+    ("schedulingGates",): "name",
+}
+
+
+def _with_prefix(prefix: Path, table: dict[Path, str]) -> dict[Path, str]:
+    return {prefix + path: key for path, key in table.items()}
+
+
+# patchMergeKey of the Go types, by kind and field path (list indices left out).
+MERGE_KEYS: dict[str, dict[Path, str]] = {
+    "Service": {("spec", "ports"): "port"},
+    "Pod": {**_with_prefix(("spec",), _POD_SPEC_KEYS), ("status", "conditions"): "type",
+            ("status", "podIPs"): "ip", ("status", "hostIPs"): "ip"},
+    "Node": {("status", "addresses"): "type", ("status", "conditions"): "type",
+             ("spec", "podCIDRs"): ""},
+    "Deployment": {**_with_prefix(("spec", "template", "spec"), _POD_SPEC_KEYS), ("status", "conditions"): "type"},
+    "ReplicaSet": {**_with_prefix(("spec", "template", "spec"), _POD_SPEC_KEYS), ("status", "conditions"): "type"},
+    "Namespace": {("status", "conditions"): "type"},
+}
+COMMON_MERGE_KEYS: dict[Path, str] = {("metadata", "ownerReferences"): "uid"}
+# Lists of scalars merged as sets (patchStrategy:"merge" without a key).
+PRIMITIVE_MERGE: set[Path] = {("metadata", "finalizers"), ("spec", "podCIDRs")}
+
+DIRECTIVE = "$patch"
+SET_ORDER = "$setElementOrder/"
+DELETE_PRIMITIVE = "$deleteFromPrimitiveList/"
+RETAIN_KEYS = "$retainKeys"
+
+
+def merge_patch(original: Any, patch: Any) -> Any:
+    """RFC 7386: objects merge recursively, null deletes, anything else replaces."""
+    if not isinstance(patch, dict):
+        return copy.deepcopy(patch)
+    result = copy.deepcopy(original) if isinstance(original, dict) else {}
+    for key, value in patch.items():
+        if value is None:
+            result.pop(key, None)
+        else:
+            result[key] = merge_patch(result.get(key), value)
+    return result
+
+
+def json_patch(original: Any, patch: Any) -> Any:
+    if not isinstance(patch, list):
+        raise errors.bad_request("json: cannot unmarshal object into Go value of type jsonpatch.Patch")
+    try:
+        return jsonpatch.JsonPatch(patch).apply(original)
+    except (jsonpatch.JsonPatchException, jsonpatch.JsonPointerException, TypeError, KeyError) as exc:
+        raise errors.StatusError(422, "Invalid", f"the server rejected our request due to an error in our "
+                                                 f"request: {exc}") from exc
+
+
+def _merge_key(kind: str, path: Path) -> str | None:
+    table = MERGE_KEYS.get(kind, {})
+    if path in table:
+        return table[path]
+    return COMMON_MERGE_KEYS.get(path)
+
+
+def strategic_merge_patch(original: Any, patch: Any, kind: str) -> Any:
+    if not isinstance(patch, dict):
+        raise errors.bad_request("json: cannot unmarshal into Go value of type map[string]interface {}")
+    return _merge_map(original if isinstance(original, dict) else {}, patch, kind, ())
+
+
+def _merge_map(original: dict[str, Any], patch: dict[str, Any], kind: str, path: Path) -> Any:
+    directive = patch.get(DIRECTIVE)
+    if directive == "replace":
+        return strip_directives({k: v for k, v in patch.items() if k != DIRECTIVE})
+    if directive == "delete":
+        return None
+    if directive not in (None, "merge"):
+        raise errors.bad_request(f"Unknown patch type: {directive}")
+    result = copy.deepcopy(original)
+    orders: dict[str, list[Any]] = {}
+    for key, value in patch.items():
+        if key == DIRECTIVE or key == RETAIN_KEYS:
+            continue
+        if key.startswith(SET_ORDER):
+            orders[key[len(SET_ORDER):]] = value
+            continue
+        if key.startswith(DELETE_PRIMITIVE):
+            field = key[len(DELETE_PRIMITIVE):]
+            result[field] = [x for x in result.get(field) or [] if x not in (value or [])]
+            continue
+        if value is None:
+            result.pop(key, None)
+            continue
+        child = path + (key,)
+        current = result.get(key)
+        if isinstance(value, dict):
+            merged = _merge_map(current if isinstance(current, dict) else {}, value, kind, child)
+            if merged is None:
+                result.pop(key, None)
+            else:
+                result[key] = merged
+        elif isinstance(value, list):
+            result[key] = _merge_list(current if isinstance(current, list) else [], value, kind, child)
+        else:
+            result[key] = value
+    for field, order in orders.items():
+        if isinstance(result.get(field), list):
+            result[field] = _apply_order(result[field], order, _merge_key(kind, path + (field,)))
+    retain = patch.get(RETAIN_KEYS)
+    if isinstance(retain, list):
+        result = {k: v for k, v in result.items() if k in retain}
+    return result
+
+
+def _merge_list(original: list[Any], patch: list[Any], kind: str, path: Path) -> list[Any]:
+    key = _merge_key(kind, path)
+    if path in PRIMITIVE_MERGE or key == "":
+        merged = list(original)
+        for item in patch:
+            if item not in merged:
+                merged.append(item)
+        return merged
+    if not key:
+        return strip_directives(patch)
+    if any(isinstance(item, dict) and item.get(DIRECTIVE) == "replace" for item in patch):
+        return strip_directives([i for i in patch if not (isinstance(i, dict) and i.get(DIRECTIVE) == "replace")])
+    result = copy.deepcopy(original)
+    for item in patch:
+        if not isinstance(item, dict):
+            continue
+        ident = item.get(key)
+        index = next((i for i, o in enumerate(result) if isinstance(o, dict) and o.get(key) == ident), None)
+        if item.get(DIRECTIVE) == "delete":
+            if index is not None:
+                del result[index]
+            continue
+        if index is None:
+            result.append(strip_directives(item))
+        else:
+            merged = _merge_map(result[index], item, kind, path)
+            if merged is None:
+                del result[index]
+            else:
+                result[index] = merged
+    return result
+
+
+def _apply_order(items: list[Any], order: list[Any], key: str | None) -> list[Any]:
+    def ident(item: Any) -> Any:
+        return item.get(key) if key and isinstance(item, dict) else item
+
+    wanted = [ident(o) for o in order]
+    ranked = {v: i for i, v in enumerate(wanted) if not isinstance(v, dict | list)}
+    in_order = sorted((i for i in items if ident(i) in ranked), key=lambda i: ranked[ident(i)])
+    rest = [i for i in items if ident(i) not in ranked]
+    return in_order + rest
+
+
+def strip_directives(value: Any) -> Any:
+    if isinstance(value, dict):
+        return {k: strip_directives(v) for k, v in value.items()
+                if k not in (DIRECTIVE, RETAIN_KEYS) and not k.startswith((SET_ORDER, DELETE_PRIMITIVE))}
+    if isinstance(value, list):
+        return [strip_directives(v) for v in value]
+    return value
+
+
+def apply_patch(content_type: str, original: dict[str, Any], patch: Any, kind: str) -> Any:
+    if content_type == "application/json-patch+json":
+        return json_patch(original, patch)
+    if content_type == "application/merge-patch+json":
+        return merge_patch(original, patch)
+    if content_type in ("application/strategic-merge-patch+json", "application/apply-patch+yaml"):
+        # Server-side apply is approximated by a strategic merge of the applied configuration: fields
+        # merge by key rather than being replaced, so a second apply never wipes what the first set.
+        return strategic_merge_patch(original, patch, kind)
+    raise errors.unsupported_media_type(content_type)
+
+
+PATCH_TYPES = ("application/json-patch+json", "application/merge-patch+json",
+               "application/strategic-merge-patch+json", "application/apply-patch+yaml")

@@ -1,0 +1,32 @@
+"""The registry: per-kind strategies (defaults, validation, allocation) and the generic store that runs
+them in kube-apiserver's order. Routers call the store; the store calls storage; nothing here speaks HTTP."""
+
+from __future__ import annotations
+
+from kubelab import kinds
+
+from .cluster import NamespaceStrategy, NodeStrategy
+from .events import EventStrategy, LeaseStrategy
+from .networking import EndpointSliceStrategy, EndpointsStrategy
+from .pods import PodStrategy
+from .services import ServiceStrategy
+from .store import Registry, WatchEvent
+from .strategy import Strategy
+
+
+def default_strategies(*, service_cidr: str | None = None) -> dict[kinds.ResourceType, Strategy]:
+    from .allocation import IPRange
+
+    return {
+        kinds.NAMESPACES: NamespaceStrategy(kinds.NAMESPACES),
+        kinds.NODES: NodeStrategy(kinds.NODES),
+        kinds.PODS: PodStrategy(kinds.PODS),
+        kinds.SERVICES: ServiceStrategy(kinds.SERVICES, ip_range=IPRange(service_cidr) if service_cidr else None),
+        kinds.ENDPOINTS: EndpointsStrategy(kinds.ENDPOINTS),
+        kinds.EVENTS: EventStrategy(kinds.EVENTS),
+        kinds.ENDPOINTSLICES: EndpointSliceStrategy(kinds.ENDPOINTSLICES),
+        kinds.LEASES: LeaseStrategy(kinds.LEASES),
+    }
+
+
+__all__ = ["Registry", "Strategy", "WatchEvent", "default_strategies"]

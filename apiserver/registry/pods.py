@@ -1,0 +1,213 @@
+"""Pods: defaults (kube-apiserver's SetDefaults plus the DefaultTolerationSeconds admission plugin),
+validation, the QoS class, and the binding subresource's rules."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from kubelab import quantity, timeutil, validation
+from kubelab.models import Pod, PodCondition, PodStatus, Toleration, TypedObject
+from kubelab.validation import FieldError, invalid, not_supported, required
+
+from .strategy import Strategy
+
+PROTOCOLS = ["SCTP", "TCP", "UDP"]
+RESTART_POLICIES = ["Always", "Never", "OnFailure"]
+
+
+def qos_class(pod: Pod) -> str:
+    """Guaranteed: every container sets equal cpu and memory requests and limits; BestEffort: none set."""
+    containers = list(pod.spec.containers or []) + list(pod.spec.init_containers or []) if pod.spec else []
+    any_set = False
+    guaranteed = True
+    for c in containers:
+        req = (c.resources.requests if c.resources else None) or {}
+        lim = (c.resources.limits if c.resources else None) or {}
+        if req or lim:
+            any_set = True
+        for res in ("cpu", "memory"):
+            limit = lim.get(res)
+            request = req.get(res, limit)
+            if limit is None or request is None or quantity.parse(limit) != quantity.parse(request):
+                guaranteed = False
+    if not any_set:
+        return "BestEffort"
+    return "Guaranteed" if guaranteed else "Burstable"
+
+
+class PodStrategy(Strategy):
+    def prepare_create(self, obj: TypedObject) -> None:
+        super().prepare_create(obj)
+        assert isinstance(obj, Pod)
+        spec = obj.spec
+        if spec is not None:
+            spec.restart_policy = spec.restart_policy or "Always"
+            spec.dns_policy = spec.dns_policy or "ClusterFirst"
+            spec.scheduler_name = spec.scheduler_name or "default-scheduler"
+            if spec.termination_grace_period_seconds is None:
+                spec.termination_grace_period_seconds = 30
+            if spec.priority is None:
+                spec.priority = 0
+            for c in list(spec.containers or []) + list(spec.init_containers or []):
+                for p in c.ports or []:
+                    p.protocol = p.protocol or "TCP"
+                if c.resources is not None and c.resources.limits and not c.resources.requests:
+                    # A limit without a request requests the limit (SetDefaults_ResourceRequirements... as
+                    # kube-apiserver defaults container requests from limits).
+                    c.resources.requests = dict(c.resources.limits)
+                elif c.resources is not None and c.resources.limits and c.resources.requests:
+                    for res, lim in c.resources.limits.items():
+                        c.resources.requests.setdefault(res, lim)
+                extra = c.model_extra if c.model_extra is not None else {}
+                if "imagePullPolicy" not in extra and c.image:
+                    tagless = ":" not in c.image.rsplit("/", 1)[-1]
+                    extra["imagePullPolicy"] = "Always" if tagless or c.image.endswith(":latest") else "IfNotPresent"
+                extra.setdefault("terminationMessagePath", "/dev/termination-log")
+                extra.setdefault("terminationMessagePolicy", "File")
+            spec.tolerations = _with_default_tolerations(spec.tolerations)
+            if spec.node_name:
+                pass  # a pod created with nodeName skips the scheduler entirely
+        status = PodStatus(phase="Pending", qos_class=qos_class(obj))
+        if spec is not None and spec.node_name:
+            status.conditions = None
+        obj.status = status
+
+    def validate_create(self, obj: TypedObject) -> list[FieldError]:
+        assert isinstance(obj, Pod)
+        return self.validate_meta(obj) + self.validate_spec(obj)
+
+    def validate_update(self, new: TypedObject, old: TypedObject, subresource: str | None = None
+                        ) -> list[FieldError]:
+        assert isinstance(new, Pod) and isinstance(old, Pod)
+        errs = super().validate_update(new, old, subresource)
+        if subresource is None and new.spec != old.spec:
+            changed = _changed_fields(new.spec.to_dict() if new.spec else {}, old.spec.to_dict() if old.spec else {})
+            mutable = {"activeDeadlineSeconds", "tolerations", "terminationGracePeriodSeconds", "schedulingGates"}
+            image_only = _only_images_changed(new, old)
+            if not image_only and not set(changed) <= mutable:
+                errs.append(validation.forbidden(
+                    "spec", "pod updates may not change fields other than `spec.containers[*].image`,"
+                    "`spec.initContainers[*].image`,`spec.activeDeadlineSeconds`,`spec.tolerations` (only "
+                    "additions to existing tolerations),`spec.terminationGracePeriodSeconds` (allow it to be set "
+                    "to 1 if it was previously negative)"))
+        return errs
+
+    def validate_spec(self, pod: Pod) -> list[FieldError]:
+        spec = pod.spec
+        if spec is None:
+            return [required("spec")]
+        errs: list[FieldError] = []
+        if not spec.containers:
+            errs.append(required("spec.containers"))
+        names: set[str] = set()
+        for group, path in ((spec.init_containers or [], "spec.initContainers"), (spec.containers or [], "spec.containers")):
+            for i, c in enumerate(group):
+                cpath = f"{path}[{i}]"
+                if not c.name:
+                    errs.append(required(f"{cpath}.name"))
+                else:
+                    errs += [invalid(f"{cpath}.name", c.name, p) for p in validation.dns1123_label_errors(c.name)]
+                    if c.name in names:
+                        errs.append(validation.duplicate(f"{cpath}.name", c.name))
+                    names.add(c.name)
+                if not c.image:
+                    errs.append(required(f"{cpath}.image"))
+                port_names: set[str] = set()
+                for j, p in enumerate(c.ports or []):
+                    ppath = f"{cpath}.ports[{j}]"
+                    if p.container_port is None:
+                        errs.append(required(f"{ppath}.containerPort"))
+                    else:
+                        errs += [invalid(f"{ppath}.containerPort", p.container_port, m)
+                                 for m in validation.port_number_errors(p.container_port)]
+                    if p.name:
+                        errs += [invalid(f"{ppath}.name", p.name, m) for m in validation.port_name_errors(p.name)]
+                        if p.name in port_names:
+                            errs.append(validation.duplicate(f"{ppath}.name", p.name))
+                        port_names.add(p.name)
+                    if p.protocol not in PROTOCOLS:
+                        errs.append(not_supported(f"{ppath}.protocol", p.protocol, PROTOCOLS))
+                res = c.resources
+                for kind in ("requests", "limits"):
+                    for name, value in ((getattr(res, kind) if res else None) or {}).items():
+                        if not isinstance(value, str) or not quantity.is_valid(value):
+                            errs.append(invalid(f"{cpath}.resources.{kind}[{name}]", value,
+                                                "must match the regex ^([+-]?[0-9.]+)([eEinumkKMGTP]*[-+]?[0-9]*)$"))
+                        elif quantity.parse(value) < 0:
+                            errs.append(invalid(f"{cpath}.resources.{kind}[{name}]", value,
+                                                "must be greater than or equal to 0"))
+                if res and res.limits and res.requests:
+                    for name, req in res.requests.items():
+                        lim = res.limits.get(name)
+                        if lim and quantity.is_valid(lim) and quantity.is_valid(req) and \
+                                quantity.parse(req) > quantity.parse(lim):
+                            errs.append(invalid(f"{cpath}.resources.requests", req,
+                                                f"must be less than or equal to {name} limit of {lim}"))
+        if spec.restart_policy not in RESTART_POLICIES:
+            errs.append(not_supported("spec.restartPolicy", spec.restart_policy, RESTART_POLICIES))
+        for key, value in (spec.node_selector or {}).items():
+            errs += [invalid("spec.nodeSelector", key, p) for p in validation.label_key_errors(key)]
+            errs += [invalid(f"spec.nodeSelector[{key}]", value, p) for p in validation.label_value_errors(value)]
+        if spec.node_name:
+            errs += [invalid("spec.nodeName", spec.node_name, p)
+                     for p in validation.dns1123_subdomain_errors(spec.node_name)]
+        return errs
+
+    def field_labels(self, obj: dict[str, Any]) -> dict[str, str]:
+        fields = super().field_labels(obj)
+        spec = obj.get("spec") or {}
+        status = obj.get("status") or {}
+        fields.update({
+            "spec.nodeName": spec.get("nodeName", ""),
+            "spec.restartPolicy": spec.get("restartPolicy", ""),
+            "spec.schedulerName": spec.get("schedulerName", ""),
+            "spec.serviceAccountName": spec.get("serviceAccountName", ""),
+            "spec.hostNetwork": "true" if spec.get("hostNetwork") else "false",
+            "status.phase": status.get("phase", ""),
+            "status.podIP": status.get("podIP", ""),
+            "status.nominatedNodeName": status.get("nominatedNodeName", ""),
+        })
+        return fields
+
+    def supported_fields(self) -> set[str]:
+        return super().supported_fields() | {"spec.nodeName", "spec.restartPolicy", "spec.schedulerName",
+                                             "spec.serviceAccountName", "spec.hostNetwork", "status.phase",
+                                             "status.podIP", "status.nominatedNodeName"}
+
+
+def bind(pod: Pod, node_name: str) -> None:
+    """What the binding subresource does to the stored pod (BindingREST.setPodHostAndAnnotations)."""
+    assert pod.spec is not None
+    pod.spec.node_name = node_name
+    status = pod.status or PodStatus()
+    conditions = [c for c in status.conditions or [] if c.type != "PodScheduled"]
+    conditions.append(PodCondition(type="PodScheduled", status="True", last_transition_time=timeutil.rfc3339()))
+    status.conditions = conditions
+    pod.status = status
+
+
+def _with_default_tolerations(tolerations: list[Toleration] | None) -> list[Toleration]:
+    """DefaultTolerationSeconds: tolerate not-ready and unreachable nodes for 300 s unless told otherwise."""
+    result = list(tolerations or [])
+    for key in ("node.kubernetes.io/not-ready", "node.kubernetes.io/unreachable"):
+        covered = any((t.key in (key, None, "")) and t.effect in ("NoExecute", None, "") for t in result
+                      if not (t.key in (None, "") and t.operator != "Exists"))
+        if not covered:
+            result.append(Toleration(key=key, operator="Exists", effect="NoExecute", toleration_seconds=300))
+    return result
+
+
+def _changed_fields(new: dict[str, Any], old: dict[str, Any]) -> list[str]:
+    return [k for k in set(new) | set(old) if new.get(k) != old.get(k)]
+
+
+def _only_images_changed(new: Pod, old: Pod) -> bool:
+    def strip(pod: Pod) -> dict[str, Any]:
+        spec = pod.spec.to_dict() if pod.spec else {}
+        for group in ("containers", "initContainers"):
+            for c in spec.get(group) or []:
+                c.pop("image", None)
+        for k in ("activeDeadlineSeconds", "tolerations", "terminationGracePeriodSeconds", "schedulingGates"):
+            spec.pop(k, None)
+        return spec
+    return strip(new) == strip(old)

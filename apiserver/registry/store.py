@@ -1,0 +1,372 @@
+"""The generic store: create, get, list, update, patch, delete and watch for every kind.
+
+It is kube-apiserver's generic registry in small: decode and type-check the body, run the kind's
+strategy (defaults, validation, allocation), then one etcd transaction. Storage errors are turned into
+Kubernetes Status errors here, where the resource and name are known.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import AsyncIterator, Callable
+from dataclasses import dataclass
+from typing import Any
+
+import pydantic
+
+from kubelab.kinds import NAMESPACES, ResourceType
+from kubelab.models import TypedObject
+from kubelab.selectors import FieldSelector, Selector
+
+from .. import errors
+from ..storage import (Compacted, KeyExists, KeyNotFound, RequiredKeyMissing, RevisionConflict, Storage,
+                       StorageEvent, Txn, Unavailable)
+from .strategy import Strategy, generate_name
+
+log = logging.getLogger(__name__)
+
+MAX_RETRIES = 16
+
+
+@dataclass
+class WatchEvent:
+    type: str  # ADDED | MODIFIED | DELETED
+    object: dict[str, Any]
+
+
+def type_error_message(rt: ResourceType, exc: pydantic.ValidationError) -> str:
+    """Say what kube-apiserver says when JSON does not fit the Go type, as closely as pydantic allows."""
+    first = exc.errors()[0]
+    where = ".".join(str(p) for p in first["loc"])
+    return (f"{rt.kind} in version \"{rt.version}\" cannot be handled as a {rt.kind}: "
+            f"json: cannot unmarshal {type(first.get('input')).__name__} into Go struct field {where}: "
+            f"{first['msg']}")
+
+
+class Registry:
+    def __init__(self, storage: Storage, strategies: dict[ResourceType, Strategy]) -> None:
+        self.storage = storage
+        self.strategies = strategies
+
+    def strategy(self, rt: ResourceType) -> Strategy:
+        return self.strategies[rt]
+
+    # --- keys ------------------------------------------------------------------------------------
+
+    @staticmethod
+    def key(rt: ResourceType, namespace: str | None, name: str) -> str:
+        if rt.namespaced:
+            return f"/registry/{rt.plural}/{namespace}/{name}"
+        return f"/registry/{rt.plural}/{name}"
+
+    @staticmethod
+    def prefix(rt: ResourceType, namespace: str | None) -> str:
+        if rt.namespaced and namespace:
+            return f"/registry/{rt.plural}/{namespace}/"
+        return f"/registry/{rt.plural}/"
+
+    # --- decoding --------------------------------------------------------------------------------
+
+    def decode(self, rt: ResourceType, body: Any, namespace: str | None) -> TypedObject:
+        if not isinstance(body, dict):
+            raise errors.bad_request(f"Object 'Kind' is missing in '{str(body)[:200]}'")
+        kind, api_version = body.get("kind"), body.get("apiVersion")
+        if kind is not None and kind != rt.kind:
+            raise errors.bad_request(f"the kind in the data ({kind}) does not match the expected kind ({rt.kind})"
+                                     if api_version in (None, rt.api_version) else
+                                     f"the API version in the data ({api_version}) does not match the expected "
+                                     f"API version ({rt.api_version})")
+        if api_version is not None and api_version != rt.api_version:
+            raise errors.bad_request(f"the API version in the data ({api_version}) does not match the expected "
+                                     f"API version ({rt.api_version})")
+        try:
+            obj = rt.model.model_validate(body)
+        except pydantic.ValidationError as exc:
+            raise errors.bad_request(type_error_message(rt, exc)) from exc
+        if rt.namespaced:
+            body_ns = obj.metadata.namespace
+            if body_ns and namespace and body_ns != namespace:
+                raise errors.bad_request("the namespace of the provided object does not match the namespace sent "
+                                         "on the request")
+            obj.metadata.namespace = namespace or body_ns
+        return obj
+
+    def _to_model(self, rt: ResourceType, data: dict[str, Any]) -> TypedObject:
+        return rt.model.model_validate(data)
+
+    # --- reads -----------------------------------------------------------------------------------
+
+    async def get(self, rt: ResourceType, namespace: str | None, name: str) -> dict[str, Any]:
+        try:
+            stored = await self.storage.get(self.key(rt, namespace, name))
+        except KeyNotFound:
+            raise errors.not_found(rt, name) from None
+        except Unavailable as exc:
+            raise errors.unavailable(f"etcd is unavailable: {exc}") from exc
+        return stored.obj
+
+    def matcher(self, rt: ResourceType, labels: Selector, fields: FieldSelector) -> Callable[[dict[str, Any]], bool]:
+        strategy = self.strategy(rt)
+        unsupported = fields.fields() - strategy.supported_fields()
+        if unsupported:
+            raise errors.bad_request(f'field label not supported: {sorted(unsupported)[0]}')
+
+        def matches(obj: dict[str, Any]) -> bool:
+            if not labels.is_empty() and not labels.matches((obj.get("metadata") or {}).get("labels")):
+                return False
+            return fields.is_empty() or fields.matches(strategy.field_labels(obj))
+
+        return matches
+
+    async def list(self, rt: ResourceType, namespace: str | None, labels: Selector, fields: FieldSelector
+                   ) -> tuple[list[dict[str, Any]], int]:
+        matches = self.matcher(rt, labels, fields)
+        try:
+            items, revision = await self.storage.list(self.prefix(rt, namespace))
+        except Unavailable as exc:
+            raise errors.unavailable(f"etcd is unavailable: {exc}") from exc
+        return [s.obj for s in items if matches(s.obj)], revision
+
+    # --- create ----------------------------------------------------------------------------------
+
+    async def create(self, rt: ResourceType, namespace: str | None, body: Any, *, dry_run: bool = False
+                     ) -> dict[str, Any]:
+        obj = self.decode(rt, body, namespace)
+        strategy = self.strategy(rt)
+        if rt.namespaced and not obj.metadata.namespace:
+            raise errors.bad_request("the server could not find the requested resource (namespace is required)")
+        strategy.prepare_create(obj)
+        generated = not obj.metadata.name
+        if generated and obj.metadata.generate_name:
+            obj.metadata.name = generate_name(obj.metadata.generate_name)
+        errs = strategy.validate_create(obj)
+        if errs:
+            raise errors.invalid(rt, obj.metadata.name or obj.metadata.generate_name or "", errs)
+        return await self._store_new(rt, strategy, obj, generated=generated, dry_run=dry_run)
+
+    async def _store_new(self, rt: ResourceType, strategy: Strategy, obj: TypedObject, *, generated: bool,
+                         dry_run: bool) -> dict[str, Any]:
+        avoid: set[str] = set()
+        base = obj
+        for _ in range(MAX_RETRIES):
+            attempt = base.model_copy(deep=True)
+            alloc = strategy.allocate(attempt, None, avoid=avoid)
+            if alloc.errors:
+                raise errors.invalid(rt, attempt.metadata.name or "", alloc.errors)
+            data = attempt.to_dict()
+            if dry_run:
+                return data
+            key = self.key(rt, attempt.metadata.namespace, attempt.metadata.name or "")
+            txn = alloc.txn
+            if rt.namespaced:
+                txn.require.append(self.key(NAMESPACES, None, attempt.metadata.namespace or ""))
+            try:
+                revision = await self.storage.create(key, data, extra=txn)
+            except KeyExists as exc:
+                if exc.key == key:
+                    if generated and base.metadata.generate_name:
+                        base.metadata.name = generate_name(base.metadata.generate_name)
+                        continue
+                    raise errors.already_exists(rt, attempt.metadata.name or "") from None
+                if exc.key in alloc.taken_errors:
+                    raise errors.invalid(rt, attempt.metadata.name or "", [alloc.taken_errors[exc.key]]) from None
+                avoid.add(exc.key)
+                continue
+            except RequiredKeyMissing:
+                raise errors.namespace_not_found(attempt.metadata.namespace or "") from None
+            except Unavailable as exc:
+                raise errors.unavailable(f"etcd is unavailable: {exc}") from exc
+            data["metadata"]["resourceVersion"] = str(revision)
+            return data
+        raise errors.StatusError(500, "InternalError", "Internal error occurred: could not allocate after "
+                                                       f"{MAX_RETRIES} attempts")
+
+    # --- update and patch ------------------------------------------------------------------------
+
+    async def update(self, rt: ResourceType, namespace: str | None, name: str, body: Any, *,
+                     subresource: str | None = None, dry_run: bool = False) -> dict[str, Any]:
+        new_obj = self.decode(rt, body, namespace)
+        if new_obj.metadata.name and new_obj.metadata.name != name:
+            raise errors.bad_request(f"the name of the object ({new_obj.metadata.name}) does not match the name "
+                                     f"on the URL ({name})")
+        new_obj.metadata.name = name
+        precondition = new_obj.metadata.resource_version or None
+        return await self.guaranteed_update(rt, namespace, name, lambda _current: new_obj.model_copy(deep=True),
+                                            subresource=subresource, dry_run=dry_run, precondition=precondition)
+
+    async def guaranteed_update(self, rt: ResourceType, namespace: str | None, name: str,
+                                mutate: Callable[[dict[str, Any]], TypedObject | dict[str, Any]], *,
+                                subresource: str | None = None, dry_run: bool = False,
+                                precondition: str | None = None) -> dict[str, Any]:
+        """Read, mutate, validate, write; retry on a storage conflict unless the caller named a version."""
+        strategy = self.strategy(rt)
+        key = self.key(rt, namespace, name)
+        avoid: set[str] = set()
+        for _ in range(MAX_RETRIES):
+            try:
+                stored = await self.storage.get(key)
+            except KeyNotFound:
+                raise errors.not_found(rt, name) from None
+            except Unavailable as exc:
+                raise errors.unavailable(f"etcd is unavailable: {exc}") from exc
+            if precondition is not None and precondition != str(stored.mod_revision):
+                raise errors.stale_update(rt, name)
+            old = self._to_model(rt, stored.obj)
+            result = mutate(stored.obj)
+            new = result if isinstance(result, TypedObject) else self.decode(rt, result, namespace)
+            new.metadata.name = name
+            if precondition is None:
+                new.metadata.resource_version = str(stored.mod_revision)
+            elif new.metadata.resource_version and new.metadata.resource_version != str(stored.mod_revision):
+                raise errors.stale_update(rt, name)
+            strategy.prepare_update(new, old, subresource)
+            errs = strategy.validate_update(new, old, subresource)
+            if errs:
+                raise errors.invalid(rt, name, errs)
+            alloc = strategy.allocate(new, old, avoid=avoid) if subresource is None else None
+            if alloc is not None and alloc.errors:
+                raise errors.invalid(rt, name, alloc.errors)
+            data = new.to_dict()
+            data["metadata"].pop("resourceVersion", None)
+            if data == {**stored.obj, "metadata": {k: v for k, v in stored.obj["metadata"].items()
+                                                    if k != "resourceVersion"}}:
+                return stored.obj  # a no-op update writes nothing and keeps the resourceVersion
+            if dry_run:
+                data["metadata"]["resourceVersion"] = str(stored.mod_revision)
+                return data
+            try:
+                revision = await self.storage.update(key, data, stored.mod_revision,
+                                                     extra=alloc.txn if alloc else None)
+            except RevisionConflict:
+                if precondition is not None:
+                    raise errors.stale_update(rt, name) from None
+                continue
+            except KeyNotFound:
+                raise errors.not_found(rt, name) from None
+            except KeyExists as exc:
+                if alloc is not None and exc.key in alloc.taken_errors:
+                    raise errors.invalid(rt, name, [alloc.taken_errors[exc.key]]) from None
+                avoid.add(exc.key)
+                continue
+            except Unavailable as exc:
+                raise errors.unavailable(f"etcd is unavailable: {exc}") from exc
+            data["metadata"]["resourceVersion"] = str(revision)
+            return data
+        raise errors.conflict(rt, name, "too many concurrent updates, please try again")
+
+    # --- delete ----------------------------------------------------------------------------------
+
+    async def delete(self, rt: ResourceType, namespace: str | None, name: str, *,
+                     preconditions: dict[str, Any] | None = None, dry_run: bool = False) -> dict[str, Any]:
+        strategy = self.strategy(rt)
+        key = self.key(rt, namespace, name)
+        preconditions = preconditions or {}
+        for _ in range(MAX_RETRIES):
+            try:
+                stored = await self.storage.get(key)
+            except KeyNotFound:
+                raise errors.not_found(rt, name) from None
+            except Unavailable as exc:
+                raise errors.unavailable(f"etcd is unavailable: {exc}") from exc
+            meta = stored.obj.get("metadata") or {}
+            uid = preconditions.get("uid")
+            if uid and uid != meta.get("uid"):
+                raise errors.conflict(rt, name, f"Precondition failed: UID in precondition: {uid}, UID in object "
+                                                f"meta: {meta.get('uid')}")
+            rv = preconditions.get("resourceVersion")
+            if rv and rv != str(stored.mod_revision):
+                raise errors.conflict(rt, name, f"Precondition failed: ResourceVersion in precondition: {rv}, "
+                                                f"ResourceVersion in object meta: {stored.mod_revision}")
+            if dry_run:
+                return stored.obj
+            txn = strategy.release(self._to_model(rt, stored.obj))
+            try:
+                await self.storage.delete(key, stored.mod_revision, extra=txn)
+            except RevisionConflict:
+                continue
+            except KeyNotFound:
+                raise errors.not_found(rt, name) from None
+            except Unavailable as exc:
+                raise errors.unavailable(f"etcd is unavailable: {exc}") from exc
+            return stored.obj
+        raise errors.conflict(rt, name, "too many concurrent updates, please try again")
+
+    # --- watch -----------------------------------------------------------------------------------
+
+    async def watch(self, rt: ResourceType, namespace: str | None, resource_version: str | None,
+                    labels: Selector, fields: FieldSelector) -> AsyncIterator[WatchEvent]:
+        """kube-apiserver's watch: rv unset or "0" replays the current objects as ADDED first.
+
+        A change that moves an object into or out of the selection is reported as ADDED or DELETED,
+        as the watch cache's filtering does.
+        """
+        matches = self.matcher(rt, labels, fields)
+        prefix = self.prefix(rt, namespace)
+        if resource_version in (None, "", "0"):
+            try:
+                items, revision = await self.storage.list(prefix)
+            except Unavailable as exc:
+                raise errors.unavailable(f"etcd is unavailable: {exc}") from exc
+            for item in items:
+                if matches(item.obj):
+                    yield WatchEvent("ADDED", item.obj)
+            start = revision + 1
+        else:
+            try:
+                start = int(resource_version) + 1
+            except ValueError:
+                raise errors.bad_request(f'invalid resource version "{resource_version}"') from None
+        try:
+            async for event in self.storage.watch(prefix, start):
+                converted = self._convert(event, matches)
+                if converted is not None:
+                    yield converted
+        except Compacted as exc:
+            raise errors.gone(f"too old resource version: {start - 1} ({exc.compacted})") from exc
+        except Unavailable as exc:
+            raise errors.unavailable(f"etcd is unavailable: {exc}") from exc
+
+    @staticmethod
+    def _convert(event: StorageEvent, matches: Callable[[dict[str, Any]], bool]) -> WatchEvent | None:
+        if event.type == "PROGRESS":
+            return None
+        if event.type == "DELETE":
+            if event.prev is None or not matches(event.prev):
+                return None
+            obj = event.prev
+            obj["metadata"]["resourceVersion"] = str(event.revision)
+            return WatchEvent("DELETED", obj)
+        assert event.obj is not None
+        now_matches = matches(event.obj)
+        before = event.prev is not None and not event.created and matches(event.prev)
+        if now_matches:
+            return WatchEvent("MODIFIED" if before else "ADDED", event.obj)
+        if before:
+            return WatchEvent("DELETED", event.obj)
+        return None
+
+    # --- helpers for the API server's own bookkeeping ------------------------------------------
+
+    async def ensure(self, rt: ResourceType, body: dict[str, Any]) -> None:
+        """Create an object unless it exists (bootstrap objects: default namespaces, the kubernetes Service)."""
+        meta = body.get("metadata") or {}
+        try:
+            await self.create(rt, meta.get("namespace"), body)
+        except errors.StatusError as exc:
+            if exc.code != 409:
+                raise
+
+    async def wait_for_storage(self, timeout: float = 30.0) -> None:
+        deadline = asyncio.get_running_loop().time() + timeout
+        while True:
+            try:
+                await self.storage.revision()
+                return
+            except Unavailable:
+                if asyncio.get_running_loop().time() > deadline:
+                    raise
+                await asyncio.sleep(0.2)
+
+
+__all__ = ["Registry", "Txn", "WatchEvent"]

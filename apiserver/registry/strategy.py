@@ -1,0 +1,142 @@
+"""Strategy: what is particular to one kind — defaults, validation, what an update may change.
+
+The generic store (store.py) calls these hooks in kube-apiserver's order: decode, PrepareForCreate
+(defaults), Validate, then storage. Hooks work on the typed model; they never touch etcd. The one
+exception to purity is allocation (ClusterIPs, NodePorts), which hands the store the extra keys to
+claim or release in the same etcd transaction as the object itself.
+"""
+
+from __future__ import annotations
+
+import secrets
+import uuid
+from dataclasses import dataclass, field
+from typing import Any
+
+from kubelab import timeutil, validation
+from kubelab.kinds import ResourceType
+from kubelab.models import TypedObject
+from kubelab.validation import FieldError
+
+from ..storage import Txn
+
+# apiserver's names.SimpleNameGenerator: 5 characters from an alphabet without vowels or look-alikes.
+_NAME_ALPHABET = "bcdfghjklmnpqrstvwxz2456789"
+
+
+@dataclass
+class Allocation:
+    """What one write claims and releases besides the object itself.
+
+    `errors` are refusals known before trying (a ClusterIP outside the range); `taken_errors` maps a
+    reservation key the user asked for by hand to the 422 to answer if that key turns out to be taken.
+    """
+
+    txn: Txn = field(default_factory=Txn)
+    errors: list[FieldError] = field(default_factory=list)
+    taken_errors: dict[str, FieldError] = field(default_factory=dict)
+
+
+def generate_name(base: str) -> str:
+    return base[:58] + "".join(secrets.choice(_NAME_ALPHABET) for _ in range(5))
+
+
+class Strategy:
+    """Defaults and validation shared by every kind; subclasses add their own."""
+
+    rt: ResourceType
+    # Kinds whose main-resource writes ignore status (and whose status writes ignore the rest).
+    has_status: bool = True
+    name_check = staticmethod(validation.dns1123_subdomain_errors)
+
+    def __init__(self, rt: ResourceType) -> None:
+        self.rt = rt
+
+    # --- create ----------------------------------------------------------------------------------
+
+    def prepare_create(self, obj: TypedObject) -> None:
+        meta = obj.metadata
+        meta.uid = str(uuid.uuid4())
+        meta.creation_timestamp = timeutil.rfc3339()
+        meta.resource_version = None
+        meta.deletion_timestamp = None
+        meta.deletion_grace_period_seconds = None
+        if not self.rt.namespaced:
+            meta.namespace = None
+        obj.api_version = self.rt.api_version
+        obj.kind = self.rt.kind
+
+    def validate_create(self, obj: TypedObject) -> list[FieldError]:
+        return self.validate_meta(obj)
+
+    def validate_meta(self, obj: TypedObject) -> list[FieldError]:
+        meta = obj.metadata
+        errs: list[FieldError] = []
+        if not meta.name and not meta.generate_name:
+            errs.append(validation.required("metadata.name", "name or generateName is required"))
+        elif meta.name:
+            errs += [validation.invalid("metadata.name", meta.name, p) for p in self.name_check(meta.name)]
+        if meta.generate_name and not meta.name:
+            # The generated suffix is alphanumeric, so checking the prefix plus one letter suffices.
+            errs += [validation.invalid("metadata.generateName", meta.generate_name, p)
+                     for p in self.name_check(meta.generate_name + "a")]
+        if self.rt.namespaced and meta.namespace:
+            errs += [validation.invalid("metadata.namespace", meta.namespace, p)
+                     for p in validation.dns1123_label_errors(meta.namespace)]
+        errs += validation.validate_labels(meta.labels, "metadata.labels")
+        errs += validation.validate_annotations(meta.annotations, "metadata.annotations")
+        return errs
+
+    def allocate(self, obj: TypedObject, old: TypedObject | None, *, avoid: set[str]) -> Allocation:
+        """Keys to claim and release with this write (nothing for most kinds); `avoid` holds keys
+        found taken by an earlier attempt of the same write."""
+        return Allocation()
+
+    def release(self, obj: TypedObject) -> Txn:
+        """Keys to release when `obj` is deleted."""
+        return Txn()
+
+    # --- update ----------------------------------------------------------------------------------
+
+    def prepare_update(self, new: TypedObject, old: TypedObject, subresource: str | None) -> None:
+        """Carry over what an update may not change: identity, and status or spec by subresource."""
+        nm, om = new.metadata, old.metadata
+        nm.uid = om.uid
+        nm.creation_timestamp = om.creation_timestamp
+        nm.deletion_timestamp = om.deletion_timestamp
+        nm.deletion_grace_period_seconds = om.deletion_grace_period_seconds
+        nm.generate_name = om.generate_name if nm.generate_name is None else nm.generate_name
+        nm.namespace = om.namespace
+        new.api_version = self.rt.api_version
+        new.kind = self.rt.kind
+        if subresource == "status":
+            # ResetObjectMetaForStatus: a status write changes status only.
+            new.metadata = om.model_copy(update={"resource_version": nm.resource_version})
+            self.keep_non_status(new, old)
+        elif subresource is None and self.has_status and hasattr(new, "status"):
+            new.status = getattr(old, "status", None)  # type: ignore[attr-defined]
+
+    def keep_non_status(self, new: TypedObject, old: TypedObject) -> None:
+        """On a status write, everything but status comes from the stored object."""
+        for name in type(old).model_fields:
+            if name not in ("status", "metadata", "api_version", "kind"):
+                setattr(new, name, getattr(old, name))
+
+    def validate_update(self, new: TypedObject, old: TypedObject, subresource: str | None = None
+                        ) -> list[FieldError]:
+        errs = self.validate_meta(new)
+        if new.metadata.name != old.metadata.name:
+            errs.append(validation.invalid("metadata.name", new.metadata.name, "field is immutable"))
+        return errs
+
+    # --- field selectors -------------------------------------------------------------------------
+
+    def field_labels(self, obj: dict[str, Any]) -> dict[str, str]:
+        meta = obj.get("metadata") or {}
+        fields = {"metadata.name": meta.get("name", "")}
+        if self.rt.namespaced:
+            fields["metadata.namespace"] = meta.get("namespace", "")
+        return fields
+
+    def supported_fields(self) -> set[str]:
+        return {"metadata.name", "metadata.namespace"}

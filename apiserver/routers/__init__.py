@@ -1,0 +1,1 @@
+"""HTTP routers: resources (the REST verbs for every kind), discovery, health."""

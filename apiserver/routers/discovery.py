@@ -1,0 +1,76 @@
+"""Discovery and OpenAPI endpoints: what kubectl reads before it touches any resource."""
+
+from __future__ import annotations
+
+from fastapi import APIRouter, Request
+from starlette.responses import Response
+
+from .. import codecs, discovery, errors
+
+router = APIRouter()
+
+
+def _resources(request: Request):  # type: ignore[no-untyped-def]
+    return request.app.state.resources
+
+
+@router.get("/version")
+async def version(request: Request) -> Response:
+    return codecs.respond(request, discovery.version())
+
+
+@router.get("/api")
+async def api(request: Request) -> Response:
+    host = request.url.hostname or "127.0.0.1"
+    port = request.url.port or 80
+    return codecs.respond(request, discovery.api_versions(f"{host}:{port}"))
+
+
+@router.get("/apis")
+async def apis(request: Request) -> Response:
+    return codecs.respond(request, discovery.api_group_list(_resources(request)))
+
+
+@router.get("/api/{version}")
+async def core_resources(request: Request, version: str) -> Response:
+    body = discovery.api_resource_list(version, _resources(request))
+    if body is None:
+        raise errors.route_not_found()
+    return codecs.respond(request, body)
+
+
+@router.get("/apis/{group}")
+async def group(request: Request, group: str) -> Response:
+    body = discovery.api_group(group, _resources(request))
+    if body is None:
+        raise errors.route_not_found()
+    return codecs.respond(request, body)
+
+
+@router.get("/apis/{group}/{version}")
+async def group_resources(request: Request, group: str, version: str) -> Response:
+    body = discovery.api_resource_list(f"{group}/{version}", _resources(request))
+    if body is None:
+        raise errors.route_not_found()
+    return codecs.respond(request, body)
+
+
+@router.get("/openapi/v3")
+async def openapi_index(request: Request) -> Response:
+    return codecs.respond(request, discovery.openapi_index(_resources(request)))
+
+
+@router.get("/openapi/v3/api/{version}")
+async def openapi_core(request: Request, version: str) -> Response:
+    body = discovery.openapi_group_version(version, _resources(request))
+    if body is None:
+        raise errors.route_not_found()
+    return codecs.respond(request, body)
+
+
+@router.get("/openapi/v3/apis/{group}/{version}")
+async def openapi_group(request: Request, group: str, version: str) -> Response:
+    body = discovery.openapi_group_version(f"{group}/{version}", _resources(request))
+    if body is None:
+        raise errors.route_not_found()
+    return codecs.respond(request, body)

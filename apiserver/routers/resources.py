@@ -1,0 +1,356 @@
+"""The REST verbs for every kind, at kube-apiserver's paths.
+
+`/api/v1/...` and `/apis/<group>/<version>/...` are parsed here into (resource, namespace, name,
+subresource) and handed to the registry. This module speaks HTTP — query parameters, content types,
+status codes, Tables and watch streams — and nothing else.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from typing import Any
+
+import orjson
+from fastapi import APIRouter, Request
+from starlette.responses import Response, StreamingResponse
+
+from kubelab import kinds, validation
+from kubelab.kinds import ResourceType
+from kubelab.models import Binding
+from kubelab.selectors import SelectorError, parse_field_selector, parse_label_selector
+
+from .. import codecs, errors, tables
+from ..patch import PATCH_TYPES, apply_patch
+from ..registry import Registry
+from ..registry.pods import bind
+
+log = logging.getLogger(__name__)
+
+router = APIRouter()
+
+
+@dataclass(frozen=True)
+class Target:
+    rt: ResourceType
+    namespace: str | None
+    name: str | None
+    subresource: str | None
+
+
+def _registry(request: Request) -> Registry:
+    registry: Registry = request.app.state.registry
+    return registry
+
+
+def _resources(request: Request) -> tuple[ResourceType, ...]:
+    resources: tuple[ResourceType, ...] = request.app.state.resources
+    return resources
+
+
+def resolve(request: Request, group: str, version: str, path: str) -> tuple[Target, bool]:
+    """Parse the part of the URL after the group version. Returns the target and whether it was a
+    legacy `/watch/` path."""
+    parts = [p for p in path.split("/") if p]
+    watch_path = bool(parts) and parts[0] == "watch"
+    if watch_path:
+        parts = parts[1:]
+
+    def lookup(plural: str) -> ResourceType | None:
+        for rt in _resources(request):
+            if rt.group == group and rt.version == version and rt.plural == plural:
+                return rt
+        return None
+
+    if len(parts) >= 3 and parts[0] == "namespaces":
+        rt = lookup(parts[2])
+        if rt is not None and rt.namespaced and len(parts) <= 5:
+            return Target(rt, parts[1], parts[3] if len(parts) > 3 else None,
+                          parts[4] if len(parts) > 4 else None), watch_path
+    if 1 <= len(parts) <= 3:
+        rt = lookup(parts[0])
+        if rt is not None and (len(parts) == 1 or not rt.namespaced):
+            target = Target(rt, None, parts[1] if len(parts) > 1 else None, parts[2] if len(parts) > 2 else None)
+            if target.subresource and target.subresource not in rt.subresources:
+                raise errors.route_not_found()
+            return target, watch_path
+    raise errors.route_not_found()
+
+
+def _check_subresource(target: Target) -> None:
+    if target.subresource and target.subresource not in target.rt.subresources:
+        raise errors.route_not_found()
+
+
+def _selectors(request: Request) -> tuple[Any, Any]:
+    q = request.query_params
+    try:
+        return parse_label_selector(q.get("labelSelector")), parse_field_selector(q.get("fieldSelector"))
+    except SelectorError as exc:
+        raise errors.bad_request(str(exc)) from exc
+
+
+def _table_requested(request: Request) -> bool:
+    accept = request.headers.get("accept") or ""
+    return "as=Table" in accept
+
+
+def _dry_run(request: Request) -> bool:
+    values = request.query_params.getlist("dryRun")
+    for v in values:
+        if v != "All":
+            raise errors.bad_request(f'Unsupported value: "{v}": supported values: "All"')
+    return bool(values)
+
+
+def _list_kind(rt: ResourceType) -> str:
+    return f"{rt.kind}List"
+
+
+# --- the one route per API root ------------------------------------------------------------------
+
+@router.api_route("/api/{version}/{path:path}", methods=["GET", "POST", "PUT", "PATCH", "DELETE"])
+async def core_api(request: Request, version: str, path: str) -> Response:
+    return await dispatch(request, "", version, path)
+
+
+@router.api_route("/apis/{group}/{version}/{path:path}", methods=["GET", "POST", "PUT", "PATCH", "DELETE"])
+async def group_api(request: Request, group: str, version: str, path: str) -> Response:
+    return await dispatch(request, group, version, path)
+
+
+async def dispatch(request: Request, group: str, version: str, path: str) -> Response:
+    target, watch_path = resolve(request, group, version, path)
+    method = request.method
+    q = request.query_params
+    if method == "GET":
+        if target.name is None:
+            if watch_path or q.get("watch") in ("true", "1"):
+                return await watch(request, target)
+            return await list_objects(request, target)
+        if watch_path:
+            return await watch(request, target)
+        return await get_object(request, target)
+    if method == "POST":
+        if target.name is not None:
+            if target.rt == kinds.PODS and target.subresource == "binding":
+                return await bind_pod(request, target)
+            raise errors.method_not_allowed()
+        if target.rt == kinds.PODS and path.endswith("bindings"):
+            raise errors.route_not_found()
+        return await create(request, target)
+    if method == "PUT" and target.name is not None:
+        return await replace(request, target)
+    if method == "PATCH" and target.name is not None:
+        return await patch(request, target)
+    if method == "DELETE":
+        if target.name is None:
+            return await delete_collection(request, target)
+        return await delete(request, target)
+    raise errors.method_not_allowed()
+
+
+# --- reads ---------------------------------------------------------------------------------------
+
+async def get_object(request: Request, target: Target) -> Response:
+    _check_subresource(target)
+    obj = await _registry(request).get(target.rt, target.namespace, target.name or "")
+    if _table_requested(request):
+        rv = (obj.get("metadata") or {}).get("resourceVersion", "")
+        return codecs.respond(request, tables.table(target.rt, [obj], rv,
+                                                    include_object=request.query_params.get("includeObject", "Metadata")))
+    return codecs.respond(request, obj)
+
+
+async def list_objects(request: Request, target: Target) -> Response:
+    labels, fields = _selectors(request)
+    items, revision = await _registry(request).list(target.rt, target.namespace, labels, fields)
+    if _table_requested(request):
+        return codecs.respond(request, tables.table(target.rt, items, str(revision),
+                                                    include_object=request.query_params.get("includeObject", "Metadata")))
+    body = {"kind": _list_kind(target.rt), "apiVersion": target.rt.api_version,
+            "metadata": {"resourceVersion": str(revision)}, "items": items}
+    return codecs.respond(request, body)
+
+
+async def watch(request: Request, target: Target) -> Response:
+    labels, fields = _selectors(request)
+    q = request.query_params
+    if target.name is not None:
+        # Legacy /watch/.../name: a watch of one object is a field-selected watch.
+        fields = parse_field_selector(",".join(filter(None, [q.get("fieldSelector"),
+                                                            f"metadata.name={target.name}"])))
+    registry = _registry(request)
+    registry.matcher(target.rt, labels, fields)  # a bad selector is a 400 before the stream starts
+    as_table = _table_requested(request)
+    include_object = q.get("includeObject", "Metadata")
+    timeout = q.get("timeoutSeconds")
+    deadline = float(timeout) if timeout and timeout.isdigit() and int(timeout) > 0 else None
+
+    async def stream() -> AsyncIterator[bytes]:
+        first = True
+        try:
+            async with asyncio.timeout(deadline):
+                async for event in registry.watch(target.rt, target.namespace, q.get("resourceVersion"),
+                                                  labels, fields):
+                    obj: dict[str, Any] = event.object
+                    if as_table:
+                        rv = (obj.get("metadata") or {}).get("resourceVersion", "")
+                        obj = tables.table(target.rt, [obj], rv, include_object=include_object, with_columns=first)
+                        first = False
+                    yield orjson.dumps({"type": event.type, "object": obj}) + b"\n"
+        except TimeoutError:
+            return
+        except errors.StatusError as exc:
+            yield orjson.dumps({"type": "ERROR", "object": exc.status()}) + b"\n"
+        except Exception as exc:  # noqa: BLE001 - end the stream with a Status, never a broken chunk
+            log.exception("watch of %s failed", target.rt.plural)
+            yield orjson.dumps({"type": "ERROR", "object": errors.internal(str(exc)).status()}) + b"\n"
+
+    return StreamingResponse(stream(), media_type="application/json",
+                             headers={"Cache-Control": "no-cache, private", "Transfer-Encoding": "chunked"})
+
+
+# --- writes --------------------------------------------------------------------------------------
+
+async def _body(request: Request) -> Any:
+    return codecs.decode(codecs.media_type(request), await codecs.read_body(request))
+
+
+async def create(request: Request, target: Target) -> Response:
+    body = await _body(request)
+    obj = await _registry(request).create(target.rt, target.namespace, body, dry_run=_dry_run(request))
+    return codecs.respond(request, obj, 201)
+
+
+async def replace(request: Request, target: Target) -> Response:
+    _check_subresource(target)
+    body = await _body(request)
+    obj = await _registry(request).update(target.rt, target.namespace, target.name or "", body,
+                                          subresource=target.subresource, dry_run=_dry_run(request))
+    return codecs.respond(request, obj)
+
+
+async def patch(request: Request, target: Target) -> Response:
+    _check_subresource(target)
+    content_type = codecs.media_type(request)
+    if content_type not in PATCH_TYPES:
+        raise errors.unsupported_media_type(content_type)
+    patch_body = codecs.decode(content_type, await codecs.read_body(request))
+    registry = _registry(request)
+    dry_run = _dry_run(request)
+    rt = target.rt
+    if content_type == "application/apply-patch+yaml":
+        if not isinstance(patch_body, dict):
+            raise errors.bad_request("apply patches must be objects")
+        try:
+            await registry.get(rt, target.namespace, target.name or "")
+        except errors.StatusError as exc:
+            if exc.code != 404 or target.subresource:
+                raise
+            body = dict(patch_body)
+            body.setdefault("metadata", {})["name"] = body.get("metadata", {}).get("name") or target.name
+            obj = await registry.create(rt, target.namespace, body, dry_run=dry_run)
+            return codecs.respond(request, obj, 201)
+
+    precondition = None
+    if isinstance(patch_body, dict):
+        precondition = (patch_body.get("metadata") or {}).get("resourceVersion") if isinstance(
+            patch_body.get("metadata"), dict) else None
+
+    def mutate(current: dict[str, Any]) -> dict[str, Any]:
+        patched = apply_patch(content_type, current, patch_body, rt.kind)
+        if not isinstance(patched, dict):
+            raise errors.bad_request("the patch did not produce an object")
+        return patched
+
+    obj = await registry.guaranteed_update(rt, target.namespace, target.name or "", mutate,
+                                           subresource=target.subresource, dry_run=dry_run,
+                                           precondition=precondition)
+    return codecs.respond(request, obj)
+
+
+async def _delete_options(request: Request) -> dict[str, Any]:
+    raw = await codecs.read_body(request)
+    options: dict[str, Any] = {}
+    if raw.strip():
+        decoded = codecs.decode(codecs.media_type(request), raw)
+        if isinstance(decoded, dict):
+            options = decoded
+    q = request.query_params
+    if q.get("gracePeriodSeconds") is not None:
+        options["gracePeriodSeconds"] = int(q["gracePeriodSeconds"])
+    if q.get("propagationPolicy"):
+        options["propagationPolicy"] = q["propagationPolicy"]
+    if q.getlist("dryRun"):
+        options["dryRun"] = q.getlist("dryRun")
+    return options
+
+
+async def delete(request: Request, target: Target) -> Response:
+    if target.subresource:
+        raise errors.method_not_allowed()
+    options = await _delete_options(request)
+    obj = await _registry(request).delete(target.rt, target.namespace, target.name or "",
+                                          preconditions=options.get("preconditions"),
+                                          dry_run=bool(options.get("dryRun")))
+    return codecs.respond(request, obj)
+
+
+async def delete_collection(request: Request, target: Target) -> Response:
+    if "deletecollection" not in target.rt.verbs:
+        raise errors.method_not_allowed()
+    options = await _delete_options(request)
+    labels, fields = _selectors(request)
+    registry = _registry(request)
+    items, revision = await registry.list(target.rt, target.namespace, labels, fields)
+    deleted = []
+    for item in items:
+        meta = item.get("metadata") or {}
+        try:
+            deleted.append(await registry.delete(target.rt, meta.get("namespace"), meta.get("name", ""),
+                                                 dry_run=bool(options.get("dryRun"))))
+        except errors.StatusError as exc:
+            if exc.code != 404:
+                raise
+    return codecs.respond(request, {"kind": _list_kind(target.rt), "apiVersion": target.rt.api_version,
+                                    "metadata": {"resourceVersion": str(revision)}, "items": deleted})
+
+
+async def bind_pod(request: Request, target: Target) -> Response:
+    """POST pods/NAME/binding: what the scheduler calls to place a pod on a node."""
+    body = await _body(request)
+    try:
+        binding = Binding.model_validate(body)
+    except Exception as exc:  # noqa: BLE001 - any decoding problem is the client's
+        raise errors.bad_request(f"Binding in version \"v1\" cannot be handled as a Binding: {exc}") from exc
+    name = target.name or ""
+    if binding.metadata.name and binding.metadata.name != name:
+        raise errors.bad_request("name in URL does not match name in Binding object")
+    node = binding.target.name if binding.target else None
+    if not node:
+        raise errors.invalid(kinds.PODS, name, [validation.required("target.name")])
+    if binding.target and binding.target.kind not in (None, "", "Node"):
+        raise errors.invalid(kinds.PODS, name, [validation.not_supported("target.kind", binding.target.kind, ["Node"])])
+    uid = binding.metadata.uid
+
+    def mutate(current: dict[str, Any]) -> Any:
+        pod = kinds.PODS.model.model_validate(current)
+        if uid and pod.metadata.uid != uid:
+            raise errors.conflict(kinds.PODS, name, f"Precondition failed: UID in precondition: {uid}, UID in "
+                                                    f"object meta: {pod.metadata.uid}")
+        if pod.metadata.deletion_timestamp:
+            raise errors.conflict(kinds.PODS, name, f"pod {name} is being deleted, cannot be assigned to a host")
+        if pod.spec and pod.spec.node_name:
+            raise errors.conflict(kinds.PODS, name, f'pod {name} is already assigned to node "{pod.spec.node_name}"')
+        bind(pod, node)
+        if binding.metadata.annotations:
+            pod.metadata.annotations = {**(pod.metadata.annotations or {}), **binding.metadata.annotations}
+        return pod
+
+    await _registry(request).guaranteed_update(kinds.PODS, target.namespace, name, mutate, subresource="binding",
+                                               dry_run=_dry_run(request))
+    return codecs.respond(request, {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success",
+                                    "code": 201}, 201)

@@ -1,0 +1,361 @@
+"""Storage: the only module in kubelab that talks to etcd.
+
+Objects are JSON documents under `/registry/<resource>/<namespace>/<name>` (cluster-scoped objects
+have no namespace part). An object's resourceVersion is its key's etcd mod_revision, so it is never
+written into the stored bytes: it is filled in on every read, as kube-apiserver's etcd3 store does.
+
+Every write is one etcd transaction with compares, so a write either happens whole or not at all:
+create compares create_revision == 0, update and delete compare mod_revision with the revision the
+caller read. Writes can carry extra keys in the same transaction (a Service and the ClusterIP and
+NodePort reservations it holds), which is what makes allocation race-free.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import AsyncIterator, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+from urllib.parse import urlparse
+
+import aetcd
+import aetcd.exceptions
+import aetcd.rpc
+import aetcd.utils
+import orjson
+
+log = logging.getLogger(__name__)
+
+
+# --- errors: etcd's are translated here and nowhere else ---------------------------------------
+
+class StorageError(Exception):
+    """Base of storage errors."""
+
+
+class KeyNotFound(StorageError):
+    def __init__(self, key: str) -> None:
+        super().__init__(key)
+        self.key = key
+
+
+class KeyExists(StorageError):
+    def __init__(self, key: str) -> None:
+        super().__init__(key)
+        self.key = key
+
+
+class RevisionConflict(StorageError):
+    """The object changed since the caller read it (update/delete with a stale mod_revision)."""
+
+    def __init__(self, key: str, current: int) -> None:
+        super().__init__(key)
+        self.key = key
+        self.current = current
+
+
+class Compacted(StorageError):
+    def __init__(self, requested: int, compacted: int) -> None:
+        super().__init__(f"requested revision {requested} was compacted (compact revision {compacted})")
+        self.requested = requested
+        self.compacted = compacted
+
+
+class Unavailable(StorageError):
+    """etcd could not be reached or did not answer in time."""
+
+
+def _translate(exc: Exception) -> StorageError:
+    if isinstance(exc, StorageError):
+        return exc
+    return Unavailable(str(exc) or type(exc).__name__)
+
+
+# --- data ----------------------------------------------------------------------------------------
+
+@dataclass
+class Stored:
+    """One object as read from etcd."""
+
+    key: str
+    obj: dict[str, Any]
+    mod_revision: int
+    create_revision: int
+
+
+@dataclass
+class StorageEvent:
+    type: str  # PUT | DELETE
+    key: str
+    obj: dict[str, Any] | None       # the new object (PUT) or None (DELETE)
+    prev: dict[str, Any] | None      # the previous object, if etcd still had it
+    revision: int                    # the revision of this change
+    created: bool                    # PUT that created the key
+
+
+@dataclass
+class Txn:
+    """Extra keys carried by one write: created (must not exist), deleted, or required to exist."""
+
+    create: dict[str, bytes] = field(default_factory=dict)
+    delete: list[str] = field(default_factory=list)
+    require: list[str] = field(default_factory=list)
+
+
+def encode(obj: dict[str, Any]) -> bytes:
+    meta = obj.get("metadata")
+    if isinstance(meta, dict) and "resourceVersion" in meta:
+        obj = {**obj, "metadata": {k: v for k, v in meta.items() if k != "resourceVersion"}}
+    return orjson.dumps(obj)
+
+
+def decode(value: bytes, revision: int) -> dict[str, Any]:
+    obj: dict[str, Any] = orjson.loads(value)
+    obj.setdefault("metadata", {})["resourceVersion"] = str(revision)
+    return obj
+
+
+class RequiredKeyMissing(StorageError):
+    def __init__(self, key: str) -> None:
+        super().__init__(key)
+        self.key = key
+
+
+class Storage:
+    """An etcd v3 connection (aetcd) with the object operations the registry needs."""
+
+    def __init__(self, servers: Sequence[str], *, timeout: float = 10.0) -> None:
+        if not servers:
+            raise ValueError("at least one etcd server is needed")
+        self.servers = list(servers)
+        self.timeout = timeout
+        self._client: aetcd.Client | None = None
+        self._index = 0
+
+    def _make_client(self) -> aetcd.Client:
+        url = urlparse(self.servers[self._index % len(self.servers)])
+        return aetcd.Client(host=url.hostname or "127.0.0.1", port=url.port or 2379, timeout=self.timeout)
+
+    @property
+    def client(self) -> aetcd.Client:
+        if self._client is None:
+            self._client = self._make_client()
+        return self._client
+
+    async def _failover(self) -> None:
+        """Drop the current connection so the next call dials the next server in the list."""
+        client, self._client = self._client, None
+        self._index += 1
+        if client is not None:
+            try:
+                await client.close()
+            except Exception:  # noqa: BLE001 - closing a broken channel may fail; it is gone either way
+                pass
+
+    async def close(self) -> None:
+        if self._client is not None:
+            await self._client.close()
+            self._client = None
+
+    async def _call(self, op: Any) -> Any:
+        try:
+            return await asyncio.wait_for(op, self.timeout)
+        except StorageError:
+            raise
+        except (aetcd.exceptions.ConnectionFailedError, aetcd.exceptions.ConnectionTimeoutError,
+                asyncio.TimeoutError, OSError) as exc:
+            if len(self.servers) > 1:
+                await self._failover()
+            raise Unavailable(str(exc) or type(exc).__name__) from exc
+        except aetcd.exceptions.ClientError as exc:
+            raise _translate(exc) from exc
+
+    # --- reads -----------------------------------------------------------------------------------
+
+    async def revision(self) -> int:
+        """The store's current revision (the header of an empty range read)."""
+        result = await self._call(self.client.get_range(b"/kubelab-revision", b"/kubelab-revision\x00"))
+        return int(result.header.revision)
+
+    async def get(self, key: str) -> Stored:
+        resp = await self._call(self.client.get(key.encode()))
+        if resp is None:
+            raise KeyNotFound(key)
+        return Stored(key, decode(resp.value, resp.mod_revision), resp.mod_revision, resp.create_revision)
+
+    async def list(self, prefix: str) -> tuple[list[Stored], int]:
+        """Every object under `prefix` (which should end in '/'), and the store revision of the read."""
+        result = await self._call(self.client.get_prefix(prefix.encode()))
+        items = [Stored(kv.key.decode(), decode(kv.value, kv.mod_revision), kv.mod_revision, kv.create_revision)
+                 for kv in result]
+        return items, int(result.header.revision)
+
+    async def count(self, prefix: str) -> int:
+        result = await self._call(self.client.get_prefix(prefix.encode(), keys_only=True))
+        return len(result)
+
+    async def keys(self, prefix: str) -> list[str]:
+        result = await self._call(self.client.get_prefix(prefix.encode(), keys_only=True))
+        return [kv.key.decode() for kv in result]
+
+    # --- writes ----------------------------------------------------------------------------------
+
+    async def _txn(self, compares: list[Any], ops: list[Any], check_keys: list[str]) -> tuple[bool, Any]:
+        t = self.client.transactions
+        failure = [t.get(k.encode()) for k in check_keys]
+        return await self._call(self.client.transaction(compare=compares, success=ops, failure=failure))
+
+    def _extra(self, extra: Txn | None) -> tuple[list[Any], list[Any], list[str]]:
+        t = self.client.transactions
+        compares: list[Any] = []
+        ops: list[Any] = []
+        checks: list[str] = []
+        if extra is None:
+            return compares, ops, checks
+        for key, value in extra.create.items():
+            compares.append(t.create(key.encode()) == 0)
+            ops.append(t.put(key.encode(), value))
+            checks.append(key)
+        for key in extra.delete:
+            ops.append(t.delete(key.encode()))
+        for key in extra.require:
+            compares.append(t.create(key.encode()) > 0)
+            checks.append(key)
+        return compares, ops, checks
+
+    @staticmethod
+    def _explain_failure(checks: list[str], responses: list[Any], extra: Txn | None) -> StorageError | None:
+        """Which compare of a failed transaction failed: an extra key that exists or is missing."""
+        found = {}
+        for key, resp in zip(checks, responses, strict=False):
+            found[key] = bool(resp)
+        if extra is not None:
+            for key in extra.create:
+                if found.get(key):
+                    return KeyExists(key)
+            for key in extra.require:
+                if not found.get(key):
+                    return RequiredKeyMissing(key)
+        return None
+
+    @staticmethod
+    def _put_revision(responses: list[Any]) -> int:
+        return int(responses[0].response_put.header.revision)
+
+    async def create(self, key: str, obj: dict[str, Any], *, extra: Txn | None = None) -> int:
+        """Store a new object; KeyExists if `key` (or an extra create key) exists. Returns its revision."""
+        t = self.client.transactions
+        compares, ops, checks = self._extra(extra)
+        compares.insert(0, t.create(key.encode()) == 0)
+        ops.insert(0, t.put(key.encode(), encode(obj)))
+        checks.insert(0, key)
+        ok, responses = await self._txn(compares, ops, checks)
+        if ok:
+            return self._put_revision(responses)
+        if responses and responses[0]:
+            raise KeyExists(key)
+        raise self._explain_failure(checks, responses, extra) or KeyExists(key)
+
+    async def update(self, key: str, obj: dict[str, Any], expected_revision: int, *,
+                     extra: Txn | None = None) -> int:
+        """Replace an object if its mod_revision still equals `expected_revision`."""
+        t = self.client.transactions
+        compares, ops, checks = self._extra(extra)
+        compares.insert(0, t.mod(key.encode()) == expected_revision)
+        ops.insert(0, t.put(key.encode(), encode(obj)))
+        checks.insert(0, key)
+        ok, responses = await self._txn(compares, ops, checks)
+        if ok:
+            return self._put_revision(responses)
+        current = responses[0] if responses else None
+        if not current:
+            raise KeyNotFound(key)
+        current_rev = current[0][1].mod_revision
+        if current_rev != expected_revision:
+            raise RevisionConflict(key, current_rev)
+        raise self._explain_failure(checks, responses, extra) or RevisionConflict(key, current_rev)
+
+    async def delete(self, key: str, expected_revision: int | None = None, *, extra: Txn | None = None) -> int:
+        """Delete an object (if unchanged since `expected_revision`); returns the deletion revision."""
+        t = self.client.transactions
+        compares, ops, checks = self._extra(extra)
+        if expected_revision is not None:
+            compares.insert(0, t.mod(key.encode()) == expected_revision)
+        else:
+            compares.insert(0, t.create(key.encode()) > 0)
+        ops.insert(0, t.delete(key.encode()))
+        checks.insert(0, key)
+        ok, responses = await self._txn(compares, ops, checks)
+        if ok:
+            resp = responses[0].response_delete_range
+            if resp.deleted == 0:
+                raise KeyNotFound(key)
+            return int(resp.header.revision)
+        current = responses[0] if responses else None
+        if not current:
+            raise KeyNotFound(key)
+        raise RevisionConflict(key, current[0][1].mod_revision)
+
+    async def put_raw(self, key: str, value: bytes) -> None:
+        await self._call(self.client.put(key.encode(), value))
+
+    async def delete_raw(self, key: str) -> None:
+        await self._call(self.client.delete(key.encode()))
+
+    async def compact(self, revision: int) -> None:
+        await self._call(self.client.compact(revision, physical=True))
+
+    # --- watch -----------------------------------------------------------------------------------
+
+    async def watch(self, prefix: str, start_revision: int, *, progress_notify: bool = False
+                    ) -> AsyncIterator[StorageEvent]:
+        """Changes under `prefix` from `start_revision` (inclusive). Raises Compacted if too old.
+
+        Each watch is its own gRPC Watch stream rather than a callback on aetcd's shared watcher:
+        etcd serves many streams well, and a stream is cancelled cleanly when the HTTP client that
+        asked for it goes away. A progress notification (no events) is yielded as a StorageEvent of
+        type PROGRESS carrying the store revision, which the API server turns into a BOOKMARK.
+        """
+        key = prefix.encode()
+        create = aetcd.rpc.WatchCreateRequest(key=key, range_end=aetcd.utils.prefix_range_end(key),
+                                              start_revision=start_revision, prev_kv=True,
+                                              progress_notify=progress_notify)
+        done = asyncio.Event()
+
+        async def requests() -> AsyncIterator[Any]:
+            yield aetcd.rpc.WatchRequest(create_request=create)
+            await done.wait()
+
+        try:
+            client = self.client
+            await self._call(client.connect())
+            call = aetcd.rpc.WatchStub(client.channel).Watch(requests(), metadata=client.metadata)
+        except StorageError:
+            raise
+        except Exception as exc:  # noqa: BLE001 - any failure to open the stream means etcd is not there
+            raise Unavailable(str(exc)) from exc
+        try:
+            async for response in call:
+                if response.compact_revision:
+                    raise Compacted(start_revision, int(response.compact_revision))
+                if response.canceled:
+                    raise Unavailable(f"etcd cancelled the watch: {response.cancel_reason}")
+                if not response.events:
+                    if not response.created:
+                        yield StorageEvent("PROGRESS", "", None, None, int(response.header.revision), False)
+                    continue
+                for event in response.events:
+                    kv = event.kv
+                    prev = decode(event.prev_kv.value, event.prev_kv.mod_revision) if event.prev_kv.key else None
+                    if event.type == aetcd.rpc.Event.PUT:
+                        yield StorageEvent("PUT", kv.key.decode(), decode(kv.value, kv.mod_revision), prev,
+                                           kv.mod_revision, kv.create_revision == kv.mod_revision)
+                    else:
+                        yield StorageEvent("DELETE", kv.key.decode(), None, prev, kv.mod_revision, False)
+            raise Unavailable("etcd ended the watch stream")
+        except aetcd.rpc.AioRpcError as exc:
+            raise Unavailable(exc.details() or str(exc.code())) from exc
+        finally:
+            done.set()
+            call.cancel()

@@ -1,0 +1,224 @@
+"""Server-side Tables: the columns and cells kube-apiserver's printers produce, which kubectl prints.
+
+kubectl get asks for `application/json;as=Table;g=meta.k8s.io;v=v1` and prints the cells verbatim, so
+everything a user sees in `kubectl get` output is decided here (pkg/printers/internalversion).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from kubelab import kinds, timeutil
+from kubelab.kinds import ResourceType
+
+Column = tuple[str, str, int, str]  # name, type, priority, format
+Row = list[Any]
+
+NAME: Column = ("Name", "string", 0, "name")
+AGE: Column = ("Age", "string", 0, "")
+
+
+def _meta(obj: dict[str, Any]) -> dict[str, Any]:
+    return obj.get("metadata") or {}
+
+
+def _age(obj: dict[str, Any]) -> str:
+    return timeutil.age(_meta(obj).get("creationTimestamp"))
+
+
+def _join_more(items: list[str], limit: int = 3, more_fmt: str = " + {n} more...") -> str:
+    if not items:
+        return "<none>"
+    shown = ",".join(items[:limit])
+    return shown + more_fmt.format(n=len(items) - limit) if len(items) > limit else shown
+
+
+# --- per-kind printers ---------------------------------------------------------------------------
+
+def _pod_row(obj: dict[str, Any]) -> Row:
+    spec, status = obj.get("spec") or {}, obj.get("status") or {}
+    containers = spec.get("containers") or []
+    statuses = status.get("containerStatuses") or []
+    ready = sum(1 for s in statuses if s.get("ready"))
+    restarts = sum(int(s.get("restartCount") or 0) for s in statuses)
+    reason = status.get("reason") or status.get("phase") or "Pending"
+    for s in statuses:
+        state = s.get("state") or {}
+        if "waiting" in state and state["waiting"].get("reason"):
+            reason = state["waiting"]["reason"]
+        elif "terminated" in state:
+            term = state["terminated"]
+            reason = term.get("reason") or (f"Signal:{term['signal']}" if term.get("signal") else
+                                            f"ExitCode:{term.get('exitCode', 0)}")
+    if _meta(obj).get("deletionTimestamp"):
+        reason = "Terminating"
+    gates = spec.get("readinessGates") or []
+    conditions = {c.get("type"): c.get("status") for c in status.get("conditions") or []}
+    gate_cell = "<none>" if not gates else \
+        f"{sum(1 for g in gates if conditions.get(g.get('conditionType')) == 'True')}/{len(gates)}"
+    return [_meta(obj).get("name"), f"{ready}/{len(containers)}", reason, str(restarts), _age(obj),
+            status.get("podIP") or "<none>", spec.get("nodeName") or "<none>",
+            status.get("nominatedNodeName") or "<none>", gate_cell]
+
+
+def _service_ports(spec: dict[str, Any]) -> str:
+    parts = []
+    for p in spec.get("ports") or []:
+        proto = p.get("protocol") or "TCP"
+        parts.append(f"{p.get('port')}:{p['nodePort']}/{proto}" if p.get("nodePort") else f"{p.get('port')}/{proto}")
+    return ",".join(parts) or "<none>"
+
+
+def _service_external_ip(obj: dict[str, Any]) -> str:
+    spec = obj.get("spec") or {}
+    svc_type = spec.get("type")
+    external = list(spec.get("externalIPs") or [])
+    if svc_type == "ExternalName":
+        return spec.get("externalName") or "<none>"
+    if svc_type == "LoadBalancer":
+        ingress = ((obj.get("status") or {}).get("loadBalancer") or {}).get("ingress") or []
+        addrs = [i.get("ip") or i.get("hostname") for i in ingress if i.get("ip") or i.get("hostname")]
+        addrs += external
+        return ",".join(addrs) if addrs else "<pending>"
+    return ",".join(external) if external else "<none>"
+
+
+def _service_row(obj: dict[str, Any]) -> Row:
+    spec = obj.get("spec") or {}
+    ips = spec.get("clusterIPs") or ([spec["clusterIP"]] if spec.get("clusterIP") else [])
+    selector = spec.get("selector") or {}
+    return [_meta(obj).get("name"), spec.get("type") or "ClusterIP", ips[0] if ips else "<none>",
+            _service_external_ip(obj), _service_ports(spec), _age(obj),
+            ",".join(f"{k}={v}" for k, v in sorted(selector.items())) or "<none>"]
+
+
+def format_endpoints(obj: dict[str, Any]) -> str:
+    """`10.244.1.3:5000,10.244.1.4:5000 + 1 more...` as kubectl shows Endpoints."""
+    items = []
+    for subset in obj.get("subsets") or []:
+        addresses = subset.get("addresses") or []
+        ports = subset.get("ports") or []
+        if not ports:
+            items += [a.get("ip", "") for a in addresses]
+        for port in ports:
+            items += [f"{a.get('ip', '')}:{port.get('port')}" for a in addresses]
+    return _join_more(items)
+
+
+def _endpoints_row(obj: dict[str, Any]) -> Row:
+    return [_meta(obj).get("name"), format_endpoints(obj), _age(obj)]
+
+
+def _slice_row(obj: dict[str, Any]) -> Row:
+    ports = [str(p.get("port")) for p in obj.get("ports") or [] if p.get("port") is not None]
+    addresses = [a for ep in obj.get("endpoints") or [] for a in (ep.get("addresses") or [])]
+    return [_meta(obj).get("name"), obj.get("addressType") or "", ",".join(ports) if ports else "<unset>",
+            _join_more(addresses, more_fmt=" + {n} more..."), _age(obj)]
+
+
+def node_roles(labels: dict[str, str]) -> str:
+    roles = set()
+    for key, value in labels.items():
+        if key.startswith("node-role.kubernetes.io/") and key[len("node-role.kubernetes.io/"):]:
+            roles.add(key[len("node-role.kubernetes.io/"):])
+        elif key == "kubernetes.io/role" and value:
+            roles.add(value)
+    return ",".join(sorted(roles)) or "<none>"
+
+
+def node_status(obj: dict[str, Any]) -> str:
+    conditions = {c.get("type"): c.get("status") for c in (obj.get("status") or {}).get("conditions") or []}
+    ready = conditions.get("Ready")
+    text = "Unknown" if ready is None else ("Ready" if ready == "True" else "NotReady")
+    if (obj.get("spec") or {}).get("unschedulable"):
+        text += ",SchedulingDisabled"
+    return text
+
+
+def _node_row(obj: dict[str, Any]) -> Row:
+    status = obj.get("status") or {}
+    info = status.get("nodeInfo") or {}
+    addresses = {a.get("type"): a.get("address") for a in status.get("addresses") or []}
+    return [_meta(obj).get("name"), node_status(obj), node_roles(_meta(obj).get("labels") or {}), _age(obj),
+            info.get("kubeletVersion") or "", addresses.get("InternalIP") or "<none>",
+            addresses.get("ExternalIP") or "<none>", info.get("osImage") or "<unknown>",
+            info.get("kernelVersion") or "<unknown>", info.get("containerRuntimeVersion") or "<unknown>"]
+
+
+def _namespace_row(obj: dict[str, Any]) -> Row:
+    return [_meta(obj).get("name"), (obj.get("status") or {}).get("phase") or "", _age(obj)]
+
+
+def _event_row(obj: dict[str, Any]) -> Row:
+    inv = obj.get("involvedObject") or {}
+    source = obj.get("source") or {}
+    last = obj.get("lastTimestamp") or obj.get("eventTime") or (obj.get("series") or {}).get("lastObservedTime")
+    first = obj.get("firstTimestamp") or obj.get("eventTime")
+    src = source.get("component") or obj.get("reportingComponent") or ""
+    if source.get("host"):
+        src = f"{src}, {source['host']}"
+    return [timeutil.age(last) if last else "<unknown>", obj.get("type") or "", obj.get("reason") or "",
+            f"{(inv.get('kind') or '').lower()}/{inv.get('name') or ''}", inv.get("fieldPath") or "", src,
+            (obj.get("message") or "").strip(), timeutil.age(first) if first else "<unknown>",
+            obj.get("count") or 1, _meta(obj).get("name")]
+
+
+def _lease_row(obj: dict[str, Any]) -> Row:
+    return [_meta(obj).get("name"), (obj.get("spec") or {}).get("holderIdentity") or "<unknown>", _age(obj)]
+
+
+def _default_row(obj: dict[str, Any]) -> Row:
+    return [_meta(obj).get("name"), _meta(obj).get("creationTimestamp")]
+
+
+PRINTERS: dict[ResourceType, tuple[list[Column], Callable[[dict[str, Any]], Row]]] = {
+    kinds.PODS: ([NAME, ("Ready", "string", 0, ""), ("Status", "string", 0, ""), ("Restarts", "string", 0, ""), AGE,
+                  ("IP", "string", 1, ""), ("Node", "string", 1, ""), ("Nominated Node", "string", 1, ""),
+                  ("Readiness Gates", "string", 1, "")], _pod_row),
+    kinds.SERVICES: ([NAME, ("Type", "string", 0, ""), ("Cluster-IP", "string", 0, ""),
+                      ("External-IP", "string", 0, ""), ("Port(s)", "string", 0, ""), AGE,
+                      ("Selector", "string", 1, "")], _service_row),
+    kinds.ENDPOINTS: ([NAME, ("Endpoints", "string", 0, ""), AGE], _endpoints_row),
+    kinds.ENDPOINTSLICES: ([NAME, ("AddressType", "string", 0, ""), ("Ports", "string", 0, ""),
+                            ("Endpoints", "string", 0, ""), AGE], _slice_row),
+    kinds.NODES: ([NAME, ("Status", "string", 0, ""), ("Roles", "string", 0, ""), AGE, ("Version", "string", 0, ""),
+                   ("Internal-IP", "string", 1, ""), ("External-IP", "string", 1, ""), ("OS-Image", "string", 1, ""),
+                   ("Kernel-Version", "string", 1, ""), ("Container-Runtime", "string", 1, "")], _node_row),
+    kinds.NAMESPACES: ([NAME, ("Status", "string", 0, ""), AGE], _namespace_row),
+    kinds.EVENTS: ([("Last Seen", "string", 0, ""), ("Type", "string", 0, ""), ("Reason", "string", 0, ""),
+                    ("Object", "string", 0, ""), ("Subobject", "string", 1, ""), ("Source", "string", 1, ""),
+                    ("Message", "string", 0, ""), ("First Seen", "string", 1, ""), ("Count", "integer", 1, ""),
+                    ("Name", "string", 1, "name")], _event_row),
+    kinds.LEASES: ([NAME, ("Holder", "string", 0, ""), AGE], _lease_row),
+}
+DEFAULT_PRINTER: tuple[list[Column], Callable[[dict[str, Any]], Row]] = (
+    [NAME, ("Created At", "date", 0, "")], _default_row)
+
+
+def register(rt: ResourceType, columns: list[Column], row: Callable[[dict[str, Any]], Row]) -> None:
+    PRINTERS[rt] = (columns, row)
+
+
+def column_definitions(rt: ResourceType) -> list[dict[str, Any]]:
+    columns, _ = PRINTERS.get(rt, DEFAULT_PRINTER)
+    return [{"name": name, "type": typ, "format": fmt, "description": "", "priority": prio}
+            for name, typ, prio, fmt in columns]
+
+
+def row(rt: ResourceType, obj: dict[str, Any], include_object: str) -> dict[str, Any]:
+    _, printer = PRINTERS.get(rt, DEFAULT_PRINTER)
+    result: dict[str, Any] = {"cells": printer(obj)}
+    if include_object == "Object":
+        result["object"] = obj
+    elif include_object != "None":
+        result["object"] = {"kind": "PartialObjectMetadata", "apiVersion": "meta.k8s.io/v1",
+                            "metadata": _meta(obj)}
+    return result
+
+
+def table(rt: ResourceType, objects: list[dict[str, Any]], resource_version: str, *, include_object: str = "Metadata",
+          with_columns: bool = True) -> dict[str, Any]:
+    return {"kind": "Table", "apiVersion": "meta.k8s.io/v1", "metadata": {"resourceVersion": resource_version},
+            "columnDefinitions": column_definitions(rt) if with_columns else [],
+            "rows": [row(rt, o, include_object) for o in objects]}
