@@ -1,0 +1,83 @@
+"""Dataplanes: where a node's pods actually run.
+
+`RenderDataplane` runs nothing: pods get addresses and statuses, the proxy agent renders rules, and no
+packet moves (no root needed). `NetnsDataplane` gives every pod a network namespace and a server
+process inside the node's namespace (root). Both are driven by the same kubelet code.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Mapping, Sequence
+from typing import Protocol
+
+
+class Dataplane(Protocol):
+    node_netns: str | None
+
+    async def start_node(self) -> None: ...
+
+    async def start_pod(self, pod_key: str, ip: str, ports: Sequence[tuple[int, str]]) -> None: ...
+
+    async def stop_pod(self, pod_key: str) -> None: ...
+
+    async def sync_routes(self, routes: Mapping[str, str]) -> None: ...
+
+    def pod_running(self, pod_key: str) -> bool: ...
+
+
+class RenderDataplane:
+    """No namespaces, no processes: pods exist only as API objects."""
+
+    node_netns = None
+
+    def __init__(self) -> None:
+        self._pods: set[str] = set()
+
+    async def start_node(self) -> None:
+        return None
+
+    async def start_pod(self, pod_key: str, ip: str, ports: Sequence[tuple[int, str]]) -> None:
+        self._pods.add(pod_key)
+
+    async def stop_pod(self, pod_key: str) -> None:
+        self._pods.discard(pod_key)
+
+    async def sync_routes(self, routes: Mapping[str, str]) -> None:
+        return None
+
+    def pod_running(self, pod_key: str) -> bool:
+        return pod_key in self._pods
+
+
+class NetnsDataplane:
+    """One node of a LabNetwork: its namespace, its pods' namespaces and processes, its routes."""
+
+    def __init__(self, lab: object, node: str, ip: str, pod_cidr: str) -> None:
+        from .netns import LabNetwork
+
+        assert isinstance(lab, LabNetwork)
+        self.lab = lab
+        self.node = node
+        self.ip = ip
+        self.pod_cidr = pod_cidr
+        self.node_netns = lab.node_netns(node)
+
+    async def start_node(self) -> None:
+        await asyncio.to_thread(self.lab.add_node, self.node, self.ip, self.pod_cidr)
+
+    async def start_pod(self, pod_key: str, ip: str, ports: Sequence[tuple[int, str]]) -> None:
+        from .podprocess import ServedPort
+
+        served = [ServedPort(port, "UDP" if proto == "UDP" else "TCP") for port, proto in ports
+                  if proto in ("TCP", "UDP")]
+        await asyncio.to_thread(self.lab.add_pod, self.node, pod_key, ip, ports=served)
+
+    async def stop_pod(self, pod_key: str) -> None:
+        await asyncio.to_thread(self.lab.remove_pod, self.node, pod_key)
+
+    async def sync_routes(self, routes: Mapping[str, str]) -> None:
+        await asyncio.to_thread(self.lab.sync_node_routes, self.node, dict(routes))
+
+    def pod_running(self, pod_key: str) -> bool:
+        return self.lab.pod(self.node, pod_key) is not None

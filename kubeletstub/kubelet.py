@@ -1,0 +1,117 @@
+"""The kubelet stub's main loop: register the node, heartbeat, run the pods bound to it, route pod CIDRs."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+
+from kubelab import kinds
+from kubelab.client import AlreadyExists, ApiClient, Conflict, Informer, NotFound, WorkQueue
+from kubelab.events import EventRecorder
+from kubelab.models import Node, Pod
+
+from .dataplane import Dataplane, RenderDataplane
+from .node import NodeConfig, build_node, refreshed_status
+from .pods import PodManager
+
+log = logging.getLogger(__name__)
+
+
+class Kubelet:
+    def __init__(self, api: ApiClient, config: NodeConfig, dataplane: Dataplane | None = None) -> None:
+        self.api = api
+        self.config = config
+        self.dataplane = dataplane or RenderDataplane()
+        self.events = EventRecorder(api, "kubelet", config.name)
+        self.pods: Informer[Pod] = Informer(api, kinds.PODS, name=f"kubelet-{config.name}-pods",
+                                            field_selector=f"spec.nodeName={config.name}")
+        self.nodes: Informer[Node] = Informer(api, kinds.NODES, name=f"kubelet-{config.name}-nodes")
+        self.queue = WorkQueue(f"kubelet-{config.name}")
+        self.manager = PodManager(api, config.name, config.ip, config.pod_cidr, self.dataplane, self.events)
+        self.pods.add_handler(self._on_pod)
+        self.nodes.add_handler(lambda *_: self._routes_changed.set())
+        self._routes_changed = asyncio.Event()
+        self.registered = asyncio.Event()
+
+    def _on_pod(self, event: str, old: Pod | None, new: Pod | None) -> None:
+        pod = new or old
+        assert pod is not None
+        if new is None:
+            self.manager.cache.pop(pod.key, None)
+        else:
+            self.manager.cache[pod.key] = new
+        self.queue.add(pod.key)
+
+    async def register(self) -> None:
+        node = build_node(self.config)
+        while True:
+            try:
+                created = await self.api.create(kinds.NODES, node)
+                self.events.event(created, "Normal", "Starting", "Starting kubelet.")
+                self.events.event(created, "Normal", "NodeReady", f"Node {self.config.name} status is now: NodeReady")
+                log.info("kubelet %s: registered (%s, %s)", self.config.name, self.config.ip, self.config.pod_cidr)
+                break
+            except AlreadyExists:
+                await self.heartbeat()
+                log.info("kubelet %s: node exists, status refreshed", self.config.name)
+                break
+            except Exception as exc:  # noqa: BLE001 - the API server may not be up yet
+                log.warning("kubelet %s: registration failed (%s), retrying", self.config.name, exc)
+                await asyncio.sleep(1)
+        self.registered.set()
+
+    async def heartbeat(self) -> None:
+        for _ in range(5):
+            try:
+                current = await self.api.get(kinds.NODES, self.config.name)
+                await self.api.update_status(kinds.NODES, refreshed_status(current, self.config))
+                return
+            except Conflict:
+                continue
+            except NotFound:
+                await self.api.create(kinds.NODES, build_node(self.config))
+                return
+
+    async def _heartbeat_loop(self) -> None:
+        while True:
+            await asyncio.sleep(self.config.status_interval)
+            try:
+                await self.heartbeat()
+            except Exception as exc:  # noqa: BLE001 - keep trying; the node lifecycle controller will notice
+                log.warning("kubelet %s: heartbeat failed: %s", self.config.name, exc)
+
+    async def _route_loop(self) -> None:
+        """flannel host-gw: a route to every other node's pod CIDR via that node's InternalIP."""
+        while True:
+            await self._routes_changed.wait()
+            self._routes_changed.clear()
+            routes = {}
+            for node in self.nodes.items():
+                if node.metadata.name == self.config.name or not node.spec or not node.spec.pod_cidr:
+                    continue
+                ip = node.internal_ip()
+                if ip:
+                    routes[node.spec.pod_cidr] = ip
+            try:
+                await self.dataplane.sync_routes(routes)
+            except Exception as exc:  # noqa: BLE001 - retried on the next node change
+                log.warning("kubelet %s: syncing routes failed: %s", self.config.name, exc)
+                await asyncio.sleep(1)
+                self._routes_changed.set()
+
+    async def run(self) -> None:
+        await self.dataplane.start_node()
+        await self.register()
+        async with asyncio.TaskGroup() as tg:
+            tg.create_task(self.pods.run(), name=f"kubelet-{self.config.name}-pods")
+            tg.create_task(self.nodes.run(), name=f"kubelet-{self.config.name}-nodes")
+            tg.create_task(self._heartbeat_loop(), name=f"kubelet-{self.config.name}-heartbeat")
+            tg.create_task(self._route_loop(), name=f"kubelet-{self.config.name}-routes")
+            await self.pods.wait_synced()
+            self.manager.adopt(self.pods.items())
+            for _ in range(4):
+                tg.create_task(self.queue.run_worker(self.manager.sync), name=f"kubelet-{self.config.name}-worker")
+
+
+async def run(api: ApiClient, config: NodeConfig, dataplane: Dataplane | None = None) -> None:
+    await Kubelet(api, config, dataplane).run()

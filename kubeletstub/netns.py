@@ -1,0 +1,993 @@
+"""The netns dataplane: a network namespace per simulated node and per pod, wired like a real cluster.
+
+Owns namespaces, veths, the lab bridge, addresses, routes, the sysctls they need, and the JSON state
+file from which a later process removes whatever a crashed owner left behind. Pod *processes* are
+started and stopped through `kubeletstub.podprocess`; iptables rules belong to the proxy agent.
+
+Topology, for a lab with prefix ``kl-3fa2`` (DESIGN.md address plan)::
+
+    kl-3fa2-lab                     bridge lab0 = the node network 10.240.0.0/24 (no address)
+      ln-node-1 ---------------.    one bridge port per node (veth peer of the node's eth0)
+    kl-3fa2-node-1              |   eth0 10.240.0.11/24; ip_forward=1; rp_filter=2 (loose)
+      10.244.2.0/24 via 10.240.0.12 dev eth0      other nodes' pod CIDRs (flannel host-gw)
+      10.96.0.0/12 dev eth0 scope link            service CIDR, see _build_node
+      veth<hash> 10.244.1.1/32                    one routed veth per pod (ptp CNI style)
+      10.244.1.5 dev veth<hash> scope link        /32 route per local pod
+    kl-3fa2-node-1_default_web-0    eth0 10.244.1.5/32, 10.244.1.1 dev eth0 scope link,
+                                    default via 10.244.1.1 dev eth0; lo up
+
+Nothing is created in the caller's own (root) network namespace: veths are created inside a node
+namespace with their peer placed directly in the lab or pod namespace, so no interface ever exists
+in the root namespace, not even for a moment. Only the namespace mounts under /var/run/netns live
+outside our namespaces, and that is what creating a named namespace means.
+
+Why routed, and why no proxy_arp: each pod has a /32 address and reaches everything through the
+gateway 10.244.<i>.1, which is a real address (a /32 on every host-side veth of the node, as the
+ptp CNI plugin does). The pod therefore only ever ARPs for an address the node really owns, and the
+node only ARPs a pod for the pod's own address; no proxy_arp is needed. Pod-to-pod traffic on one
+node is routed (in on one veth, out another), so ip_forward=1 is enough and iptables in the node
+namespace sees every packet, exactly what kube-proxy's rules need.
+
+Names: namespaces ``<prefix>-lab``, ``<prefix>-<node>``, ``<prefix>-<node>_<pod-ns>_<pod-name>``.
+Kubernetes names never contain ``_``, so a pod's namespace can never be mistaken for a node's or
+another pod's; a name longer than 64 characters keeps its first 51 and ends in ``~`` and 12 hex
+digits of its SHA-1 (``~`` appears in no untruncated name). Interfaces: ``eth0`` in nodes and pods,
+``lab0`` (bridge), ``ln-<node>`` or ``ln<13 hex>`` (bridge ports), ``veth<11 hex>`` (pod host ends,
+as Calico names ``cali<11 hex>``).
+
+Threads: every method blocks (netlink, process start-up) and must run off the event loop, e.g. via
+``asyncio.to_thread``; never on the event loop's own thread, because pyroute2's synchronous API runs
+a private event loop. Calls about different nodes run in parallel; calls about the same node (its
+pods and routes) are serialized by a per-node lock. ``create`` and ``destroy`` must not overlap
+other calls.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import hashlib
+import ipaddress
+import json
+import logging
+import os
+import re
+import shutil
+import threading
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+from pyroute2 import IPRoute
+from pyroute2 import config as pyroute2_config
+from pyroute2 import netns as pyroute2_netns
+from pyroute2.netlink.exceptions import NetlinkError
+
+from kubeletstub.podprocess import (
+    PodProcess,
+    PodProcessError,
+    ServedPort,
+    is_pod_process_alive,
+    is_process_running,
+    process_start_time,
+    start_pod_process,
+    stop_pod_process,
+)
+
+log = logging.getLogger(__name__)
+
+# pyroute2 forks short-lived children to open sockets inside namespaces and stops them with SIGTERM.
+# A forked child inherits the parent's signal handlers and asyncio's signal wakeup fd, so a SIGTERM
+# the child receives would reach the parent's event loop as if the parent had been told to stop.
+# With this set, the child resets SIGTERM to its default action first thing after the fork.
+pyroute2_config.disable_mp_signal = True
+
+NETNS_RUN_DIR = "/var/run/netns"
+LAB_BRIDGE = "lab0"
+NODE_IFNAME = "eth0"
+POD_IFNAME = "eth0"
+DEFAULT_NODE_NETWORK = "10.240.0.0/24"
+DEFAULT_SERVICE_CIDR = "10.96.0.0/12"
+STATE_VERSION = 1
+
+_NETNS_NAME_MAX = 64
+_IFNAMSIZ = 15  # usable characters of IFNAMSIZ (16 with the NUL)
+_RT_SCOPE_LINK = 253
+_RT_TABLE_MAIN = 254
+_PREFIX_RE = re.compile(r"^[a-z0-9]([a-z0-9-]{0,18}[a-z0-9])?$")
+_DNS_LABEL_RE = re.compile(r"^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$")
+_DNS_SUBDOMAIN_RE = re.compile(r"^[a-z0-9]([a-z0-9.-]{0,251}[a-z0-9])?$")
+
+# Sysctls of a node namespace, written before its interfaces exist so that conf/default applies to
+# all of them.
+#  - ip_forward: the node routes between its pods' veths and eth0.
+#  - rp_filter: a new namespace copies net.ipv4.conf.{all,default} from the root namespace
+#    (net.core.devconf_inherit_init_net=0), so without this the lab would behave differently on a
+#    host with strict rp_filter. Our routes are symmetric, so strict (1) would pass too; we pick
+#    loose (2), the systemd default most Kubernetes nodes run with. 0 would also work but would let
+#    a node accept packets from sources it has no route back to, hiding a missing node route.
+_NODE_SYSCTLS: Mapping[str, str] = {
+    "net/ipv4/ip_forward": "1",
+    "net/ipv4/conf/all/rp_filter": "2",
+    "net/ipv4/conf/default/rp_filter": "2",
+}
+
+
+class DataplaneError(RuntimeError):
+    """A namespace, link, address, route or pod process could not be set up or removed."""
+
+
+@dataclass(frozen=True)
+class NodeNet:
+    """A node's namespace and addresses."""
+
+    name: str
+    netns: str
+    ip: str  # on eth0, e.g. 10.240.0.11
+    prefixlen: int  # of the node network, e.g. 24
+    pod_cidr: str  # e.g. 10.244.1.0/24
+    gateway: str  # the pods' default gateway, first host of pod_cidr, e.g. 10.244.1.1
+    lab_port: str  # the bridge port in the lab namespace
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "netns": self.netns,
+            "ip": self.ip,
+            "prefixLength": self.prefixlen,
+            "podCIDR": self.pod_cidr,
+            "gateway": self.gateway,
+            "labPort": self.lab_port,
+        }
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> NodeNet:
+        return cls(
+            name=data["name"],
+            netns=data["netns"],
+            ip=data["ip"],
+            prefixlen=int(data["prefixLength"]),
+            pod_cidr=data["podCIDR"],
+            gateway=data["gateway"],
+            lab_port=data["labPort"],
+        )
+
+
+@dataclass(frozen=True)
+class PodNet:
+    """A pod's namespace, address, host-side veth and server process (None if it has no ports)."""
+
+    node: str
+    key: str  # "namespace/name"
+    netns: str
+    ip: str
+    gateway: str
+    host_ifname: str  # the veth end in the node namespace
+    server: PodProcess | None = None
+
+    @property
+    def name(self) -> str:
+        return self.key.partition("/")[2]
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "node": self.node,
+            "key": self.key,
+            "netns": self.netns,
+            "ip": self.ip,
+            "gateway": self.gateway,
+            "hostIfname": self.host_ifname,
+            "server": self.server.to_json() if self.server is not None else None,
+        }
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> PodNet:
+        server = data.get("server")
+        return cls(
+            node=data["node"],
+            key=data["key"],
+            netns=data["netns"],
+            ip=data["ip"],
+            gateway=data["gateway"],
+            host_ifname=data["hostIfname"],
+            server=PodProcess.from_json(server) if server else None,
+        )
+
+
+@dataclass
+class CleanupReport:
+    """What `cleanup` removed, and the labs it left alone because their owner is still running."""
+
+    removed_netns: list[str] = field(default_factory=list)
+    stopped_pids: list[int] = field(default_factory=list)
+    skipped_prefixes: list[str] = field(default_factory=list)
+
+
+# --- names (pure) ---------------------------------------------------------------------------------
+
+
+def lab_netns_name(prefix: str) -> str:
+    return f"{prefix}-lab"
+
+
+def node_netns_name(prefix: str, node: str) -> str:
+    return _fit_netns_name(f"{prefix}-{node}")
+
+
+def pod_netns_name(prefix: str, node: str, pod_key: str) -> str:
+    namespace, name = split_pod_key(pod_key)
+    return _fit_netns_name(f"{prefix}-{node}_{namespace}_{name}")
+
+
+def lab_port_name(node: str) -> str:
+    readable = f"ln-{node}"
+    return readable if len(readable) <= _IFNAMSIZ else "ln" + _digest(node, _IFNAMSIZ - 2)
+
+
+def pod_host_ifname(node: str, pod_key: str) -> str:
+    return "veth" + _digest(f"{node}/{pod_key}", _IFNAMSIZ - 4)
+
+
+def split_pod_key(pod_key: str) -> tuple[str, str]:
+    """``"default/web-0"`` -> ``("default", "web-0")``, validated as Kubernetes names."""
+    namespace, sep, name = pod_key.partition("/")
+    if not sep or not _DNS_LABEL_RE.match(namespace) or not _DNS_SUBDOMAIN_RE.match(name):
+        raise ValueError(f"invalid pod key {pod_key!r}: want <namespace>/<name> (lowercase DNS names)")
+    return namespace, name
+
+
+def exec_argv(netns: str, cmd: Sequence[str]) -> list[str]:
+    """The argv that runs `cmd` inside the named network namespace (for ``kubelab exec``)."""
+    if not netns or "/" in netns or netns in (".", ".."):
+        raise ValueError(f"invalid network namespace name {netns!r}")
+    if not cmd:
+        raise ValueError("empty command")
+    return ["ip", "netns", "exec", netns, *cmd]
+
+
+def _fit_netns_name(name: str) -> str:
+    if len(name) <= _NETNS_NAME_MAX:
+        return name
+    return f"{name[: _NETNS_NAME_MAX - 13]}~{_digest(name, 12)}"
+
+
+def _digest(text: str, length: int) -> str:
+    return hashlib.sha1(text.encode()).hexdigest()[:length]
+
+
+def _validate_prefix(prefix: str) -> None:
+    if not _PREFIX_RE.match(prefix):
+        raise ValueError(f"invalid prefix {prefix!r}: 1-20 characters of [a-z0-9-]")
+
+
+def _validate_node_name(node: str) -> None:
+    if not _DNS_SUBDOMAIN_RE.match(node):
+        raise ValueError(f"invalid node name {node!r}: want a lowercase DNS subdomain")
+    if node == "lab":
+        raise ValueError("node name 'lab' is reserved for the lab network namespace")
+
+
+# --- the lab --------------------------------------------------------------------------------------
+
+
+class LabNetwork:
+    """One cluster's namespaces. ``create()`` first, ``destroy()`` last (or use ``with``)."""
+
+    def __init__(
+        self,
+        prefix: str,
+        state_dir: str | os.PathLike[str],
+        *,
+        node_network: str = DEFAULT_NODE_NETWORK,
+        service_cidr: str = DEFAULT_SERVICE_CIDR,
+    ) -> None:
+        _validate_prefix(prefix)
+        self.prefix = prefix
+        self.state_dir = Path(state_dir)
+        self.node_network = ipaddress.IPv4Network(node_network)
+        self.service_cidr = ipaddress.IPv4Network(service_cidr)
+        self.lab_netns = lab_netns_name(prefix)
+        self.state_path = _state_path(self.state_dir, prefix)
+        self.log_dir = _log_dir(self.state_dir, prefix)
+        self._state_lock = threading.Lock()
+        self._node_locks: dict[str, threading.Lock] = {}
+        self._created = False
+        self._namespaces: list[str] = []  # recorded *before* creation, in creation order
+        self._nodes: dict[str, NodeNet] = {}
+        self._pending_nodes: dict[str, NodeNet] = {}
+        self._pods: dict[tuple[str, str], PodNet] = {}
+
+    def __enter__(self) -> LabNetwork:
+        self.create()
+        return self
+
+    def __exit__(self, *_exc: object) -> None:
+        self.destroy()
+
+    # names
+
+    def node_netns(self, node: str) -> str:
+        return node_netns_name(self.prefix, node)
+
+    def pod_netns(self, node: str, pod_key: str) -> str:
+        return pod_netns_name(self.prefix, node, pod_key)
+
+    exec_argv = staticmethod(exec_argv)
+
+    # lifecycle
+
+    def create(self) -> None:
+        """Create the lab namespace and its bridge, and start the state file."""
+        with self._state_lock:
+            if self._created:
+                return
+            if self.state_path.exists():
+                raise DataplaneError(
+                    f"{self.state_path} exists: a lab with prefix {self.prefix!r} is running or was left"
+                    f" behind by a crash; run cleanup({str(self.state_dir)!r}) first"
+                )
+            self.state_dir.mkdir(parents=True, exist_ok=True)
+            self.log_dir.mkdir(parents=True, exist_ok=True)
+            self._created = True
+            self._record_namespace(self.lab_netns)
+        try:
+            with self._undo_namespace_on_error(self.lab_netns), _translated(f"create lab {self.prefix}"):
+                self._create_netns(self.lab_netns)
+                with _rtnl(self.lab_netns) as ipr:
+                    _set_up(ipr, "lo")
+                    ipr.link("add", ifname=LAB_BRIDGE, kind="bridge")
+                    _set_up(ipr, LAB_BRIDGE)
+        except BaseException:
+            with self._state_lock:
+                self._created = False
+            _remove_state(self.state_path, self.log_dir)
+            raise
+
+    def destroy(self) -> None:
+        """Stop every pod process, delete every namespace, remove the state file. Idempotent."""
+        with self._state_lock:
+            if not self._created:
+                return
+            state = self._state_json()
+        _teardown(state)
+        _remove_state(self.state_path, self.log_dir)
+        with self._state_lock:
+            self._created = False
+            self._namespaces.clear()
+            self._nodes.clear()
+            self._pods.clear()
+
+    # nodes
+
+    def add_node(self, name: str, ip: str, pod_cidr: str) -> NodeNet:
+        """Create node `name` with address `ip` on the lab network and pods from `pod_cidr`.
+
+        Idempotent for identical arguments; raises DataplaneError if the node exists with other ones
+        or if the IP, CIDR or names collide with another node's.
+        """
+        _validate_node_name(name)
+        node_ip = ipaddress.IPv4Address(ip)
+        if node_ip not in self.node_network or node_ip in (
+            self.node_network.network_address,
+            self.node_network.broadcast_address,
+        ):
+            raise ValueError(f"node IP {ip} is not a host address of the node network {self.node_network}")
+        cidr = ipaddress.IPv4Network(pod_cidr)
+        if cidr.prefixlen > 30:
+            raise ValueError(f"pod CIDR {pod_cidr} is too small")
+        node = NodeNet(
+            name=name,
+            netns=self.node_netns(name),
+            ip=str(node_ip),
+            prefixlen=self.node_network.prefixlen,
+            pod_cidr=str(cidr),
+            gateway=str(cidr.network_address + 1),
+            lab_port=lab_port_name(name),
+        )
+        with self._node_lock(name):
+            with self._state_lock:
+                self._require_created()
+                existing = self._nodes.get(name)
+                if existing is not None:
+                    if existing == node:
+                        return existing
+                    raise DataplaneError(f"node {name} exists with different addresses: {existing}")
+                self._check_node_conflicts(node)
+                self._pending_nodes[name] = node
+                self._record_namespace(node.netns)
+            try:
+                with self._undo_namespace_on_error(node.netns):
+                    self._create_netns(node.netns)
+                    try:
+                        self._build_node(node)
+                    except BaseException:
+                        # Takes the bridge port with it now, not whenever the kernel gets round to
+                        # cleaning up the namespace, so a retry does not trip over it.
+                        with contextlib.suppress(Exception):
+                            _delete_link(node.netns, NODE_IFNAME)
+                        raise
+                with self._state_lock:
+                    self._nodes[name] = node
+                    self._save()
+            finally:
+                with self._state_lock:
+                    self._pending_nodes.pop(name, None)
+        return node
+
+    def remove_node(self, name: str) -> None:
+        """Remove node `name`, its pods and its bridge port. Idempotent.
+
+        Other nodes keep their route to its pod CIDR until `remove_node_route` is called for them.
+        """
+        with self._node_lock(name):
+            with self._state_lock:
+                node = self._nodes.get(name)
+                pods = [p for (n, _), p in self._pods.items() if n == name]
+            if node is None:
+                return
+            for pod in pods:
+                self._remove_pod_locked(pod)
+            with _translated(f"remove node {name}"):
+                # Deleting eth0 deletes its peer, the bridge port, at once; deleting the namespace
+                # alone would leave that to the kernel's asynchronous namespace cleanup.
+                _delete_link(node.netns, NODE_IFNAME)
+                _remove_netns(node.netns)
+            with self._state_lock:
+                del self._nodes[name]
+                self._forget_namespace(node.netns)
+
+    def nodes(self) -> list[NodeNet]:
+        with self._state_lock:
+            return list(self._nodes.values())
+
+    # node routes (flannel host-gw: a peer node's pod CIDR via that node's IP)
+
+    def add_node_route(self, node: str, pod_cidr: str, via_ip: str) -> None:
+        """Route `pod_cidr` via `via_ip` (another node) in `node`'s namespace. Idempotent (replace)."""
+        with self._node_lock(node):
+            me = self._node(node)
+            dst, via = self._check_node_route(me, pod_cidr, via_ip)
+            with _translated(f"add route {dst} via {via} on {node}"), _rtnl(me.netns) as ipr:
+                ipr.route("replace", dst=str(dst), gateway=str(via), oif=_index(ipr, NODE_IFNAME))
+
+    def remove_node_route(self, node: str, pod_cidr: str) -> None:
+        """Remove the route to `pod_cidr` from `node`'s namespace. Idempotent."""
+        with self._node_lock(node):
+            me = self._node(node)
+            dst = ipaddress.IPv4Network(pod_cidr)
+            with _translated(f"remove route {dst} on {node}"), _rtnl(me.netns) as ipr:
+                _delete_route(ipr, dst, _index(ipr, NODE_IFNAME))
+
+    def node_routes(self, node: str) -> dict[str, str]:
+        """The node routes installed in `node`'s namespace: pod CIDR -> via IP."""
+        with self._node_lock(node):
+            me = self._node(node)
+            with _translated(f"list routes on {node}"), _rtnl(me.netns) as ipr:
+                return _gateway_routes(ipr, _index(ipr, NODE_IFNAME))
+
+    def sync_node_routes(self, node: str, routes: Mapping[str, str]) -> None:
+        """Make `node`'s node routes exactly `routes` (pod CIDR -> via IP), changing only differences.
+
+        The node's own entry (its pod CIDR via its own IP) is ignored, so a caller may pass the
+        routes of every Node it knows, itself included.
+        """
+        with self._node_lock(node):
+            me = self._node(node)
+            own = (ipaddress.IPv4Network(me.pod_cidr), ipaddress.IPv4Address(me.ip))
+            others = {
+                cidr: via
+                for cidr, via in routes.items()
+                if (ipaddress.IPv4Network(cidr), ipaddress.IPv4Address(via)) != own
+            }
+            checked = (self._check_node_route(me, cidr, via) for cidr, via in others.items())
+            desired = {str(dst): str(via) for dst, via in checked}
+            with _translated(f"sync routes on {node}"), _rtnl(me.netns) as ipr:
+                eth0 = _index(ipr, NODE_IFNAME)
+                current = _gateway_routes(ipr, eth0)
+                for dst in current.keys() - desired.keys():
+                    _delete_route(ipr, ipaddress.IPv4Network(dst), eth0)
+                for dst, via in desired.items():
+                    if current.get(dst) != via:
+                        ipr.route("replace", dst=dst, gateway=via, oif=eth0)
+
+    # pods
+
+    def add_pod(
+        self,
+        node: str,
+        pod_key: str,
+        pod_ip: str,
+        *,
+        ports: Sequence[ServedPort | int] = (),
+        timeout: float = 10.0,
+    ) -> PodNet:
+        """Create pod `pod_key` ("namespace/name") on `node` with `pod_ip` from the node's pod CIDR.
+
+        With `ports`, also start the pod's server on them and return once they all listen (no ports:
+        network only). Idempotent for an existing pod with the same IP; on failure nothing is left.
+        """
+        _, pod_name = split_pod_key(pod_key)
+        served = tuple(p if isinstance(p, ServedPort) else ServedPort(p) for p in ports)
+        with self._node_lock(node):
+            with self._state_lock:
+                self._require_created()
+                me = self._nodes.get(node)
+                if me is None:
+                    raise DataplaneError(f"unknown node {node}")
+                ip = self._check_pod_ip(me, pod_key, pod_ip)
+                existing = self._pods.get((node, pod_key))
+                if existing is not None:
+                    if existing.ip == ip:
+                        return existing
+                    raise DataplaneError(f"pod {pod_key} exists on {node} with IP {existing.ip}, not {ip}")
+                pod = PodNet(
+                    node=node,
+                    key=pod_key,
+                    netns=self.pod_netns(node, pod_key),
+                    ip=ip,
+                    gateway=me.gateway,
+                    host_ifname=pod_host_ifname(node, pod_key),
+                )
+                self._record_namespace(pod.netns)
+            with self._undo_namespace_on_error(pod.netns):
+                self._create_netns(pod.netns)
+                server: PodProcess | None = None
+                try:
+                    self._wire_pod(me, pod)
+                    if served:
+                        log_path = self.log_dir / f"{pod.netns}.log"
+                        with _translated(f"start pod {pod_key}"):
+                            server = start_pod_process(
+                                pod.netns, pod_name, served, pod_ip=ip, log_path=log_path, timeout=timeout
+                            )
+                        pod = replace(pod, server=server)
+                    with self._state_lock:
+                        self._pods[(node, pod_key)] = pod
+                        self._save()
+                except BaseException:
+                    with self._state_lock:
+                        self._pods.pop((node, pod_key), None)
+                    with contextlib.suppress(Exception):
+                        if server is not None:
+                            stop_pod_process(server)
+                    with contextlib.suppress(Exception):
+                        _delete_link(me.netns, pod.host_ifname)
+                    raise
+        return pod
+
+    def remove_pod(self, node: str, pod_key: str) -> None:
+        """Stop the pod's server and remove its namespace, veth and route. Idempotent."""
+        with self._node_lock(node):
+            with self._state_lock:
+                pod = self._pods.get((node, pod_key))
+            if pod is not None:
+                self._remove_pod_locked(pod)
+
+    def pod(self, node: str, pod_key: str) -> PodNet | None:
+        with self._state_lock:
+            return self._pods.get((node, pod_key))
+
+    def pods(self, node: str | None = None) -> list[PodNet]:
+        with self._state_lock:
+            return [p for (n, _), p in self._pods.items() if node is None or n == node]
+
+    # internals: building
+
+    def _build_node(self, node: NodeNet) -> None:
+        with _translated(f"set up node {node.name}"):
+            _write_sysctls(node.netns, _NODE_SYSCTLS)
+            with _netns_fd(self.lab_netns) as lab_fd, _rtnl(node.netns) as ipr:
+                _set_up(ipr, "lo")
+                # Created here with the peer born in the lab namespace: no interface ever appears in
+                # the root namespace.
+                peer = {"ifname": node.lab_port, "net_ns_fd": lab_fd}
+                ipr.link("add", ifname=NODE_IFNAME, kind="veth", peer=peer)
+                eth0 = _index(ipr, NODE_IFNAME)
+                ipr.addr("add", index=eth0, address=node.ip, prefixlen=node.prefixlen)
+                ipr.link("set", index=eth0, state="up")
+                # Locally generated packets are routed *before* the nat OUTPUT chain DNATs them, so
+                # without a route to the service CIDR `curl <ClusterIP>` from a node fails with
+                # ENETUNREACH before kube-proxy's rules are even consulted (real nodes have a default
+                # route). Undeliverable service traffic ARPs on the lab network and dies there.
+                ipr.route("add", dst=str(self.service_cidr), oif=eth0, scope=_RT_SCOPE_LINK)
+            with _rtnl(self.lab_netns) as ipr:
+                ipr.link("set", index=_index(ipr, node.lab_port), master=_index(ipr, LAB_BRIDGE), state="up")
+
+    def _wire_pod(self, node: NodeNet, pod: PodNet) -> None:
+        with _translated(f"set up pod {pod.key} on {node.name}"):
+            with _netns_fd(pod.netns) as pod_fd, _rtnl(node.netns) as ipr:
+                peer = {"ifname": POD_IFNAME, "net_ns_fd": pod_fd}
+                ipr.link("add", ifname=pod.host_ifname, kind="veth", peer=peer)
+                host = _index(ipr, pod.host_ifname)
+                # The same gateway /32 on every pod veth of the node (ptp CNI): each pod ARPs for an
+                # address that really exists on its link.
+                ipr.addr("add", index=host, address=pod.gateway, prefixlen=32)
+                ipr.link("set", index=host, state="up")
+                ipr.route("add", dst=f"{pod.ip}/32", oif=host, scope=_RT_SCOPE_LINK)
+            with _rtnl(pod.netns) as ipr:
+                _set_up(ipr, "lo")
+                eth0 = _index(ipr, POD_IFNAME)
+                ipr.addr("add", index=eth0, address=pod.ip, prefixlen=32)
+                ipr.link("set", index=eth0, state="up")
+                ipr.route("add", dst=f"{pod.gateway}/32", oif=eth0, scope=_RT_SCOPE_LINK)
+                ipr.route("add", dst="0.0.0.0/0", gateway=pod.gateway, oif=eth0)
+
+    def _remove_pod_locked(self, pod: PodNet) -> None:
+        node = self._node(pod.node)
+        with _translated(f"remove pod {pod.key} from {pod.node}"):
+            if pod.server is not None:
+                stop_pod_process(pod.server)
+            # Deleting the host end deletes the pod's eth0, the /32 route and that veth's copy of the
+            # gateway address synchronously, so the same pod can be re-added at once.
+            _delete_link(node.netns, pod.host_ifname)
+            _remove_netns(pod.netns)
+        with self._state_lock:
+            self._pods.pop((pod.node, pod.key), None)
+            self._forget_namespace(pod.netns)
+        if pod.server is not None and pod.server.log_path is not None:
+            Path(pod.server.log_path).unlink(missing_ok=True)
+
+    def _create_netns(self, name: str) -> None:
+        try:
+            pyroute2_netns.create(name)
+        except FileExistsError:
+            raise _NetnsExists(
+                f"network namespace {name} already exists and is not ours (is another lab using prefix"
+                f" {self.prefix!r}?)"
+            ) from None
+        except OSError as exc:
+            raise DataplaneError(f"create network namespace {name}: {exc}") from exc
+
+    @contextlib.contextmanager
+    def _undo_namespace_on_error(self, name: str) -> Iterator[None]:
+        try:
+            yield
+        except _NetnsExists:
+            with self._state_lock:
+                self._forget_namespace(name)
+            raise
+        except BaseException:
+            try:
+                _remove_netns(name)
+            except OSError:
+                log.exception("could not remove network namespace %s after a failed setup", name)
+            else:
+                with self._state_lock:
+                    self._forget_namespace(name)
+            raise
+
+    # internals: validation
+
+    def _check_node_conflicts(self, node: NodeNet) -> None:
+        cidr = ipaddress.IPv4Network(node.pod_cidr)
+        for other in (*self._nodes.values(), *self._pending_nodes.values()):
+            if other.ip == node.ip:
+                raise DataplaneError(f"node IP {node.ip} is already used by node {other.name}")
+            if cidr.overlaps(ipaddress.IPv4Network(other.pod_cidr)):
+                raise DataplaneError(f"pod CIDR {cidr} overlaps {other.pod_cidr} of node {other.name}")
+            if other.netns == node.netns or other.lab_port == node.lab_port:
+                raise DataplaneError(f"node {node.name} would reuse the names of node {other.name}")
+
+    def _check_node_route(
+        self, me: NodeNet, pod_cidr: str, via_ip: str
+    ) -> tuple[ipaddress.IPv4Network, ipaddress.IPv4Address]:
+        dst = ipaddress.IPv4Network(pod_cidr)
+        via = ipaddress.IPv4Address(via_ip)
+        if dst.overlaps(ipaddress.IPv4Network(me.pod_cidr)):
+            raise ValueError(f"{dst} overlaps node {me.name}'s own pod CIDR {me.pod_cidr}")
+        if via not in self.node_network or str(via) == me.ip:
+            raise ValueError(f"next hop {via} is not another node on {self.node_network}")
+        return dst, via
+
+    def _check_pod_ip(self, node: NodeNet, pod_key: str, pod_ip: str) -> str:
+        ip = ipaddress.IPv4Address(pod_ip)
+        cidr = ipaddress.IPv4Network(node.pod_cidr)
+        if ip not in cidr or ip in (cidr.network_address, cidr.broadcast_address) or str(ip) == node.gateway:
+            raise ValueError(
+                f"pod IP {ip} is not usable in {node.name}'s pod CIDR {cidr} (the gateway is {node.gateway})"
+            )
+        for (_, key), other in self._pods.items():
+            if key == pod_key and other.node != node.name:
+                raise DataplaneError(f"pod {pod_key} already runs on node {other.node}")
+            if other.ip == str(ip) and key != pod_key:
+                raise DataplaneError(f"pod IP {ip} is already used by pod {key}")
+        return str(ip)
+
+    def _require_created(self) -> None:
+        if not self._created:
+            raise DataplaneError(f"lab {self.prefix} is not created (call create() first)")
+
+    def _node(self, name: str) -> NodeNet:
+        with self._state_lock:
+            node = self._nodes.get(name)
+        if node is None:
+            raise DataplaneError(f"unknown node {name}")
+        return node
+
+    def _node_lock(self, name: str) -> threading.Lock:
+        with self._state_lock:
+            return self._node_locks.setdefault(name, threading.Lock())
+
+    # internals: state file (callers hold _state_lock)
+
+    def _record_namespace(self, name: str) -> None:
+        # Write-ahead: the name is on disk before the namespace exists, so a crash at any point
+        # leaves nothing that cleanup() cannot find.
+        if name not in self._namespaces:
+            self._namespaces.append(name)
+        self._save()
+
+    def _forget_namespace(self, name: str) -> None:
+        if name in self._namespaces:
+            self._namespaces.remove(name)
+        if self._created:
+            self._save()
+
+    def _state_json(self) -> dict[str, Any]:
+        pid = os.getpid()
+        return {
+            "version": STATE_VERSION,
+            "prefix": self.prefix,
+            "owner": {"pid": pid, "startTime": process_start_time(pid)},
+            "labNetns": self.lab_netns,
+            "logDir": str(self.log_dir),
+            "namespaces": list(self._namespaces),
+            "nodes": [n.to_json() for n in self._nodes.values()],
+            "pods": [p.to_json() for p in self._pods.values()],
+        }
+
+    def _save(self) -> None:
+        tmp = self.state_path.with_name(f".{self.state_path.name}.{threading.get_ident()}.tmp")
+        tmp.write_text(json.dumps(self._state_json(), indent=2, sort_keys=True) + "\n")
+        os.replace(tmp, self.state_path)  # atomic: a reader never sees half a file
+
+
+class _NetnsExists(DataplaneError):
+    pass
+
+
+# --- cleanup from state files ---------------------------------------------------------------------
+
+
+def cleanup(
+    state_dir: str | os.PathLike[str], *, prefix: str | None = None, force: bool = False
+) -> CleanupReport:
+    """Remove the labs recorded under `state_dir` (only `prefix`'s if given), e.g. after a crash.
+
+    Stops the recorded pod processes (only if PID and start time still match), deletes the recorded
+    namespaces and the state files. A lab whose owning process is another live process is skipped
+    unless `force`. Safe to call when there is nothing to clean.
+    """
+    report = CleanupReport()
+    errors: list[str] = []
+    for path in _state_files(Path(state_dir), prefix):
+        try:
+            state = json.loads(path.read_text())
+        except FileNotFoundError:
+            continue
+        except ValueError as exc:
+            errors.append(f"{path}: unreadable state file: {exc}")
+            continue
+        if not force and _owner_is_other_live_process(state.get("owner") or {}):
+            report.skipped_prefixes.append(str(state.get("prefix")))
+            continue
+        try:
+            removed, stopped = _teardown(state)
+        except DataplaneError as exc:
+            errors.append(str(exc))
+            continue
+        report.removed_netns += removed
+        report.stopped_pids += stopped
+        _remove_state(path, Path(state["logDir"]) if state.get("logDir") else None)
+    if errors:
+        raise DataplaneError("; ".join(errors))
+    return report
+
+
+def lookup_netns(
+    state_dir: str | os.PathLike[str], node: str, *, pod_key: str | None = None, prefix: str | None = None
+) -> str:
+    """The namespace of `node` (or of pod `pod_key` on it) from the state files (``kubelab exec``)."""
+    found: list[str] = []
+    for path in _state_files(Path(state_dir), prefix):
+        try:
+            state = json.loads(path.read_text())
+        except (FileNotFoundError, ValueError):
+            continue
+        if pod_key is None:
+            found += [n["netns"] for n in state.get("nodes", []) if n["name"] == node]
+        else:
+            found += [p["netns"] for p in state.get("pods", []) if p["node"] == node and p["key"] == pod_key]
+    what = f"pod {pod_key} on node {node}" if pod_key else f"node {node}"
+    if not found:
+        raise DataplaneError(f"no {what} in the netns dataplane state under {state_dir}")
+    if len(found) > 1:
+        raise DataplaneError(f"{what} is in several labs under {state_dir}; pass a prefix")
+    return found[0]
+
+
+def _teardown(state: Mapping[str, Any]) -> tuple[list[str], list[int]]:
+    """Stop the pod processes, then delete the namespaces, newest first. Returns what it removed."""
+    errors: list[str] = []
+    stopped: list[int] = []
+    for raw in state.get("pods", []):
+        pod = PodNet.from_json(raw)
+        if pod.server is None:
+            continue
+        try:
+            # Before the namespaces go: a process inside keeps a deleted namespace alive.
+            was_alive = is_pod_process_alive(pod.server)
+            stop_pod_process(pod.server)  # also reaps it if it is our (possibly exited) child
+            if was_alive:
+                stopped.append(pod.server.pid)
+        except (OSError, PodProcessError) as exc:
+            errors.append(f"stop pod {pod.key}: {exc}")
+    namespaces: list[str] = list(state.get("namespaces", []))
+    _warn_about_strangers(namespaces)
+    removed: list[str] = []
+    for name in reversed(namespaces):
+        try:
+            if _remove_netns(name):
+                removed.append(name)
+        except OSError as exc:
+            errors.append(f"remove network namespace {name}: {exc}")
+    if errors:
+        raise DataplaneError(f"lab {state.get('prefix')}: " + "; ".join(errors))
+    return removed, stopped
+
+
+def _warn_about_strangers(namespaces: Sequence[str]) -> None:
+    # Processes we did not start (`kubelab exec node-1 -- sleep 1d`) keep a namespace, and so its
+    # interfaces, alive after we unmount it. They are not ours to kill; say so.
+    ours = set(namespaces)
+    for name, pids in pyroute2_netns.ns_pids().items():
+        if name in ours and pids:
+            log.warning(
+                "processes %s still run in network namespace %s; it lingers until they exit", pids, name
+            )
+
+
+def _owner_is_other_live_process(owner: Mapping[str, Any]) -> bool:
+    pid = owner.get("pid")
+    if not isinstance(pid, int) or pid == os.getpid():
+        return False
+    return is_process_running(pid, owner.get("startTime"))
+
+
+def _state_path(state_dir: Path, prefix: str) -> Path:
+    return state_dir / f"netns-{prefix}.json"
+
+
+def _log_dir(state_dir: Path, prefix: str) -> Path:
+    return state_dir / f"netns-{prefix}-logs"
+
+
+def _state_files(state_dir: Path, prefix: str | None) -> list[Path]:
+    if prefix is not None:
+        return [_state_path(state_dir, prefix)]
+    return sorted(state_dir.glob("netns-*.json"))
+
+
+def _remove_state(path: Path, log_dir: Path | None) -> None:
+    path.unlink(missing_ok=True)
+    if log_dir is not None:
+        shutil.rmtree(log_dir, ignore_errors=True)
+
+
+# --- netlink and namespace helpers ----------------------------------------------------------------
+
+
+@contextlib.contextmanager
+def _rtnl(netns: str) -> Iterator[Any]:
+    """An rtnetlink socket inside an existing namespace (flags=0: never create it by accident)."""
+    try:
+        ipr = IPRoute(netns=netns, flags=0)
+    except FileNotFoundError:
+        raise DataplaneError(f"network namespace {netns} does not exist") from None
+    try:
+        yield ipr
+    finally:
+        ipr.close()
+
+
+@contextlib.contextmanager
+def _netns_fd(netns: str) -> Iterator[int]:
+    fd = os.open(os.path.join(NETNS_RUN_DIR, netns), os.O_RDONLY | os.O_CLOEXEC)
+    try:
+        yield fd
+    finally:
+        os.close(fd)
+
+
+@contextlib.contextmanager
+def _translated(what: str) -> Iterator[None]:
+    try:
+        yield
+    except DataplaneError:
+        raise
+    except (NetlinkError, OSError, PodProcessError) as exc:
+        raise DataplaneError(f"{what}: {exc}") from exc
+
+
+def _netns_exists(name: str) -> bool:
+    return os.path.exists(os.path.join(NETNS_RUN_DIR, name))
+
+
+def _remove_netns(name: str) -> bool:
+    """Unmount and delete a named namespace; False if it was not there."""
+    if not _netns_exists(name):
+        return False
+    try:
+        pyroute2_netns.remove(name)
+    except FileNotFoundError:
+        return False
+    return True
+
+
+def _index(ipr: Any, ifname: str) -> int:
+    found = ipr.link_lookup(ifname=ifname)
+    if not found:
+        raise DataplaneError(f"no interface {ifname}")
+    return int(found[0])
+
+
+def _set_up(ipr: Any, ifname: str) -> None:
+    ipr.link("set", index=_index(ipr, ifname), state="up")
+
+
+def _delete_link(netns: str, ifname: str) -> None:
+    if not _netns_exists(netns):
+        return
+    with _rtnl(netns) as ipr:
+        found = ipr.link_lookup(ifname=ifname)
+        if found:
+            try:
+                ipr.link("del", index=found[0])
+            except NetlinkError as exc:
+                if exc.code != errno.ENODEV:
+                    raise
+
+
+def _delete_route(ipr: Any, dst: ipaddress.IPv4Network, oif: int) -> None:
+    try:
+        ipr.route("del", dst=str(dst), oif=oif)
+    except NetlinkError as exc:
+        if exc.code != errno.ESRCH:
+            raise
+
+
+def _gateway_routes(ipr: Any, oif: int) -> dict[str, str]:
+    """Routes in the main table with a gateway on `oif`: exactly the node routes we install."""
+    routes: dict[str, str] = {}
+    for msg in ipr.route("dump", family=2, table=_RT_TABLE_MAIN):
+        gateway = msg.get("gateway")
+        if gateway is None or msg.get("oif") != oif or msg["dst_len"] == 0:
+            continue
+        routes[f"{msg.get('dst')}/{msg['dst_len']}"] = gateway
+    return routes
+
+
+def _write_sysctls(netns: str, values: Mapping[str, str]) -> None:
+    """Write /proc/sys entries as seen from inside `netns`, without a shell or a subprocess.
+
+    /proc/sys/net resolves to the network namespace of the *thread* that opens it, so a throwaway
+    thread enters the namespace (setns affects only the calling thread), writes, and exits; no
+    thread that is reused for anything else ever changes namespace.
+    """
+    failure: list[BaseException] = []
+
+    def write() -> None:
+        try:
+            pyroute2_netns.setns(netns, flags=0)
+            for key, value in values.items():
+                with open(f"/proc/sys/{key}", "w") as f:
+                    f.write(value)
+        except BaseException as exc:  # re-raised in the caller's thread
+            failure.append(exc)
+
+    thread = threading.Thread(target=write, name=f"sysctl-{netns}")
+    thread.start()
+    thread.join()
+    if failure:
+        raise DataplaneError(f"sysctls in {netns}: {failure[0]}") from failure[0]

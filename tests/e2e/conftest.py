@@ -1,0 +1,66 @@
+"""Fixtures for end-to-end tests: root only, a unique namespace prefix per test, and a teardown that
+always runs, even when the test (or its own teardown) failed.
+
+Not root: the tests skip (a developer's laptop). Root (CI, these machines): they run, and a missing
+tool such as curl or ip is a failure, not a skip.
+"""
+
+from __future__ import annotations
+
+import os
+import secrets
+import shutil
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+from pyroute2 import netns as pyroute2_netns
+
+from kubeletstub.netns import cleanup
+
+REQUIRED_TOOLS = ("ip", "curl", "iptables-restore")
+
+
+@dataclass(frozen=True)
+class LabSpace:
+    """Where one test's lab lives: a prefix no other lab (or concurrent test run) uses, and a state
+    directory of its own."""
+
+    prefix: str
+    state_dir: Path
+
+
+def _require_root_and_tools() -> None:
+    if os.geteuid() != 0:
+        pytest.skip("needs root: creates network namespaces (CI runs as root)")
+    missing = [tool for tool in REQUIRED_TOOLS if shutil.which(tool) is None]
+    if missing:
+        pytest.fail(f"missing tools on PATH: {', '.join(missing)}")
+
+
+@contextmanager
+def _lab_space(state_dir: Path) -> Iterator[LabSpace]:
+    _require_root_and_tools()
+    space = LabSpace(prefix=f"klt-{secrets.token_hex(3)}", state_dir=state_dir)
+    try:
+        yield space
+    finally:
+        try:
+            # force: the owner recorded in the state file is this very test process.
+            cleanup(space.state_dir, prefix=space.prefix, force=True)
+        finally:
+            # Belt and braces: whatever still carries our prefix goes, and the test errors so the
+            # leak is seen rather than piling up on the machine.
+            leftovers = [n for n in pyroute2_netns.listnetns() if n.startswith(f"{space.prefix}-")]
+            for name in leftovers:
+                pyroute2_netns.remove(name)
+            if leftovers:
+                pytest.fail(f"network namespaces left behind after cleanup: {leftovers}")
+
+
+@pytest.fixture
+def lab_space(tmp_path: Path) -> Iterator[LabSpace]:
+    with _lab_space(tmp_path / "state") as space:
+        yield space
