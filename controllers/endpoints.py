@@ -1,0 +1,138 @@
+"""The Endpoints controller: v1 Endpoints from a Service's selector and its ready pods."""
+
+from __future__ import annotations
+
+import ipaddress
+import logging
+
+from kubelab import kinds
+from kubelab.client import ApiClient, NotFound
+from kubelab.models import (EndpointAddress, EndpointPort, Endpoints, EndpointSubset, ObjectMeta, ObjectReference,
+                            Pod, Service)
+from kubelab.selectors import selector_from_map
+
+from .podutil import find_port, is_headless, should_include
+
+log = logging.getLogger(__name__)
+
+MAX_ADDRESSES = 1000
+HEADLESS_LABEL = "service.kubernetes.io/headless"
+
+
+def _address(pod: Pod, service: Service) -> EndpointAddress:
+    address = EndpointAddress(ip=pod.pod_ip, node_name=pod.node_name or None,
+                              target_ref=ObjectReference(kind="Pod", namespace=pod.metadata.namespace,
+                                                         name=pod.metadata.name, uid=pod.metadata.uid))
+    spec = pod.spec
+    if spec and spec.hostname and spec.subdomain == service.metadata.name:
+        address.hostname = spec.hostname
+    return address
+
+
+def _ip_key(address: EndpointAddress) -> tuple[bytes, str]:
+    # RepackSubsets sorts addresses by IP bytes, then by pod UID.
+    try:
+        packed = ipaddress.ip_address(address.ip or "").packed
+    except ValueError:
+        packed = (address.ip or "").encode()
+    return packed, (address.target_ref.uid if address.target_ref else "") or ""
+
+
+def desired_subsets(service: Service, pods: list[Pod]) -> list[EndpointSubset]:
+    """RepackSubsets: collect, per port, the addresses offering it; ports offered by exactly the same
+    addresses share one subset. An address both ready and not ready counts as not ready. Pure."""
+    publish = bool(service.spec and service.spec.publish_not_ready_addresses)
+    service_ports = (service.spec.ports if service.spec else None) or []
+    # port (name, number, protocol) -> address ident -> (address, ready); a portless headless
+    # Service uses the single pseudo-port None.
+    offered: dict[tuple[str, int, str] | None, dict[str, tuple[EndpointAddress, bool]]] = {}
+    for pod in pods:
+        if not should_include(pod, service, include_terminating=False):
+            continue
+        ready = publish or pod.is_ready()
+        address = _address(pod, service)
+        ident = f"{address.ip}/{address.target_ref.uid if address.target_ref else ''}"
+        ports: list[tuple[str, int, str] | None] = []
+        for sp in service_ports:
+            number = find_port(pod, sp)
+            if number is not None:
+                ports.append((sp.name or "", number, sp.protocol or "TCP"))
+        if not service_ports and is_headless(service):
+            ports = [None]
+        for port in ports:
+            group = offered.setdefault(port, {})
+            previous = group.get(ident)
+            group[ident] = (address, ready and (previous[1] if previous else True))
+    shared: dict[tuple[tuple[str, bool], ...], tuple[list[tuple[EndpointAddress, bool]], list[tuple[str, int, str]]]] = {}
+    for port, group in offered.items():
+        signature = tuple(sorted((ident, ready) for ident, (_, ready) in group.items()))
+        entry = shared.setdefault(signature, (list(group.values()), []))
+        if port is not None:
+            entry[1].append(port)
+    subsets = []
+    for pairs, ports in shared.values():
+        ready_addrs = sorted((a for a, r in pairs if r), key=_ip_key)
+        not_ready = sorted((a for a, r in pairs if not r), key=_ip_key)
+        subset = EndpointSubset(addresses=ready_addrs or None, not_ready_addresses=not_ready or None)
+        if ports:
+            subset.ports = [EndpointPort(name=name or None, port=number, protocol=proto)
+                            for name, number, proto in sorted(ports)]
+        subsets.append(subset)
+    # kube orders subsets by a hash of their content; any stable order serves, this one reads well.
+    subsets.sort(key=lambda s: [(p.name or "", p.port or 0) for p in s.ports or []])
+    return subsets
+
+
+def desired_endpoints(service: Service, pods: list[Pod]) -> Endpoints:
+    labels = dict(service.metadata.labels or {})
+    if is_headless(service):
+        labels[HEADLESS_LABEL] = ""
+    subsets = desired_subsets(service, pods)
+    return Endpoints(api_version="v1", kind="Endpoints",
+                     metadata=ObjectMeta(name=service.metadata.name, namespace=service.metadata.namespace,
+                                         labels=labels or None),
+                     subsets=subsets or None)
+
+
+def _comparable(ep: Endpoints) -> tuple[object, object]:
+    subsets = [s.to_dict() for s in ep.subsets or []]
+    labels = {k: v for k, v in (ep.metadata.labels or {}).items()}
+    return subsets, labels
+
+
+class EndpointsController:
+    name = "endpoints-controller"
+
+    def __init__(self, api: ApiClient, informers: object) -> None:
+        from .manager import SharedInformers
+        assert isinstance(informers, SharedInformers)
+        self.api = api
+        self.informers = informers
+
+    async def reconcile(self, key: str) -> None:
+        namespace, name = key.split("/", 1)
+        service = self.informers.services.get(key)
+        current = self.informers.endpoints.get(key)
+        if service is None:
+            if current is not None:
+                try:
+                    await self.api.delete(kinds.ENDPOINTS, name, namespace)
+                except NotFound:
+                    pass
+            return
+        from .podutil import selects_pods
+        if not selects_pods(service):
+            return
+        selector = selector_from_map(service.spec.selector if service.spec else None)
+        pods = [p for p in self.informers.pods_in(namespace) if selector.matches(p.metadata.labels)]
+        desired = desired_endpoints(service, pods)
+        if current is None:
+            log.info("endpoints: creating %s", key)
+            await self.api.create(kinds.ENDPOINTS, desired, namespace)
+            return
+        if _comparable(current) == _comparable(desired):
+            return
+        current.subsets = desired.subsets
+        current.metadata.labels = desired.metadata.labels
+        log.info("endpoints: updating %s", key)
+        await self.api.update(kinds.ENDPOINTS, current)

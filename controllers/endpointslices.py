@@ -1,0 +1,173 @@
+"""The EndpointSlice controller: discovery.k8s.io/v1 slices of at most 100 endpoints per Service port set.
+
+Unlike Endpoints, slices keep terminating pods (serving/terminating conditions tell kube-proxy what to
+do with them) and a pod whose named port does not resolve is still published, in a portless group.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import logging
+from typing import Any
+
+from kubelab import kinds
+from kubelab.client import ApiClient, NotFound
+from kubelab.models import (Endpoint, EndpointConditions, EndpointSlice, EndpointSlicePort, Node, ObjectMeta,
+                            ObjectReference, OwnerReference, Pod, Service)
+from kubelab.selectors import selector_from_map
+
+from .podutil import find_port, is_headless, selects_pods, should_include
+
+log = logging.getLogger(__name__)
+
+MAX_ENDPOINTS_PER_SLICE = 100
+SERVICE_NAME_LABEL = "kubernetes.io/service-name"
+MANAGED_BY_LABEL = "endpointslice.kubernetes.io/managed-by"
+MANAGED_BY = "endpointslice-controller.k8s.io"
+HEADLESS_LABEL = "service.kubernetes.io/headless"
+ZONE_LABEL = "topology.kubernetes.io/zone"
+
+PortKey = tuple[tuple[str, int, str], ...]
+
+
+def slice_labels(service: Service) -> dict[str, str]:
+    reserved = {SERVICE_NAME_LABEL, MANAGED_BY_LABEL, HEADLESS_LABEL}
+    labels = {k: v for k, v in (service.metadata.labels or {}).items() if k not in reserved}
+    labels[SERVICE_NAME_LABEL] = service.metadata.name or ""
+    labels[MANAGED_BY_LABEL] = MANAGED_BY
+    if is_headless(service):
+        labels[HEADLESS_LABEL] = ""
+    return labels
+
+
+def _endpoint(pod: Pod, service: Service, nodes: dict[str, Node]) -> Endpoint:
+    publish = bool(service.spec and service.spec.publish_not_ready_addresses)
+    serving = pod.is_ready()
+    terminating = pod.metadata.deletion_timestamp is not None
+    endpoint = Endpoint(addresses=[str(ipaddress.ip_address(pod.pod_ip))],
+                        conditions=EndpointConditions(ready=publish or (serving and not terminating),
+                                                      serving=serving, terminating=terminating),
+                        target_ref=ObjectReference(kind="Pod", namespace=pod.metadata.namespace,
+                                                   name=pod.metadata.name, uid=pod.metadata.uid),
+                        node_name=pod.node_name or None)
+    node = nodes.get(pod.node_name)
+    zone = (node.metadata.labels or {}).get(ZONE_LABEL) if node else None
+    if zone:
+        endpoint.zone = zone
+    spec = pod.spec
+    if spec and spec.hostname and spec.subdomain == service.metadata.name:
+        endpoint.hostname = spec.hostname
+    return endpoint
+
+
+def desired_groups(service: Service, pods: list[Pod], nodes: dict[str, Node]) -> dict[PortKey, list[Endpoint]]:
+    """Endpoints grouped by the port list they resolve to, each group sorted by pod name. Pure."""
+    groups: dict[PortKey, list[tuple[str, Endpoint]]] = {}
+    ports = (service.spec.ports if service.spec else None) or []
+    for pod in pods:
+        if not should_include(pod, service, include_terminating=True):
+            continue
+        if ipaddress.ip_address(pod.pod_ip).version != 4:
+            continue
+        resolved = []
+        for sp in ports:
+            number = find_port(pod, sp)
+            if number is not None:
+                resolved.append((sp.name or "", number, sp.protocol or "TCP"))
+        groups.setdefault(tuple(resolved), []).append((pod.metadata.name or "", _endpoint(pod, service, nodes)))
+    return {key: [e for _, e in sorted(members, key=lambda m: m[0])] for key, members in groups.items()}
+
+
+def desired_slices(service: Service, pods: list[Pod], nodes: dict[str, Node]) -> list[EndpointSlice]:
+    """The slices a Service should have: each port group cut into slices of at most 100 endpoints, or one
+    empty placeholder slice when nothing backs the Service. Names are left to generateName. Pure."""
+    labels = slice_labels(service)
+    owner = OwnerReference(api_version="v1", kind="Service", name=service.metadata.name, uid=service.metadata.uid,
+                           controller=True, block_owner_deletion=True)
+
+    def make(ports: PortKey, endpoints: list[Endpoint]) -> EndpointSlice:
+        return EndpointSlice(
+            api_version="discovery.k8s.io/v1", kind="EndpointSlice",
+            metadata=ObjectMeta(generate_name=f"{service.metadata.name}-", namespace=service.metadata.namespace,
+                                labels=dict(labels), owner_references=[owner]),
+            address_type="IPv4",
+            endpoints=endpoints or None,
+            ports=[EndpointSlicePort(name=name, port=port, protocol=proto) for name, port, proto in ports] or None)
+
+    slices = []
+    for ports, endpoints in sorted(desired_groups(service, pods, nodes).items()):
+        for start in range(0, len(endpoints), MAX_ENDPOINTS_PER_SLICE):
+            slices.append(make(ports, endpoints[start:start + MAX_ENDPOINTS_PER_SLICE]))
+    if not slices:
+        slices.append(make((), []))
+    return slices
+
+
+def _port_key(slice_: EndpointSlice) -> PortKey:
+    return tuple((p.name or "", p.port or 0, p.protocol or "TCP") for p in slice_.ports or [])
+
+
+def _content(slice_: EndpointSlice) -> dict[str, Any]:
+    data = slice_.to_dict()
+    meta = data.get("metadata") or {}
+    return {"endpoints": data.get("endpoints"), "ports": data.get("ports"), "labels": meta.get("labels"),
+            "ownerReferences": meta.get("ownerReferences"), "addressType": data.get("addressType")}
+
+
+class EndpointSliceController:
+    name = "endpointslice-controller"
+
+    def __init__(self, api: ApiClient, informers: object) -> None:
+        from .manager import SharedInformers
+        assert isinstance(informers, SharedInformers)
+        self.api = api
+        self.informers = informers
+
+    def owned_slices(self, namespace: str, service_name: str) -> list[EndpointSlice]:
+        return [s for s in self.informers.slices_in(namespace)
+                if (s.metadata.labels or {}).get(SERVICE_NAME_LABEL) == service_name
+                and (s.metadata.labels or {}).get(MANAGED_BY_LABEL) == MANAGED_BY
+                and not s.metadata.deletion_timestamp]
+
+    async def reconcile(self, key: str) -> None:
+        namespace, name = key.split("/", 1)
+        service = self.informers.services.get(key)
+        existing = self.owned_slices(namespace, name)
+        if service is None:
+            for old in existing:  # ownerReference GC would do this; kubelab deletes them directly
+                await self._delete(old)
+            return
+        if not selects_pods(service):
+            return
+        for old in [s for s in existing if not any(o.uid == service.metadata.uid for o in s.metadata.owner_references or [])]:
+            await self._delete(old)  # left over from an earlier Service of the same name
+            existing.remove(old)
+        selector = selector_from_map(service.spec.selector if service.spec else None)
+        pods = [p for p in self.informers.pods_in(namespace) if selector.matches(p.metadata.labels)]
+        desired = desired_slices(service, pods, self.informers.nodes_by_name())
+        # Reuse existing slices for the same port set in name order, so unchanged slices stay unchanged.
+        pool: dict[PortKey, list[EndpointSlice]] = {}
+        for s in sorted(existing, key=lambda s: s.metadata.name or ""):
+            pool.setdefault(_port_key(s), []).append(s)
+        for want in desired:
+            candidates = pool.get(_port_key(want)) or []
+            if candidates:
+                have = candidates.pop(0)
+                if _content(have) != _content(want):
+                    have.endpoints, have.ports = want.endpoints, want.ports
+                    have.metadata.labels = want.metadata.labels
+                    have.metadata.owner_references = want.metadata.owner_references
+                    log.info("endpointslices: updating %s/%s", namespace, have.metadata.name)
+                    await self.api.update(kinds.ENDPOINTSLICES, have)
+            else:
+                created = await self.api.create(kinds.ENDPOINTSLICES, want, namespace)
+                log.info("endpointslices: created %s/%s for %s", namespace, created.metadata.name, key)
+        for leftovers in pool.values():
+            for old in leftovers:
+                await self._delete(old)
+
+    async def _delete(self, slice_: EndpointSlice) -> None:
+        try:
+            await self.api.delete(kinds.ENDPOINTSLICES, slice_.metadata.name or "", slice_.metadata.namespace)
+        except NotFound:
+            pass

@@ -1,0 +1,116 @@
+"""The controller manager: shared informers, one work queue per controller, supervised tasks."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from typing import Any, Protocol
+
+from kubelab import kinds
+from kubelab.client import ApiClient, Informer, WorkQueue
+from kubelab.models import EndpointSlice, Endpoints, Node, Pod, Service
+from kubelab.selectors import selector_from_map
+
+log = logging.getLogger(__name__)
+
+
+class SharedInformers:
+    """One informer per kind, shared by every controller (client-go's SharedInformerFactory)."""
+
+    def __init__(self, api: ApiClient) -> None:
+        self.services: Informer[Service] = Informer(api, kinds.SERVICES, name="controllers-services")
+        self.pods: Informer[Pod] = Informer(api, kinds.PODS, name="controllers-pods")
+        self.endpoints: Informer[Endpoints] = Informer(api, kinds.ENDPOINTS, name="controllers-endpoints")
+        self.slices: Informer[EndpointSlice] = Informer(api, kinds.ENDPOINTSLICES, name="controllers-slices")
+        self.nodes: Informer[Node] = Informer(api, kinds.NODES, name="controllers-nodes")
+        self._pods_by_ns: dict[str, dict[str, Pod]] = {}
+        self._slices_by_ns: dict[str, dict[str, EndpointSlice]] = {}
+        self.pods.add_handler(lambda e, old, new: self._index(self._pods_by_ns, old, new))
+        self.slices.add_handler(lambda e, old, new: self._index(self._slices_by_ns, old, new))
+
+    @staticmethod
+    def _index(index: dict[str, dict[str, Any]], old: Any, new: Any) -> None:
+        if new is None:
+            index.get(old.metadata.namespace or "", {}).pop(old.metadata.name or "", None)
+        else:
+            index.setdefault(new.metadata.namespace or "", {})[new.metadata.name or ""] = new
+
+    def all(self) -> list[Informer[Any]]:
+        return [self.services, self.pods, self.endpoints, self.slices, self.nodes]
+
+    def pods_in(self, namespace: str) -> list[Pod]:
+        return list(self._pods_by_ns.get(namespace, {}).values())
+
+    def slices_in(self, namespace: str) -> list[EndpointSlice]:
+        return list(self._slices_by_ns.get(namespace, {}).values())
+
+    def nodes_by_name(self) -> dict[str, Node]:
+        return dict(self.nodes.cache)
+
+    def services_selecting(self, pod: Pod) -> list[str]:
+        keys = []
+        for svc in self.services.items():
+            if svc.metadata.namespace != pod.metadata.namespace or not svc.spec or svc.spec.selector is None:
+                continue
+            if selector_from_map(svc.spec.selector).matches(pod.metadata.labels):
+                keys.append(svc.key)
+        return keys
+
+
+class Controller(Protocol):
+    name: str
+
+    async def reconcile(self, key: str) -> None: ...
+
+
+def _service_handlers(informers: SharedInformers, queue: WorkQueue) -> None:
+    def on_service(event: str, old: Service | None, new: Service | None) -> None:
+        queue.add((new or old).key)  # type: ignore[union-attr]
+
+    def on_pod(event: str, old: Pod | None, new: Pod | None) -> None:
+        keys = set()
+        for pod in (old, new):
+            if pod is not None:
+                keys.update(informers.services_selecting(pod))
+        for key in keys:
+            queue.add(key)
+
+    def on_owned(event: str, old: Any, new: Any) -> None:
+        obj = new or old
+        service = (obj.metadata.labels or {}).get("kubernetes.io/service-name") if obj.kind == "EndpointSlice" \
+            else obj.metadata.name
+        if service:
+            queue.add(f"{obj.metadata.namespace}/{service}")
+
+    informers.services.add_handler(on_service)
+    informers.pods.add_handler(on_pod)
+    return on_owned  # type: ignore[return-value]
+
+
+async def run(api: ApiClient, *, workers: int = 2) -> None:
+    from .endpoints import EndpointsController
+    from .endpointslices import EndpointSliceController
+
+    informers = SharedInformers(api)
+    controllers: list[tuple[Controller, WorkQueue]] = []
+    for controller_class, owned in ((EndpointsController, informers.endpoints),
+                                    (EndpointSliceController, informers.slices)):
+        controller = controller_class(api, informers)
+        queue = WorkQueue(controller.name)
+        on_owned = _service_handlers(informers, queue)
+        owned.add_handler(on_owned)  # type: ignore[arg-type]
+        controllers.append((controller, queue))
+    async with asyncio.TaskGroup() as tg:
+        for informer in informers.all():
+            tg.create_task(informer.run(), name=f"{informer.name}-informer")
+        for informer in informers.all():
+            await informer.wait_synced()
+        log.info("controllers: caches synced (%d services, %d pods)", len(informers.services.cache),
+                 len(informers.pods.cache))
+        for controller, queue in controllers:
+            for svc in informers.services.items():
+                queue.add(svc.key)
+            for ep in informers.endpoints.items():
+                queue.add(ep.key)  # orphaned Endpoints of deleted Services get removed
+            for _ in range(workers):
+                tg.create_task(queue.run_worker(controller.reconcile), name=f"{controller.name}-worker")

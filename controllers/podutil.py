@@ -1,0 +1,51 @@
+"""Which pods back a Service, and on which port: the endpoints controllers' shared rules."""
+
+from __future__ import annotations
+
+from kubelab.models import Pod, Service, ServicePort
+
+
+def find_port(pod: Pod, port: ServicePort) -> int | None:
+    """podutil.FindPort: a number is used as is; a name must match a container port's name and protocol."""
+    target = port.target_port
+    if target is None:
+        return port.port
+    if isinstance(target, int):
+        return target
+    if target.isdigit():
+        return int(target)
+    protocol = port.protocol or "TCP"
+    spec = pod.spec
+    if spec is None:
+        return None
+    sidecars = [c for c in spec.init_containers or [] if c.restart_policy == "Always"]
+    for container in list(spec.containers or []) + sidecars:
+        for cp in container.ports or []:
+            if cp.name == target and (cp.protocol or "TCP") == protocol:
+                return cp.container_port
+    return None
+
+
+def is_ready(pod: Pod) -> bool:
+    return pod.is_ready()
+
+
+def should_include(pod: Pod, service: Service, *, include_terminating: bool) -> bool:
+    """ShouldPodBeInEndpoints: no terminal pods, no pods without an IP; terminating pods only where asked
+    (EndpointSlices keep them as serving/terminating) or when the Service publishes not-ready addresses."""
+    if pod.is_terminal() or not pod.pod_ip:
+        return False
+    publish = bool(service.spec and service.spec.publish_not_ready_addresses)
+    if pod.metadata.deletion_timestamp and not (include_terminating or publish):
+        return False
+    return True
+
+
+def is_headless(service: Service) -> bool:
+    return bool(service.spec and service.spec.cluster_ip in ("None", ""))
+
+
+def selects_pods(service: Service) -> bool:
+    """ExternalName Services and Services without a selector are left to their users."""
+    spec = service.spec
+    return spec is not None and spec.type != "ExternalName" and spec.selector is not None
