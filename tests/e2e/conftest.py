@@ -13,6 +13,7 @@ import shutil
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
+from typing import Any
 from pathlib import Path
 
 import pytest
@@ -64,3 +65,26 @@ def _lab_space(state_dir: Path) -> Iterator[LabSpace]:
 def lab_space(tmp_path: Path) -> Iterator[LabSpace]:
     with _lab_space(tmp_path / "state") as space:
         yield space
+
+
+# --- a whole cluster (kubelab up --dataplane netns) ----------------------------------------------
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
+    """`kubelab up --dataplane netns` with 3 nodes for the tests of one module; stopped with Ctrl-C
+    at the end, after which nothing of it may remain."""
+    from kubelab_cluster import Cluster
+
+    _require_root_and_tools()
+    if shutil.which("kubectl") is None:
+        pytest.fail("kubectl is not on PATH")
+    running = Cluster(tmp_path_factory.mktemp("cluster") / "data").start()
+    try:
+        yield running
+    finally:
+        code = running.stop()
+        left = running.leftovers()
+        if left:
+            running.cleanup_after_failure()
+        assert code == 0, f"kubelab up did not exit cleanly on Ctrl-C (exit {code}):\n{running.log()[-4000:]}"
+        assert not left, f"left behind after Ctrl-C: {left}"

