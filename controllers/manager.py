@@ -87,9 +87,11 @@ def _service_handlers(informers: SharedInformers, queue: WorkQueue) -> None:
     return on_owned  # type: ignore[return-value]
 
 
-async def run(api: ApiClient, *, workers: int = 2) -> None:
+async def run(api: ApiClient, *, workers: int = 2, node_monitor_grace_period: float = 50.0,
+              node_monitor_period: float = 5.0) -> None:
     from .endpoints import EndpointsController
     from .endpointslices import EndpointSliceController
+    from .nodelifecycle import NodeLifecycleController
 
     informers = SharedInformers(api)
     controllers: list[tuple[Controller, WorkQueue]] = []
@@ -114,3 +116,6 @@ async def run(api: ApiClient, *, workers: int = 2) -> None:
                 queue.add(ep.key)  # orphaned Endpoints of deleted Services get removed
             for _ in range(workers):
                 tg.create_task(queue.run_worker(controller.reconcile), name=f"{controller.name}-worker")
+        lifecycle = NodeLifecycleController(api, informers.nodes, informers.pods, monitor_period=node_monitor_period,
+                                            grace_period=node_monitor_grace_period)
+        tg.create_task(lifecycle.run(), name="node-lifecycle-controller")

@@ -35,7 +35,8 @@ def cmd_up(args: argparse.Namespace) -> int:
 
     dataplane = args.dataplane or ("netns" if os.geteuid() == 0 else "render")
     options = UpOptions(nodes=args.nodes, listen=args.listen, etcd_servers=_servers(args.etcd_servers),
-                        data_dir=Path(args.data_dir), dataplane=dataplane, min_sync_period=args.min_sync_period)
+                        data_dir=Path(args.data_dir), dataplane=dataplane, min_sync_period=args.min_sync_period,
+                        node_monitor_grace_period=args.node_monitor_grace_period)
     data_dir = Path(args.data_dir)
 
     def ready(state: dict[str, Any]) -> None:
@@ -98,7 +99,8 @@ def cmd_scheduler(args: argparse.Namespace) -> int:
 def cmd_controllers(args: argparse.Namespace) -> int:
     import controllers
 
-    return _run_client_component(args, controllers.run)
+    return _run_client_component(args, lambda api: controllers.run(
+        api, node_monitor_grace_period=args.node_monitor_grace_period))
 
 
 def cmd_node(args: argparse.Namespace) -> int:
@@ -167,6 +169,53 @@ def cmd_exec(args: argparse.Namespace) -> int:
         return 1
     os.execvp("ip", ["ip", "netns", "exec", netns, *command])
     return 0  # pragma: no cover - execvp does not return
+
+
+def cmd_pause_resume(args: argparse.Namespace) -> int:
+    from .runner import control
+
+    try:
+        answer = control(Path(args.data_dir), f"{args.command} {args.node}")
+    except (FileNotFoundError, ConnectionError, OSError) as exc:
+        print(f"kubelab {args.command}: {exc}", file=sys.stderr)
+        return 1
+    if not answer.get("ok"):
+        print(f"kubelab {args.command}: {answer.get('error')}", file=sys.stderr)
+        return 1
+    print(f"{answer['node']}: {answer['state']}")
+    return 0
+
+
+def cmd_status(args: argparse.Namespace) -> int:
+    import httpx
+
+    from .runner import control, read_state
+
+    try:
+        state = read_state(Path(args.data_dir))
+    except FileNotFoundError as exc:
+        print(f"kubelab status: {exc}", file=sys.stderr)
+        return 1
+    print(f"cluster     pid {state['pid']}, dataplane {state['dataplane']}, kubeconfig {state['kubeconfig']}")
+    print(f"etcd        {', '.join(state['etcd'])}")
+    try:
+        ready = httpx.get(f"{state['server']}/readyz", timeout=5)
+        print(f"apiserver   {state['server']} ({'ready' if ready.status_code == 200 else 'NOT ready: ' + ready.text})")
+        nodes = httpx.get(f"{state['server']}/api/v1/nodes", timeout=5).json().get("items", [])
+    except httpx.HTTPError as exc:
+        print(f"apiserver   {state['server']} (unreachable: {exc})")
+        return 1
+    try:
+        agents = control(Path(args.data_dir), "status").get("nodes", {})
+    except OSError:
+        agents = {}
+    for node in nodes:
+        name = node["metadata"]["name"]
+        ready = next((c["status"] for c in node.get("status", {}).get("conditions", []) if c["type"] == "Ready"), "?")
+        where = state["nodes"].get(name, {})
+        print(f"{name:<11} Ready={ready} ip {where.get('ip', '?')} pods {where.get('podCIDR', '?')}"
+              f"{' netns ' + where['netns'] if where.get('netns') else ''}, kubelet+proxy {agents.get(name, '?')}")
+    return 0
 
 
 def cmd_iptables(args: argparse.Namespace) -> int:
@@ -250,6 +299,8 @@ def build_parser() -> argparse.ArgumentParser:
                         "rules are rendered but nothing runs (default: netns as root, render otherwise)")
     p.add_argument("--min-sync-period", type=float, default=1.0,
                    help="proxy agents sync at most twice per this many seconds (kube-proxy: 1s)")
+    p.add_argument("--node-monitor-grace-period", type=float, default=50.0,
+                   help="seconds without a heartbeat before a node turns Ready=Unknown (kube: 50)")
     p.set_defaults(func=cmd_up)
 
     p = sub.add_parser("apiserver", help="run only the API server")
@@ -265,6 +316,9 @@ def build_parser() -> argparse.ArgumentParser:
         if name == "scheduler":
             p.add_argument("--scoring", choices=["LeastAllocated", "MostAllocated"], default="LeastAllocated",
                            help="NodeResourcesFit scoring strategy (default LeastAllocated)")
+        else:
+            p.add_argument("--node-monitor-grace-period", type=float, default=50.0,
+                           help="seconds without a heartbeat before a node turns Ready=Unknown (kube: 50)")
         p.set_defaults(func=func)
 
     p = sub.add_parser("node", help="run one node: kubelet stub + proxy agent")
@@ -290,6 +344,18 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("target", metavar="NODE")
     p.add_argument("cmd", nargs=argparse.REMAINDER, metavar="-- CMD")
     p.set_defaults(func=cmd_exec)
+
+    for verb, text in (("pause", "stop NODE's kubelet stub and proxy agent (its pods keep running): a node that "
+                                 "lost the control plane"),
+                       ("resume", "start NODE's kubelet stub and proxy agent again, as after a restart")):
+        p = sub.add_parser(verb, help=text, description=f"{text}. Works on a cluster started with `kubelab up`.")
+        p.add_argument("--data-dir", default=DEFAULT_DATA_DIR)
+        p.add_argument("node", metavar="NODE")
+        p.set_defaults(func=cmd_pause_resume)
+
+    p = sub.add_parser("status", help="what a running `kubelab up` is made of, and whether it is healthy")
+    p.add_argument("--data-dir", default=DEFAULT_DATA_DIR)
+    p.set_defaults(func=cmd_status)
 
     p = sub.add_parser("iptables", help="the ruleset a node's proxy agent last applied, in iptables-save form")
     p.add_argument("--data-dir", default=DEFAULT_DATA_DIR)

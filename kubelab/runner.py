@@ -41,6 +41,7 @@ class UpOptions:
     node_cpu: str = "4"
     node_memory: str = "8Gi"
     node_max_pods: int = 110
+    node_monitor_grace_period: float = 50.0
 
 
 def split_listen(listen: str) -> tuple[str, int]:
@@ -187,14 +188,42 @@ async def _create_lab(data_dir: Path) -> Any:
     return lab
 
 
+class _Node:
+    """One simulated node of the one-process cluster: its dataplane, and its kubelet stub and proxy agent,
+    which can be paused (their tasks cancelled, as if the node lost the control plane) and resumed (new
+    kubelet and proxy agent, as after a restart) while its namespaces and pods stay where they are."""
+
+    def __init__(self, name: str, ip: str, pod_cidr: str, dataplane: Any, make: Callable[[_Node], tuple[Any, Any]]
+                 ) -> None:
+        self.name, self.ip, self.pod_cidr, self.dataplane = name, ip, pod_cidr, dataplane
+        self._make = make
+        self.kubelet: Any = None
+        self.agent: Any = None
+        self.tasks: list[asyncio.Task[None]] = []
+
+    @property
+    def running(self) -> bool:
+        return any(not t.done() for t in self.tasks)
+
+    def start(self, tg: asyncio.TaskGroup) -> None:
+        self.kubelet, self.agent = self._make(self)
+        self.tasks = [tg.create_task(self.kubelet.run(), name=f"kubelet-{self.name}"),
+                      tg.create_task(self.agent.run(), name=f"proxy-{self.name}")]
+
+    async def stop(self) -> None:
+        for task in self.tasks:
+            task.cancel()
+        await asyncio.gather(*self.tasks, return_exceptions=True)
+
+
 async def _run_components(tg: asyncio.TaskGroup, options: UpOptions, server_url: str, data_dir: Path,
                           state: dict[str, Any], lab: Any, timer: Timer,
                           ready: Callable[[dict[str, Any]], None] | None, clients: list[Any]) -> None:
     import controllers
     import scheduler
-    from kubeletstub.node import NodeConfig
     from kubeletstub.dataplane import NetnsDataplane, RenderDataplane
     from kubeletstub.kubelet import Kubelet
+    from kubeletstub.node import NodeConfig
     from proxyagent import ProxyAgent, ProxyConfig
     from proxyagent.apply import IptablesApplier, RecordingApplier
 
@@ -205,38 +234,99 @@ async def _run_components(tg: asyncio.TaskGroup, options: UpOptions, server_url:
         clients.append(api)
         return api
 
+    def make(node: _Node) -> tuple[Any, Any]:
+        kubelet = Kubelet(client(f"kubelet-{node.name}"),
+                          NodeConfig(name=node.name, ip=node.ip, pod_cidr=node.pod_cidr, cpu=options.node_cpu,
+                                     memory=options.node_memory, max_pods=options.node_max_pods),
+                          node.dataplane)
+        applier = IptablesApplier(node.dataplane.node_netns) if lab is not None else RecordingApplier()
+        agent = ProxyAgent(client(f"proxy-{node.name}"),
+                           ProxyConfig(node_name=node.name, node_ips=(node.ip,), cluster_cidr=addressing.POD_CIDR),
+                           applier, min_sync_period=options.min_sync_period,
+                           state_file=data_dir / "nodes" / node.name / "iptables.rules")
+        return kubelet, agent
+
     tg.create_task(scheduler.run(client("scheduler")), name="scheduler")
-    tg.create_task(controllers.run(client("controllers")), name="controllers")
-    kubelets = []
-    agents = []
+    tg.create_task(controllers.run(client("controllers"), node_monitor_grace_period=options.node_monitor_grace_period),
+                   name="controllers")
+    nodes: dict[str, _Node] = {}
     for index in range(1, options.nodes + 1):
         name = addressing.node_name(index)
         ip, cidr = addressing.node_ip(index), addressing.node_pod_cidr(index)
         dataplane = NetnsDataplane(lab, name, ip, cidr) if lab is not None else RenderDataplane()
-        kubelet = Kubelet(client(f"kubelet-{name}"), NodeConfig(name=name, ip=ip, pod_cidr=cidr,
-                                                                 cpu=options.node_cpu, memory=options.node_memory,
-                                                                 max_pods=options.node_max_pods),
-                          dataplane)
-        applier = IptablesApplier(dataplane.node_netns) if lab is not None else RecordingApplier()
-        agent = ProxyAgent(client(f"proxy-{name}"),
-                           ProxyConfig(node_name=name, node_ips=(ip,), cluster_cidr=addressing.POD_CIDR),
-                           applier, min_sync_period=options.min_sync_period,
-                           state_file=data_dir / "nodes" / name / "iptables.rules")
-        kubelets.append(kubelet)
-        agents.append(agent)
+        node = nodes[name] = _Node(name, ip, cidr, dataplane, make)
+        node.start(tg)
         state["nodes"][name] = {"ip": ip, "podCIDR": cidr, "netns": dataplane.node_netns}
-        tg.create_task(kubelet.run(), name=f"kubelet-{name}")
-        tg.create_task(agent.run(), name=f"proxy-{name}")
     _write_state(data_dir, state)
-    for kubelet in kubelets:
-        await kubelet.registered.wait()
-    log.info("nodes       %d registered (%s) [%s]", len(kubelets), ", ".join(state["nodes"]), timer)
-    for agent in agents:
-        await agent.synced.wait()
-    log.info("proxy       first sync done on every node [%s]", timer)
-    if ready is not None:
-        ready(state)
-    await asyncio.Event().wait()  # run until cancelled
+    control = await _serve_control(data_dir, nodes, tg)
+    try:
+        for node in nodes.values():
+            await node.kubelet.registered.wait()
+        log.info("nodes       %d registered (%s) [%s]", len(nodes), ", ".join(nodes), timer)
+        for node in nodes.values():
+            await node.agent.synced.wait()
+        log.info("proxy       first sync done on every node [%s]", timer)
+        if ready is not None:
+            ready(state)
+        await asyncio.Event().wait()  # run until cancelled
+    finally:
+        control.close()
+        with contextlib.suppress(FileNotFoundError):
+            (data_dir / CONTROL_SOCKET).unlink()
+
+
+CONTROL_SOCKET = "control.sock"
+
+
+async def _serve_control(data_dir: Path, nodes: dict[str, _Node], tg: asyncio.TaskGroup) -> asyncio.Server:
+    """A unix socket in the data dir for `kubelab pause|resume NODE` and `kubelab status`: one command line
+    in, one JSON line out."""
+
+    async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        try:
+            words = (await reader.readline()).decode().split()
+            answer: dict[str, Any]
+            if words[:1] == ["status"]:
+                answer = {"ok": True, "nodes": {n: ("running" if node.running else "paused")
+                                                for n, node in nodes.items()}}
+            elif len(words) == 2 and words[0] in ("pause", "resume") and words[1] in nodes:
+                node = nodes[words[1]]
+                if words[0] == "pause" and node.running:
+                    await node.stop()
+                    log.info("%-11s paused: kubelet stub and proxy agent stopped, pods left running", node.name)
+                elif words[0] == "resume" and not node.running:
+                    node.start(tg)
+                    log.info("%-11s resumed: a new kubelet stub and proxy agent started", node.name)
+                answer = {"ok": True, "node": node.name, "state": "running" if node.running else "paused"}
+            else:
+                answer = {"ok": False, "error": f"unknown command {' '.join(words)!r}; nodes: {', '.join(nodes)}"}
+            writer.write(json.dumps(answer).encode() + b"\n")
+            await writer.drain()
+        finally:
+            writer.close()
+
+    path = data_dir / CONTROL_SOCKET
+    path.unlink(missing_ok=True)
+    return await asyncio.start_unix_server(handle, path=str(path))
+
+
+def control(data_dir: Path, command: str, timeout: float = 30.0) -> dict[str, Any]:
+    """Send one command to a running `kubelab up` (see _serve_control)."""
+    import socket
+
+    read_state(data_dir)  # a clear error when no cluster runs there
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as sock:
+        sock.settimeout(timeout)
+        sock.connect(str(data_dir / CONTROL_SOCKET))
+        sock.sendall(command.encode() + b"\n")
+        data = b""
+        while not data.endswith(b"\n"):
+            chunk = sock.recv(65536)
+            if not chunk:
+                break
+            data += chunk
+    result: dict[str, Any] = json.loads(data or b"{}")
+    return result
 
 
 def run_until_interrupted(coro_factory: Callable[[], Any]) -> int:

@@ -25,6 +25,10 @@ class Dataplane(Protocol):
 
     def pod_running(self, pod_key: str) -> bool: ...
 
+    def node_argv(self, cmd: Sequence[str]) -> list[str] | None: ...
+
+    def pod_argv(self, pod_key: str, cmd: Sequence[str]) -> list[str] | None: ...
+
 
 class RenderDataplane:
     """No namespaces, no processes: pods exist only as API objects."""
@@ -48,6 +52,12 @@ class RenderDataplane:
 
     def pod_running(self, pod_key: str) -> bool:
         return pod_key in self._pods
+
+    def node_argv(self, cmd: Sequence[str]) -> list[str] | None:
+        return None  # nothing runs in render mode, so nothing can be probed or exec'd
+
+    def pod_argv(self, pod_key: str, cmd: Sequence[str]) -> list[str] | None:
+        return None
 
 
 class NetnsDataplane:
@@ -80,4 +90,14 @@ class NetnsDataplane:
         await asyncio.to_thread(self.lab.sync_node_routes, self.node, dict(routes))
 
     def pod_running(self, pod_key: str) -> bool:
-        return self.lab.pod(self.node, pod_key) is not None
+        from .podprocess import is_pod_process_alive
+
+        pod = self.lab.pod(self.node, pod_key)
+        return pod is not None and (pod.server is None or is_pod_process_alive(pod.server))
+
+    def node_argv(self, cmd: Sequence[str]) -> list[str] | None:
+        return ["ip", "netns", "exec", self.node_netns, *cmd]
+
+    def pod_argv(self, pod_key: str, cmd: Sequence[str]) -> list[str] | None:
+        pod = self.lab.pod(self.node, pod_key)
+        return ["ip", "netns", "exec", pod.netns, *cmd] if pod is not None else None

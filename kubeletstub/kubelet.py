@@ -11,7 +11,7 @@ from kubelab.events import EventRecorder
 from kubelab.models import Node, Pod
 
 from .dataplane import Dataplane, RenderDataplane
-from .node import NodeConfig, build_node, refreshed_status
+from .node import NodeConfig, build_node, refreshed_status, renew_lease
 from .pods import PodManager
 
 log = logging.getLogger(__name__)
@@ -27,7 +27,8 @@ class Kubelet:
                                             field_selector=f"spec.nodeName={config.name}")
         self.nodes: Informer[Node] = Informer(api, kinds.NODES, name=f"kubelet-{config.name}-nodes")
         self.queue = WorkQueue(f"kubelet-{config.name}")
-        self.manager = PodManager(api, config.name, config.ip, config.pod_cidr, self.dataplane, self.events)
+        self.manager = PodManager(api, config.name, config.ip, config.pod_cidr, self.dataplane, self.events,
+                                  requeue=self.queue.add)
         self.pods.add_handler(self._on_pod)
         self.nodes.add_handler(lambda *_: self._routes_changed.set())
         self._routes_changed = asyncio.Event()
@@ -53,6 +54,8 @@ class Kubelet:
                 break
             except AlreadyExists:
                 await self.heartbeat()
+                current = await self.api.get(kinds.NODES, self.config.name)
+                self.events.event(current, "Normal", "Starting", "Starting kubelet.")
                 log.info("kubelet %s: node exists, status refreshed", self.config.name)
                 break
             except Exception as exc:  # noqa: BLE001 - the API server may not be up yet
@@ -72,13 +75,26 @@ class Kubelet:
                 await self.api.create(kinds.NODES, build_node(self.config))
                 return
 
-    async def _heartbeat_loop(self) -> None:
+    async def _status_loop(self) -> None:
+        """nodeStatusReportFrequency: the Node's status is re-posted every 5 minutes (or sooner when the
+        kubelet has something new to say); the Lease below is the frequent heartbeat."""
         while True:
-            await asyncio.sleep(self.config.status_interval)
+            await asyncio.sleep(self.config.status_report_interval)
             try:
                 await self.heartbeat()
             except Exception as exc:  # noqa: BLE001 - keep trying; the node lifecycle controller will notice
-                log.warning("kubelet %s: heartbeat failed: %s", self.config.name, exc)
+                log.warning("kubelet %s: posting node status failed: %s", self.config.name, exc)
+
+    async def _lease_loop(self) -> None:
+        """The node Lease in kube-node-lease, renewed every 10 s (a quarter of its 40 s duration)."""
+        lease = None
+        while True:
+            try:
+                lease = await renew_lease(self.api, self.config.name, lease)
+            except Exception as exc:  # noqa: BLE001 - retried at the next renewal
+                log.warning("kubelet %s: renewing the node lease failed: %s", self.config.name, exc)
+                lease = None
+            await asyncio.sleep(self.config.lease_renew_interval)
 
     async def _route_loop(self) -> None:
         """flannel host-gw: a route to every other node's pod CIDR via that node's InternalIP."""
@@ -105,7 +121,8 @@ class Kubelet:
         async with asyncio.TaskGroup() as tg:
             tg.create_task(self.pods.run(), name=f"kubelet-{self.config.name}-pods")
             tg.create_task(self.nodes.run(), name=f"kubelet-{self.config.name}-nodes")
-            tg.create_task(self._heartbeat_loop(), name=f"kubelet-{self.config.name}-heartbeat")
+            tg.create_task(self._status_loop(), name=f"kubelet-{self.config.name}-status")
+            tg.create_task(self._lease_loop(), name=f"kubelet-{self.config.name}-lease")
             tg.create_task(self._route_loop(), name=f"kubelet-{self.config.name}-routes")
             await self.pods.wait_synced()
             self.manager.adopt(self.pods.items())

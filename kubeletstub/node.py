@@ -2,8 +2,8 @@
 
 Registration creates the Node with its labels, podCIDR, capacity, allocatable, conditions, addresses
 and nodeInfo in one POST; a Node that already exists (a restarted kubelet) has its status refreshed.
-Every `status_interval` seconds the conditions' lastHeartbeatTime is renewed, which is what the node
-lifecycle controller watches.
+The heartbeat is the node's Lease, renewed every 10 s; the status itself (with the conditions'
+lastHeartbeatTime) is re-posted every 5 minutes. The node lifecycle controller watches both.
 """
 
 from __future__ import annotations
@@ -14,8 +14,9 @@ import uuid
 from dataclasses import dataclass, field
 
 from kubelab import kinds, quantity, timeutil
-from kubelab.models import (Node, NodeAddress, NodeCondition, NodeSpec, NodeStatus, NodeSystemInfo, ObjectMeta,
-                            Taint)
+from kubelab.client import ApiClient, NotFound
+from kubelab.models import (Lease, LeaseSpec, Node, NodeAddress, NodeCondition, NodeSpec, NodeStatus, NodeSystemInfo,
+                            ObjectMeta, OwnerReference, Taint)
 
 KUBELET_VERSION = "v1.32.0-kubelab"
 
@@ -38,7 +39,9 @@ class NodeConfig:
     max_pods: int = 110
     labels: dict[str, str] = field(default_factory=dict)
     taints: list[Taint] = field(default_factory=list)
-    status_interval: float = 10.0
+    status_report_interval: float = 300.0  # kubelet's nodeStatusReportFrequency (5 min)
+    lease_renew_interval: float = 10.0     # a quarter of the lease's 40 s duration
+    lease_duration: int = 40
 
 
 def _ki(text: str) -> str:
@@ -112,4 +115,24 @@ def refreshed_status(node: Node, config: NodeConfig) -> Node:
     return node
 
 
-RESOURCE = kinds.NODES
+async def renew_lease(api: ApiClient, node_name: str, lease: Lease | None, *, duration: int = 40) -> Lease:
+    """Create or renew `kube-node-lease/<node>` (§8.2): holderIdentity the node, renewTime now (MicroTime),
+    owned by the Node so it goes with it."""
+    now = timeutil.rfc3339_micro()
+    if lease is None:
+        try:
+            lease = await api.get(kinds.LEASES, node_name, "kube-node-lease")
+        except NotFound:
+            node = await api.get(kinds.NODES, node_name)
+            fresh = Lease(api_version="coordination.k8s.io/v1", kind="Lease",
+                          metadata=ObjectMeta(name=node_name, namespace="kube-node-lease",
+                                              owner_references=[OwnerReference(api_version="v1", kind="Node",
+                                                                               name=node_name, uid=node.metadata.uid)]),
+                          spec=LeaseSpec(holder_identity=node_name, lease_duration_seconds=duration, renew_time=now))
+            created: Lease = await api.create(kinds.LEASES, fresh, "kube-node-lease")
+            return created
+    assert lease is not None
+    lease.spec = lease.spec or LeaseSpec(holder_identity=node_name, lease_duration_seconds=duration)
+    lease.spec.renew_time = now
+    renewed: Lease = await api.update(kinds.LEASES, lease)
+    return renewed

@@ -1,22 +1,27 @@
-"""Pod lifecycle on one node: from bound to Running and Ready, and gone again when deleted.
+"""Pod lifecycle on one node: Pending -> Running (Ready when its probes say so) -> terminated and gone.
 
-Level-triggered like the real kubelet's pod workers: `sync(key)` compares the pod's API object with
-what runs here and acts on the difference — start its network and processes, report its status,
-or stop and release it.
+Level-triggered like the kubelet's pod workers: `sync(key)` compares the pod's API object with what
+runs here and acts on the difference — report ContainerCreating, start the pod's network and process,
+report Running and readiness, or, once the API server has set a deletionTimestamp, run the preStop
+hook, stop the process, report the containers terminated and delete the object for good (the final
+DELETE with gracePeriodSeconds=0 and a UID precondition, as the kubelet's status manager does).
 """
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import uuid
+from typing import Any
 
 from kubelab import kinds, timeutil
 from kubelab.client import ApiClient, Conflict, NotFound
 from kubelab.events import EventRecorder
-from kubelab.models import ContainerStatus, Pod, PodCondition, PodIP, PodStatus
+from kubelab.models import Container, ContainerStatus, Pod, PodCondition, PodIP, PodStatus
 
 from .dataplane import Dataplane
 from .ipam import PodIPAllocator
+from .prober import Prober, run_probe
 
 log = logging.getLogger(__name__)
 
@@ -30,45 +35,118 @@ def declared_ports(pod: Pod) -> list[tuple[int, str]]:
     return sorted(set(ports))
 
 
-def running_status(pod: Pod, *, ip: str, host_ip: str, started: str) -> PodStatus:
-    """The status a kubelet reports for a pod whose containers all run and are ready (§8.3)."""
-    previous = pod.status or PodStatus()
-    before = {c.type: c for c in previous.conditions or []}
+def _containers(pod: Pod) -> list[Container]:
+    return sorted((pod.spec.containers if pod.spec else None) or [], key=lambda c: c.name or "")
 
-    def condition(type_: str) -> PodCondition:
+
+def _image(container: Container) -> str:
+    image = container.image or ""
+    return image if "/" in image else f"docker.io/library/{image}"
+
+
+def _conditions(pod: Pod, values: dict[str, tuple[str, str | None, str | None]]) -> list[PodCondition]:
+    """Conditions in kubelet's order; lastTransitionTime changes only when a status changes."""
+    before = {c.type: c for c in (pod.status.conditions if pod.status else None) or []}
+    now = timeutil.rfc3339()
+    result = []
+    for type_ in ("PodReadyToStartContainers", "Initialized", "Ready", "ContainersReady"):
+        status, reason, message = values[type_]
         old = before.get(type_)
-        transition = old.last_transition_time if old is not None and old.status == "True" else timeutil.rfc3339()
-        return PodCondition(type=type_, status="True", last_transition_time=transition)
+        when = old.last_transition_time if old is not None and old.status == status else now
+        result.append(PodCondition(type=type_, status=status, reason=reason, message=message, last_transition_time=when))
+    result.append(before.get("PodScheduled") or PodCondition(type="PodScheduled", status="True",
+                                                              last_transition_time=now))
+    return result
 
-    conditions = [condition(t) for t in ("PodReadyToStartContainers", "Initialized", "Ready", "ContainersReady")]
-    conditions.append(before.get("PodScheduled") or condition("PodScheduled"))
-    statuses = []
+
+def pending_status(pod: Pod) -> PodStatus:
+    """What the kubelet reports the moment it accepts a pod: Pending, containers being created."""
+    names = " ".join(c.name or "" for c in _containers(pod))
+    not_ready = ("False", "ContainersNotReady", f"containers with unready status: [{names}]")
+    status = PodStatus(phase="Pending", conditions=_conditions(pod, {
+        "PodReadyToStartContainers": ("False", None, None), "Initialized": ("True", None, None),
+        "Ready": not_ready, "ContainersReady": not_ready}),
+        host_ip=(pod.status.host_ip if pod.status else None), start_time=timeutil.rfc3339(),
+        qos_class=pod.status.qos_class if pod.status else None)
+    status.container_statuses = [ContainerStatus(name=c.name, image=c.image, image_id="", ready=False, started=False,
+                                                 restart_count=0, state={"waiting": {"reason": "ContainerCreating"}},
+                                                 last_state={}) for c in _containers(pod)]
+    return status
+
+
+def running_status(pod: Pod, *, ip: str, host_ip: str, ready: dict[str, bool], started: str) -> PodStatus:
+    """Running, with Ready/ContainersReady from the containers' readiness (§8.3)."""
+    previous = pod.status or PodStatus()
     existing = {s.name: s for s in previous.container_statuses or []}
-    for c in sorted((pod.spec.containers if pod.spec else None) or [], key=lambda c: c.name or ""):
+    unready = [c.name or "" for c in _containers(pod) if not ready.get(c.name or "", True)]
+    readiness = ("True", None, None) if not unready else \
+        ("False", "ContainersNotReady", f"containers with unready status: [{' '.join(unready)}]")
+    statuses = []
+    for c in _containers(pod):
         old = existing.get(c.name)
-        image = c.image or ""
+        running = (old.state or {}).get("running") if old else None
         statuses.append(ContainerStatus(
-            name=c.name, image=image if "/" in image else f"docker.io/library/{image}",
-            image_id=old.image_id if old else f"docker.io/library/{image.split(':')[0]}@sha256:{uuid.uuid4().hex * 2}",
-            container_id=old.container_id if old else f"containerd://{uuid.uuid4().hex * 2}",
-            ready=True, started=True, restart_count=0,
-            state={"running": {"startedAt": started}}, last_state={}))
-    return PodStatus(phase="Running", conditions=conditions, host_ip=host_ip, host_ips=[PodIP(ip=host_ip)],
-                     pod_ip=ip, pod_ips=[PodIP(ip=ip)], start_time=previous.start_time or started,
-                     container_statuses=statuses, qos_class=previous.qos_class)
+            name=c.name, image=_image(c),
+            image_id=old.image_id if old and old.image_id else
+            f"{_image(c).rsplit(':', 1)[0]}@sha256:{uuid.uuid5(uuid.NAMESPACE_URL, c.image or '').hex * 2}",
+            container_id=old.container_id if old and old.container_id else f"containerd://{uuid.uuid4().hex * 2}",
+            ready=ready.get(c.name or "", True), started=True, restart_count=0,
+            state={"running": running or {"startedAt": started}}, last_state={}))
+    return PodStatus(phase="Running", conditions=_conditions(pod, {
+        "PodReadyToStartContainers": ("True", None, None), "Initialized": ("True", None, None),
+        "Ready": readiness, "ContainersReady": readiness}),
+        host_ip=host_ip, host_ips=[PodIP(ip=host_ip)], pod_ip=ip, pod_ips=[PodIP(ip=ip)],
+        start_time=previous.start_time or started, container_statuses=statuses, qos_class=previous.qos_class)
+
+
+def terminated_status(pod: Pod, *, finished: str) -> PodStatus:
+    """Every container exited 0 after SIGTERM: Succeeded, containers Completed (§8.5)."""
+    previous = pod.status or PodStatus()
+    statuses = []
+    for s in previous.container_statuses or []:
+        started = ((s.state or {}).get("running") or {}).get("startedAt") or finished
+        statuses.append(ContainerStatus(
+            name=s.name, image=s.image, image_id=s.image_id, container_id=s.container_id, ready=False, started=False,
+            restart_count=s.restart_count or 0, last_state={},
+            state={"terminated": {"exitCode": 0, "reason": "Completed", "startedAt": started, "finishedAt": finished,
+                                  "containerID": s.container_id}}))
+    done = ("False", "PodCompleted", None)
+    status = previous.model_copy(update={"phase": "Succeeded", "container_statuses": statuses or None})
+    status.conditions = _conditions(pod, {"PodReadyToStartContainers": ("False", None, None),
+                                          "Initialized": ("True", "PodCompleted", None),
+                                          "Ready": done, "ContainersReady": done})
+    return status
+
+
+def _same(have: PodStatus | None, want: PodStatus) -> bool:
+    """Equal but for timestamps: the fields a status write would change."""
+    if have is None:
+        return False
+
+    def strip(status: PodStatus) -> Any:
+        data = status.to_dict()
+        data.pop("startTime", None)
+        for cond in data.get("conditions") or []:
+            cond.pop("lastTransitionTime", None)
+        return data
+
+    return strip(have) == strip(want)
 
 
 class PodManager:
     def __init__(self, api: ApiClient, node_name: str, node_ip: str, pod_cidr: str, dataplane: Dataplane,
-                 events: EventRecorder) -> None:
+                 events: EventRecorder, requeue: Any = None) -> None:
         self.api = api
         self.node_name = node_name
         self.node_ip = node_ip
         self.ipam = PodIPAllocator(pod_cidr)
         self.dataplane = dataplane
         self.events = events
+        self.requeue = requeue or (lambda key: None)
         self.cache: dict[str, Pod] = {}
         self._running: set[str] = set()
+        self._terminating: dict[str, asyncio.Task[None]] = {}
+        self.prober = Prober(dataplane.node_argv, dataplane.pod_argv, self.requeue, self._probe_failed)
 
     def adopt(self, pods: list[Pod]) -> None:
         """After a restart: keep the addresses pods already have, so they never change under them."""
@@ -76,48 +154,116 @@ class PodManager:
             if pod.pod_ip:
                 self.ipam.reserve(pod.key, pod.pod_ip)
 
+    def _probe_failed(self, pod_key: str, container: str, output: str) -> None:
+        pod = self.cache.get(pod_key)
+        if pod is not None:
+            self.events.event(pod, "Warning", "Unhealthy", f"Readiness probe failed: {output}",
+                              field_path=f"spec.containers{{{container}}}")
+
     async def sync(self, key: str) -> None:
         pod = self.cache.get(key)
-        if pod is None or pod.is_terminal() or pod.node_name != self.node_name:
-            await self._stop(key)
+        if pod is None or pod.node_name != self.node_name:
+            if key not in self._terminating:
+                await self._stop(key)
             return
         if pod.metadata.deletion_timestamp:
-            # Graceful deletion: stop, then remove the object as the kubelet's status manager does.
-            await self._stop(key)
-            try:
-                await self.api.delete(kinds.PODS, pod.metadata.name or "", pod.metadata.namespace,
-                                      grace_period_seconds=0, uid=pod.metadata.uid)
-            except NotFound:
-                pass
+            if key not in self._terminating:
+                task = asyncio.get_running_loop().create_task(self._terminate(pod), name=f"terminate-{key}")
+                self._terminating[key] = task
+                task.add_done_callback(lambda _t, key=key: self._terminating.pop(key, None))
             return
-        ip = self.ipam.ip_of(key) or self.ipam.allocate(key)
+        if pod.is_terminal():
+            await self._stop(key)
+            return
         if key not in self._running or not self.dataplane.pod_running(key):
-            await self.dataplane.start_pod(key, ip, declared_ports(pod))
-            if key not in self._running:
-                for c in (pod.spec.containers if pod.spec else None) or []:
-                    path = f"spec.containers{{{c.name}}}"
-                    self.events.event(pod, "Normal", "Pulled", f'Container image "{c.image}" already present on '
-                                                               "machine", field_path=path)
-                    self.events.event(pod, "Normal", "Created", f"Created container: {c.name}", field_path=path)
-                    self.events.event(pod, "Normal", "Started", f"Started container {c.name}", field_path=path)
-            self._running.add(key)
+            await self._start(pod)
+            pod = self.cache.get(key, pod)  # _start may have written a Pending status
+        ip = self.ipam.ip_of(key)
+        assert ip is not None
+        ready = {c.name or "": self.prober.readiness(key, c.name or "") for c in _containers(pod)}
         started = timeutil.rfc3339()
-        want = running_status(pod, ip=ip, host_ip=self.node_ip, started=started)
-        have = pod.status or PodStatus()
-        if (have.phase == "Running" and have.pod_ip == ip and pod.is_ready()
-                and len(have.container_statuses or []) == len(want.container_statuses or [])):
+        want = running_status(pod, ip=ip, host_ip=self.node_ip, ready=ready, started=started)
+        if _same(pod.status, want):
             return
-        pod.status = want
-        try:
-            await self.api.update_status(kinds.PODS, pod)
-        except Conflict:
-            raise  # the cache is behind; the worker retries with the next version
-        except NotFound:
-            await self._stop(key)
+        await self._write_status(pod, want)
+
+    async def _start(self, pod: Pod) -> None:
+        key = pod.key
+        if key not in self._running and self.dataplane.pod_running(key) and pod.phase == "Running" and pod.pod_ip:
+            # A restarted kubelet finds the pod still running: adopt it, do not start it again.
+            self._running.add(key)
+            self.prober.start(pod, pod.pod_ip)
             return
+        first = key not in self._running
+        if first and (pod.status is None or pod.status.phase != "Pending" or not pod.status.container_statuses):
+            await self._write_status(pod, pending_status(pod))
+        ip = self.ipam.ip_of(key) or self.ipam.allocate(key)
+        await self.dataplane.start_pod(key, ip, declared_ports(pod))
+        if first:
+            for c in _containers(pod):
+                path = f"spec.containers{{{c.name}}}"
+                self.events.event(pod, "Normal", "Pulled", f'Container image "{c.image}" already present on machine',
+                                  field_path=path)
+                self.events.event(pod, "Normal", "Created", f"Created container: {c.name}", field_path=path)
+                self.events.event(pod, "Normal", "Started", f"Started container {c.name}", field_path=path)
+        self._running.add(key)
+        self.prober.start(pod, ip)
         log.info("kubelet %s: pod %s running at %s", self.node_name, key, ip)
 
+    async def _write_status(self, pod: Pod, status: PodStatus) -> None:
+        update = pod.model_copy(update={"status": status})
+        try:
+            self.cache[pod.key] = await self.api.update_status(kinds.PODS, update)
+        except Conflict:
+            raise  # our copy is behind; the worker retries with the informer's newer one
+        except NotFound:
+            await self._stop(pod.key)
+
+    async def _terminate(self, pod: Pod) -> None:
+        """Graceful deletion (§8.5): preStop within the grace period, SIGTERM, final status, final DELETE."""
+        key = pod.key
+        grace = pod.metadata.deletion_grace_period_seconds
+        grace = 30 if grace is None else grace
+        try:
+            if key in self._running:
+                for c in _containers(pod):
+                    self.events.event(pod, "Normal", "Killing", f"Stopping container {c.name}",
+                                      field_path=f"spec.containers{{{c.name}}}")
+                try:
+                    await asyncio.wait_for(self._pre_stop(pod), timeout=max(grace, 0))
+                except TimeoutError:
+                    log.info("kubelet %s: preStop of %s outlived its grace period", self.node_name, key)
+            await self._stop(key)
+            if pod.status is not None and pod.status.phase == "Running":
+                try:
+                    await self._write_status(pod, terminated_status(pod, finished=timeutil.rfc3339()))
+                except Conflict:
+                    current = self.cache.get(key)
+                    if current is not None:
+                        await self._write_status(current, terminated_status(current, finished=timeutil.rfc3339()))
+            await self.api.delete(kinds.PODS, pod.metadata.name or "", pod.metadata.namespace,
+                                  grace_period_seconds=0, uid=pod.metadata.uid)
+            log.info("kubelet %s: pod %s terminated and deleted", self.node_name, key)
+        except NotFound:
+            await self._stop(key)
+        except Exception as exc:  # noqa: BLE001 - try again on the next sync of this pod
+            log.warning("kubelet %s: terminating %s failed: %s", self.node_name, key, exc)
+            self.requeue(key)
+
+    async def _pre_stop(self, pod: Pod) -> None:
+        """lifecycle.preStop: `sleep` (PodLifecycleSleepAction) or `exec` inside the pod's namespace."""
+        for c in _containers(pod):
+            hook = ((c.model_extra or {}).get("lifecycle") or {}).get("preStop") or {}
+            if "sleep" in hook:
+                await asyncio.sleep(float((hook["sleep"] or {}).get("seconds") or 0))
+            elif "exec" in hook:
+                command = (hook["exec"] or {}).get("command") or []
+                argv = self.dataplane.pod_argv(pod.key, [str(a) for a in command]) if command else None
+                if argv is not None:
+                    await run_probe(argv, float(pod.metadata.deletion_grace_period_seconds or 30))
+
     async def _stop(self, key: str) -> None:
+        self.prober.stop(key)
         if key in self._running or self.dataplane.pod_running(key):
             await self.dataplane.stop_pod(key)
             log.info("kubelet %s: pod %s stopped", self.node_name, key)
