@@ -10,6 +10,7 @@ CLUSTER_DNS_IP = "10.96.0.10"         # the 10th address, as kubeadm picks it
 POD_CIDR = "10.244.0.0/16"            # cluster CIDR; each node gets a /24
 NODE_CIDR = "10.240.0.0/24"           # the lab network the nodes share (netns dataplane)
 NODEPORT_RANGE = (30000, 32767)
+CLIENT_IP = "10.240.0.2"              # the "outside" client on the lab network (netns dataplane)
 CLUSTER_DOMAIN = "cluster.local"
 
 

@@ -153,6 +153,8 @@ def cmd_exec(args: argparse.Namespace) -> int:
         netns = state["nodes"][target]["netns"]
     elif target == "lab":
         netns = state.get("lab")
+    elif target == "client" and state.get("client"):
+        netns = state["client"]["netns"]
     else:
         from kubeletstub.netns import DataplaneError, lookup_netns
 
@@ -339,7 +341,8 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("exec", help="run a command inside a node's (or pod's) network namespace",
                        description="kubelab exec [--data-dir DIR] NODE -- CMD...  (NODE may also be a pod name or "
-                                   "namespace/pod, or 'lab')")
+                                   "namespace/pod, or 'client': a host on the lab network outside the cluster, "
+                                   "10.240.0.2)")
     p.add_argument("--data-dir", default=DEFAULT_DATA_DIR)
     p.add_argument("target", metavar="NODE")
     p.add_argument("cmd", nargs=argparse.REMAINDER, metavar="-- CMD")

@@ -125,6 +125,8 @@ async def up(options: UpOptions, *, ready: Callable[[dict[str, Any]], None] | No
                 lab = await _create_lab(data_dir)
                 state["netnsPrefix"] = lab.prefix
                 state["lab"] = lab.lab_netns
+                state["client"] = {"ip": addressing.CLIENT_IP,
+                                   "netns": await asyncio.to_thread(lab.add_client, "client", addressing.CLIENT_IP)}
             _write_state(data_dir, state)
             clients: list[Any] = []
             try:

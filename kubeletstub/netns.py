@@ -415,6 +415,38 @@ class LabNetwork:
                     self._pending_nodes.pop(name, None)
         return node
 
+    def add_client(self, name: str, ip: str, *, routes: Mapping[str, str] | None = None) -> str:
+        """An "outside" host on the lab network (no kubelet, no kube-proxy): what a client of a
+        NodePort or LoadBalancer Service looks like. `routes` maps CIDRs to a gateway on the lab
+        network (e.g. a LoadBalancer pool via a node, as a cloud load balancer would forward).
+        Returns the namespace name. Idempotent."""
+        _validate_node_name(name)
+        netns = f"{self.prefix}-{name}"
+        client_ip = ipaddress.IPv4Address(ip)
+        if client_ip not in self.node_network:
+            raise ValueError(f"client IP {ip} is not on the node network {self.node_network}")
+        with self._state_lock:
+            self._require_created()
+            if netns in self._namespaces:
+                return netns
+            if any(n.ip == ip for n in self._nodes.values()):
+                raise DataplaneError(f"client IP {ip} is a node's address")
+            self._record_namespace(netns)
+        port = lab_port_name(name)
+        with self._undo_namespace_on_error(netns), _translated(f"set up client {name}"):
+            self._create_netns(netns)
+            with _netns_fd(self.lab_netns) as lab_fd, _rtnl(netns) as ipr:
+                _set_up(ipr, "lo")
+                ipr.link("add", ifname=NODE_IFNAME, kind="veth", peer={"ifname": port, "net_ns_fd": lab_fd})
+                eth0 = _index(ipr, NODE_IFNAME)
+                ipr.addr("add", index=eth0, address=ip, prefixlen=self.node_network.prefixlen)
+                ipr.link("set", index=eth0, state="up")
+                for cidr, via in (routes or {}).items():
+                    ipr.route("add", dst=cidr, gateway=via, oif=eth0)
+            with _rtnl(self.lab_netns) as ipr:
+                ipr.link("set", index=_index(ipr, port), master=_index(ipr, LAB_BRIDGE), state="up")
+        return netns
+
     def remove_node(self, name: str) -> None:
         """Remove node `name`, its pods and its bridge port. Idempotent.
 

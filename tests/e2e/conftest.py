@@ -70,15 +70,17 @@ def lab_space(tmp_path: Path) -> Iterator[LabSpace]:
 # --- a whole cluster (kubelab up --dataplane netns) ----------------------------------------------
 
 @pytest.fixture(scope="module")
-def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
-    """`kubelab up --dataplane netns` with 3 nodes for the tests of one module; stopped with Ctrl-C
-    at the end, after which nothing of it may remain."""
+def cluster(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
+    """`kubelab up --dataplane netns` with 3 nodes for the tests of one module (a module may set
+    `KUBELAB_UP_ARGS` to pass more options); stopped with Ctrl-C at the end, after which nothing of
+    it may remain."""
     from kubelab_cluster import Cluster
 
     _require_root_and_tools()
     if shutil.which("kubectl") is None:
         pytest.fail("kubectl is not on PATH")
-    running = Cluster(tmp_path_factory.mktemp("cluster") / "data").start()
+    extra = getattr(request.module, "KUBELAB_UP_ARGS", ())
+    running = Cluster(tmp_path_factory.mktemp("cluster") / "data", extra_args=extra).start()
     try:
         yield running
     finally:
