@@ -1,5 +1,8 @@
 """API object models (pydantic): camelCase on the wire, snake_case in Python, unknown fields kept."""
 
+from .apps import (ConfigMap, Deployment, DeploymentCondition, DeploymentSpec, DeploymentStatus, DeploymentStrategy,
+                   PodTemplateSpec, ReplicaSet, ReplicaSetSpec, ReplicaSetStatus, RollingUpdateDeployment, Scale,
+                   ScaleSpec, ScaleStatus)
 from .base import Model, to_wire
 from .core import *  # noqa: F403
 from .core import __all__ as _core_all
@@ -10,7 +13,9 @@ from .meta import (
 )
 
 __all__ = [
-    *_core_all, "Endpoint", "EndpointConditions", "EndpointSlice", "EndpointSlicePort", "IntOrString",
+    *_core_all, "ConfigMap", "Deployment", "DeploymentCondition", "DeploymentSpec", "DeploymentStatus",
+    "DeploymentStrategy", "PodTemplateSpec", "ReplicaSet", "ReplicaSetSpec", "ReplicaSetStatus",
+    "RollingUpdateDeployment", "Scale", "ScaleSpec", "ScaleStatus", "Endpoint", "EndpointConditions", "EndpointSlice", "EndpointSlicePort", "IntOrString",
     "LabelSelectorRequirement", "Lease", "LeaseSpec", "Model", "OwnerReference", "Status", "StatusCause",
     "StatusDetails", "TypedObject", "to_wire",
 ]
