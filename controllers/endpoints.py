@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-import ipaddress
 import logging
+import math
 
 from kubelab import kinds
 from kubelab.client import ApiClient, NotFound
@@ -15,8 +15,11 @@ from .podutil import find_port, is_headless, should_include
 
 log = logging.getLogger(__name__)
 
+PortKey = tuple[str, int, str, str]  # EndpointPort: name, port, protocol, appProtocol
+
 MAX_ADDRESSES = 1000
 HEADLESS_LABEL = "service.kubernetes.io/headless"
+OVER_CAPACITY = "endpoints.kubernetes.io/over-capacity"
 
 
 def _address(pod: Pod, service: Service) -> EndpointAddress:
@@ -30,12 +33,9 @@ def _address(pod: Pod, service: Service) -> EndpointAddress:
 
 
 def _ip_key(address: EndpointAddress) -> tuple[bytes, str]:
-    # RepackSubsets sorts addresses by IP bytes, then by pod UID.
-    try:
-        packed = ipaddress.ip_address(address.ip or "").packed
-    except ValueError:
-        packed = (address.ip or "").encode()
-    return packed, (address.target_ref.uid if address.target_ref else "") or ""
+    # LessEndpointAddress compares the IP *strings* as bytes, then the pod UID: 10.1.1.10 sorts before
+    # 10.1.1.2, exactly as in a real cluster's Endpoints.
+    return (address.ip or "").encode(), (address.target_ref.uid if address.target_ref else "") or ""
 
 
 def desired_subsets(service: Service, pods: list[Pod]) -> list[EndpointSubset]:
@@ -43,61 +43,92 @@ def desired_subsets(service: Service, pods: list[Pod]) -> list[EndpointSubset]:
     addresses share one subset. An address both ready and not ready counts as not ready. Pure."""
     publish = bool(service.spec and service.spec.publish_not_ready_addresses)
     service_ports = (service.spec.ports if service.spec else None) or []
-    # port (name, number, protocol) -> address ident -> (address, ready); a portless headless
-    # Service uses the single pseudo-port None.
-    offered: dict[tuple[str, int, str] | None, dict[str, tuple[EndpointAddress, bool]]] = {}
+    # EndpointPort (name, number, protocol, appProtocol) -> address ident -> (address, ready); a portless
+    # headless Service uses the single pseudo-port None.
+    offered: dict[PortKey | None, dict[str, tuple[EndpointAddress, bool]]] = {}
     for pod in pods:
         if not should_include(pod, service, include_terminating=False):
             continue
         ready = publish or pod.is_ready()
         address = _address(pod, service)
         ident = f"{address.ip}/{address.target_ref.uid if address.target_ref else ''}"
-        ports: list[tuple[str, int, str] | None] = []
+        ports: list[PortKey | None] = []
         for sp in service_ports:
             number = find_port(pod, sp)
             if number is not None:
-                ports.append((sp.name or "", number, sp.protocol or "TCP"))
+                ports.append((sp.name or "", number, sp.protocol or "TCP", sp.app_protocol or ""))
         if not service_ports and is_headless(service):
             ports = [None]
         for port in ports:
             group = offered.setdefault(port, {})
             previous = group.get(ident)
             group[ident] = (address, ready and (previous[1] if previous else True))
-    shared: dict[tuple[tuple[str, bool], ...], tuple[list[tuple[EndpointAddress, bool]], list[tuple[str, int, str]]]] = {}
+    shared: dict[tuple[tuple[str, bool], ...], tuple[list[tuple[EndpointAddress, bool]], list[PortKey]]] = {}
     for port, group in offered.items():
         signature = tuple(sorted((ident, ready) for ident, (_, ready) in group.items()))
         entry = shared.setdefault(signature, (list(group.values()), []))
         if port is not None:
             entry[1].append(port)
     subsets = []
-    for pairs, ports in shared.values():
+    for pairs, port_keys in shared.values():
         ready_addrs = sorted((a for a, r in pairs if r), key=_ip_key)
         not_ready = sorted((a for a, r in pairs if not r), key=_ip_key)
         subset = EndpointSubset(addresses=ready_addrs or None, not_ready_addresses=not_ready or None)
-        if ports:
-            subset.ports = [EndpointPort(name=name or None, port=number, protocol=proto)
-                            for name, number, proto in sorted(ports)]
+        if port_keys:
+            subset.ports = [EndpointPort(name=name or None, port=number, protocol=proto, app_protocol=app or None)
+                            for name, number, proto, app in sorted(port_keys)]
         subsets.append(subset)
     # kube orders subsets by a hash of their content; any stable order serves, this one reads well.
     subsets.sort(key=lambda s: [(p.name or "", p.port or 0) for p in s.ports or []])
     return subsets
 
 
+def truncate(subsets: list[EndpointSubset]) -> bool:
+    """truncateEndpoints: cut to MAX_ADDRESSES, keeping ready addresses first, each subset keeping its
+    share rounded up. Worked example: ready 600 + 600 in two subsets -> ceil(600/1200 * 1000) = 500 from
+    the first, min(500, 1000 - 500) = 500 from the second, and every not-ready address dropped."""
+    total_ready = sum(len(s.addresses or []) for s in subsets)
+    total_not_ready = sum(len(s.not_ready_addresses or []) for s in subsets)
+    if total_ready + total_not_ready <= MAX_ADDRESSES:
+        return False
+    truncate_ready = total_ready > MAX_ADDRESSES
+    limit, num_total = ((MAX_ADDRESSES, total_ready) if truncate_ready
+                        else (MAX_ADDRESSES - total_ready, total_not_ready))
+    can_be_added = limit
+    for subset in subsets:
+        members = (subset.addresses if truncate_ready else subset.not_ready_addresses) or []
+        to_be_added = min(math.ceil(len(members) / num_total * limit), can_be_added)
+        if truncate_ready:
+            subset.addresses = members[:to_be_added] or None
+            subset.not_ready_addresses = None
+            can_be_added -= len(subset.addresses or [])
+        else:
+            subset.not_ready_addresses = members[:to_be_added] or None
+            can_be_added -= len(subset.not_ready_addresses or [])
+    return True
+
+
 def desired_endpoints(service: Service, pods: list[Pod]) -> Endpoints:
+    """The Endpoints object: exactly the Service's labels, with the headless label set for a headless
+    Service and removed otherwise (even if the Service itself carries it); the over-capacity annotation
+    when more than 1000 addresses had to be cut. Pure."""
     labels = dict(service.metadata.labels or {})
     if is_headless(service):
         labels[HEADLESS_LABEL] = ""
+    else:
+        labels.pop(HEADLESS_LABEL, None)
     subsets = desired_subsets(service, pods)
+    annotations = {OVER_CAPACITY: "truncated"} if truncate(subsets) else None
     return Endpoints(api_version="v1", kind="Endpoints",
                      metadata=ObjectMeta(name=service.metadata.name, namespace=service.metadata.namespace,
-                                         labels=labels or None),
+                                         labels=labels or None, annotations=annotations),
                      subsets=subsets or None)
 
 
-def _comparable(ep: Endpoints) -> tuple[object, object]:
+def _comparable(ep: Endpoints) -> tuple[object, object, object]:
     subsets = [s.to_dict() for s in ep.subsets or []]
     labels = {k: v for k, v in (ep.metadata.labels or {}).items()}
-    return subsets, labels
+    return subsets, labels, (ep.metadata.annotations or {}).get(OVER_CAPACITY)
 
 
 class EndpointsController:
@@ -134,5 +165,8 @@ class EndpointsController:
             return
         current.subsets = desired.subsets
         current.metadata.labels = desired.metadata.labels
+        annotations = {k: v for k, v in (current.metadata.annotations or {}).items() if k != OVER_CAPACITY}
+        annotations.update(desired.metadata.annotations or {})
+        current.metadata.annotations = annotations or None
         log.info("endpoints: updating %s", key)
         await self.api.update(kinds.ENDPOINTS, current)

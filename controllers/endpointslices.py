@@ -27,7 +27,7 @@ MANAGED_BY = "endpointslice-controller.k8s.io"
 HEADLESS_LABEL = "service.kubernetes.io/headless"
 ZONE_LABEL = "topology.kubernetes.io/zone"
 
-PortKey = tuple[tuple[str, int, str], ...]
+PortKey = tuple[tuple[str, int, str, str], ...]  # per port: name, port, protocol, appProtocol ("" for none)
 
 
 def slice_labels(service: Service) -> dict[str, str]:
@@ -73,7 +73,7 @@ def desired_groups(service: Service, pods: list[Pod], nodes: dict[str, Node]) ->
         for sp in ports:
             number = find_port(pod, sp)
             if number is not None:
-                resolved.append((sp.name or "", number, sp.protocol or "TCP"))
+                resolved.append((sp.name or "", number, sp.protocol or "TCP", sp.app_protocol or ""))
         groups.setdefault(tuple(resolved), []).append((pod.metadata.name or "", _endpoint(pod, service, nodes)))
     return {key: [e for _, e in sorted(members, key=lambda m: m[0])] for key, members in groups.items()}
 
@@ -92,7 +92,9 @@ def desired_slices(service: Service, pods: list[Pod], nodes: dict[str, Node]) ->
                                 labels=dict(labels), owner_references=[owner]),
             address_type="IPv4",
             endpoints=endpoints or None,
-            ports=[EndpointSlicePort(name=name, port=port, protocol=proto) for name, port, proto in ports] or None)
+            # name is always set, so an unnamed Service port serialises as "name": "" (getEndpointPorts).
+            ports=[EndpointSlicePort(name=name, port=port, protocol=proto, app_protocol=app or None)
+                   for name, port, proto, app in ports] or None)
 
     slices = []
     for ports, endpoints in sorted(desired_groups(service, pods, nodes).items()):
@@ -104,7 +106,7 @@ def desired_slices(service: Service, pods: list[Pod], nodes: dict[str, Node]) ->
 
 
 def _port_key(slice_: EndpointSlice) -> PortKey:
-    return tuple((p.name or "", p.port or 0, p.protocol or "TCP") for p in slice_.ports or [])
+    return tuple((p.name or "", p.port or 0, p.protocol or "TCP", p.app_protocol or "") for p in slice_.ports or [])
 
 
 def _content(slice_: EndpointSlice) -> dict[str, Any]:

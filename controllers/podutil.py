@@ -6,14 +6,14 @@ from kubelab.models import Pod, Service, ServicePort
 
 
 def find_port(pod: Pod, port: ServicePort) -> int | None:
-    """podutil.FindPort: a number is used as is; a name must match a container port's name and protocol."""
+    """podutil.FindPort: a number is used as is; a name must match a container port's name and protocol,
+    searched in the containers first, then (v1.32+) in sidecars, initContainers with restartPolicy Always.
+    A string is always a name, even `"8080"` (the API refuses such a targetPort: it has no letter)."""
     target = port.target_port
     if target is None:
         return port.port
     if isinstance(target, int):
         return target
-    if target.isdigit():
-        return int(target)
     protocol = port.protocol or "TCP"
     spec = pod.spec
     if spec is None:

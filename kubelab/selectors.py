@@ -2,16 +2,20 @@
 
 The grammar is apimachinery's `labels.Parse`: comma-separated requirements, each one of
 `key`, `!key`, `key=value`, `key==value`, `key!=value`, `key in (a,b)`, `key notin (a,b)`,
-`key > 3`, `key < 3`. Field selectors accept only `=`, `==` and `!=`.
+`key > 3`, `key < 3`. Field selectors accept only `=`, `==` and `!=`. Both parsers are ports of
+apimachinery's (labels/selector.go, fields/selector.go), keys and values validated the same way and
+errors worded the same, since kube-apiserver hands those texts back in its 400.
 """
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from . import validation
 from .models import LabelSelector
 
 
@@ -22,7 +26,7 @@ class SelectorError(ValueError):
 @dataclass(frozen=True)
 class Requirement:
     key: str
-    operator: str  # "=", "!=", "in", "notin", "exists", "!", "gt", "lt"
+    operator: str  # "=", "==", "!=", "in", "notin", "exists", "!", "gt", "lt"
     values: tuple[str, ...] = ()
 
     def matches(self, labels: Mapping[str, str]) -> bool:
@@ -31,16 +35,15 @@ class Requirement:
             return self.key in labels
         if op == "!":
             return self.key not in labels
-        if op in ("=", "in"):
+        if op in ("=", "==", "in"):
             return self.key in labels and labels[self.key] in self.values
         if op in ("!=", "notin"):
             return self.key not in labels or labels[self.key] not in self.values
         if op in ("gt", "lt"):
-            if self.key not in labels:
+            if self.key not in labels or len(self.values) != 1:
                 return False
-            try:
-                have, want = int(labels[self.key]), int(self.values[0])
-            except ValueError:
+            have, want = _parse_int64(labels[self.key]), _parse_int64(self.values[0])
+            if have is None or want is None:
                 return False
             return have > want if op == "gt" else have < want
         return False  # pragma: no cover
@@ -63,105 +66,229 @@ class Requirement:
 @dataclass(frozen=True)
 class Selector:
     requirements: tuple[Requirement, ...] = ()
+    selects_nothing: bool = False  # labels.Nothing(): what a nil LabelSelector means
 
     def matches(self, labels: Mapping[str, str] | None) -> bool:
+        if self.selects_nothing:
+            return False
         labels = labels or {}
         return all(r.matches(labels) for r in self.requirements)
 
     def is_empty(self) -> bool:
-        return not self.requirements
+        return not self.requirements and not self.selects_nothing
 
     def __str__(self) -> str:
         return ",".join(str(r) for r in self.requirements)
 
 
 EVERYTHING = Selector()
+NOTHING = Selector(selects_nothing=True)
 
-_TOKEN = re.compile(r"\s*(!=|==|=|!|\(|\)|,|>|<|[^\s!=(),<>]+)")
+_INT64 = re.compile(r"[+-]?[0-9]+")
 
 
-def _tokenize(text: str) -> list[str]:
-    tokens, pos = [], 0
-    text = text.strip()
-    while pos < len(text):
-        match = _TOKEN.match(text, pos)
-        if not match:
-            raise SelectorError(f"unable to parse requirement: found '{text[pos:]}'")
-        tokens.append(match.group(1))
-        pos = match.end()
-        while pos < len(text) and text[pos].isspace():
+def _parse_int64(text: str) -> int | None:
+    """strconv.ParseInt(text, 10, 64): an optional sign and digits only (no spaces, no `_`), in range."""
+    if not _INT64.fullmatch(text):
+        return None
+    number = int(text)
+    return number if -(2**63) <= number < 2**63 else None
+
+
+def _aggregate(messages: list[str]) -> str:
+    """utilerrors.NewAggregate(...).Error(): one message as is, several de-duplicated inside `[...]`."""
+    unique = list(dict.fromkeys(messages))
+    return unique[0] if len(unique) == 1 else "[" + ", ".join(unique) + "]"
+
+
+def new_requirement(key: str, operator: str, values: list[str] | tuple[str, ...]) -> Requirement:
+    """labels.NewRequirement: the key, the value count for the operator and every value are validated.
+
+    The field paths in the messages are relative to nothing, as in apimachinery when no path option is
+    given: `values[0][app]: Invalid value: "a b": a valid label must be ...`.
+    """
+    problems = []
+    key_errors = validation.label_key_errors(key)
+    if key_errors:
+        problems.append(str(validation.invalid("key", key, "; ".join(key_errors))))
+    vals = list(values)
+    shown = validation.GoLiteral("[]string(nil)") if not vals else vals
+    if operator in ("in", "notin"):
+        if not vals:
+            problems.append(str(validation.invalid("values", shown, "for 'in', 'notin' operators, values set can't be empty")))
+    elif operator in ("=", "==", "!="):
+        if len(vals) != 1:
+            problems.append(str(validation.invalid("values", shown, "exact-match compatibility requires one single value")))
+    elif operator in ("exists", "!"):
+        if vals:
+            problems.append(str(validation.invalid("values", shown, "values set must be empty for exists and does not exist")))
+    elif operator in ("gt", "lt"):
+        if len(vals) != 1:
+            problems.append(str(validation.invalid("values", shown, "for 'Gt', 'Lt' operators, exactly one value is required")))
+        for i, v in enumerate(vals):
+            if _parse_int64(v) is None:
+                problems.append(str(validation.invalid(f"values[{i}]", v, "for 'Gt', 'Lt' operators, the value must be an integer")))
+    for i, v in enumerate(vals):
+        value_errors = validation.label_value_errors(v)
+        if value_errors:
+            problems.append(str(validation.invalid(f"values[{i}][{key}]", v, "; ".join(value_errors))))
+    if problems:
+        raise SelectorError(_aggregate(problems))
+    return Requirement(key, operator, tuple(vals))
+
+
+# --- the label selector lexer and parser, ported from apimachinery's labels/selector.go -----------
+
+_SPECIAL = frozenset("=!(),><")
+_WHITESPACE = frozenset(" \t\r\n")
+_OPERATOR_TOKENS = {")": "CLOSE", ",": "COMMA", "!": "NOT", "==": "DEQ", "=": "EQ", ">": "GT", "<": "LT",
+                    "!=": "NEQ", "(": "OPEN"}
+_KEYWORDS = {"in": "IN", "notin": "NOTIN"}
+_BINARY_OPERATORS = {"IN": "in", "NOTIN": "notin", "EQ": "=", "DEQ": "==", "NEQ": "!=", "GT": "gt", "LT": "lt"}
+
+
+def _lex(text: str) -> list[tuple[str, str]]:
+    """(token, literal) pairs ending in ("EOS", ""). Identifiers run until whitespace or a special
+    character; special characters combine greedily while they still spell an operator (`!=`, `==`)."""
+    items, pos, end = [], 0, len(text)
+    while True:
+        while pos < end and text[pos] in _WHITESPACE:
             pos += 1
-    return tokens
+        if pos >= end:
+            items.append(("EOS", ""))
+            return items
+        if text[pos] in _SPECIAL:
+            literal = text[pos]
+            pos += 1
+            if pos < end and literal + text[pos] in _OPERATOR_TOKENS:
+                literal += text[pos]
+                pos += 1
+            items.append((_OPERATOR_TOKENS[literal], literal))
+        else:
+            start = pos
+            while pos < end and text[pos] not in _SPECIAL and text[pos] not in _WHITESPACE:
+                pos += 1
+            literal = text[start:pos]
+            items.append((_KEYWORDS.get(literal, "ID"), literal))
+
+
+class _Parser:
+    def __init__(self, text: str) -> None:
+        self.items = _lex(text)
+        self.position = 0
+
+    # `in` and `notin` are identifiers wherever a key or a value may stand: `in in (in)` is legal.
+    def lookahead(self, values: bool = True) -> tuple[str, str]:
+        tok, lit = self.items[self.position]
+        return ("ID" if values and tok in ("IN", "NOTIN") else tok), lit
+
+    def consume(self, values: bool = True) -> tuple[str, str]:
+        item = self.lookahead(values)
+        self.position += 1
+        return item
+
+    def parse(self) -> list[Requirement]:
+        requirements = []
+        while True:
+            tok, lit = self.lookahead()
+            if tok in ("ID", "NOT"):
+                try:
+                    requirements.append(self.requirement())
+                except SelectorError as exc:
+                    raise SelectorError(f"unable to parse requirement: {exc}") from None
+                tok, lit = self.consume()
+                if tok == "EOS":
+                    return requirements
+                if tok != "COMMA":
+                    raise SelectorError(f"found '{lit}', expected: ',' or 'end of string'")
+                tok, lit = self.lookahead()
+                if tok not in ("ID", "NOT"):
+                    raise SelectorError(f"found '{lit}', expected: identifier after ','")
+            elif tok == "EOS":
+                return requirements
+            else:
+                raise SelectorError(f"found '{lit}', expected: !, identifier, or 'end of string'")
+
+    def requirement(self) -> Requirement:
+        tok, key = self.consume()
+        operator = ""
+        if tok == "NOT":
+            operator = "!"
+            tok, key = self.consume()
+        if tok != "ID":
+            raise SelectorError(f"found '{key}', expected: identifier")
+        key_errors = validation.label_key_errors(key)
+        if key_errors:
+            # validateLabelKey with a nil field path, which prints as <nil>.
+            raise SelectorError(str(validation.invalid("<nil>", key, "; ".join(key_errors))))
+        if operator == "!":
+            return new_requirement(key, "!", [])
+        if self.lookahead()[0] in ("EOS", "COMMA"):
+            return new_requirement(key, "exists", [])
+        tok, lit = self.consume(values=False)
+        if tok not in _BINARY_OPERATORS:
+            raise SelectorError(f"found '{lit}', expected: in, notin, =, ==, !=, gt, lt")
+        operator = _BINARY_OPERATORS[tok]
+        values = self.value_set() if operator in ("in", "notin") else self.exact_value()
+        return new_requirement(key, operator, sorted(values))
+
+    def value_set(self) -> set[str]:
+        tok, lit = self.consume()
+        if tok != "OPEN":
+            raise SelectorError(f"found '{lit}' expected: '('")
+        tok, lit = self.lookahead()
+        if tok == "CLOSE":  # `()` is the set holding the empty value
+            self.consume()
+            return {""}
+        if tok not in ("ID", "COMMA"):
+            raise SelectorError(f"found '{lit}', expected: ',', ')' or identifier")
+        values = self.identifiers()
+        if self.consume()[0] != "CLOSE":
+            raise SelectorError(f"found '{lit}', expected: ')'")
+        return values
+
+    def identifiers(self) -> set[str]:
+        """A comma list in which an empty place (`(a,,b)`, `(,a)`, `(a,)`) is the empty value."""
+        values: set[str] = set()
+        while True:
+            tok, lit = self.consume()
+            if tok == "ID":
+                values.add(lit)
+                tok, lit = self.lookahead()
+                if tok == "CLOSE":
+                    return values
+                if tok != "COMMA":
+                    raise SelectorError(f"found '{lit}', expected: ',' or ')'")
+            elif tok == "COMMA":
+                if not values:
+                    values.add("")
+                tok, _ = self.lookahead()
+                if tok == "CLOSE":
+                    values.add("")
+                    return values
+                if tok == "COMMA":
+                    values.add("")
+            else:
+                raise SelectorError(f"found '{lit}', expected: ',', or identifier")
+
+    def exact_value(self) -> set[str]:
+        if self.lookahead()[0] in ("EOS", "COMMA"):
+            return {""}  # `a=` selects an empty value
+        tok, lit = self.consume()
+        if tok != "ID":
+            raise SelectorError(f"found '{lit}', expected: identifier")
+        return {lit}
 
 
 def parse_label_selector(text: str | None) -> Selector:
-    """Parse `app=web,tier in (a,b),!canary` into a Selector; an empty string selects everything."""
-    if not text or not text.strip():
+    """labels.Parse: `app=web,tier in (a,b),!canary` into a Selector; an empty string selects everything.
+
+    Requirements come out sorted by key, as labels.Parse sorts them.
+    """
+    if not text:
         return EVERYTHING
-    tokens = _tokenize(text)
-    reqs: list[Requirement] = []
-    i = 0
-
-    def expect_value(idx: int) -> str:
-        if idx >= len(tokens) or tokens[idx] in ("=", "==", "!=", "(", ")", ",", "!", ">", "<"):
-            # An empty value after an operator is legal: `a=` selects labels with an empty value.
-            return ""
-        return tokens[idx]
-
-    while i < len(tokens):
-        tok = tokens[i]
-        if tok == "!":
-            if i + 1 >= len(tokens):
-                raise SelectorError("unable to parse requirement: found '', expected: identifier")
-            reqs.append(Requirement(tokens[i + 1], "!"))
-            i += 2
-        else:
-            key = tok
-            if key in ("=", "==", "!=", "(", ")", ",", ">", "<"):
-                raise SelectorError(f"unable to parse requirement: found '{key}', expected: !, identifier, or 'end of string'")
-            op = tokens[i + 1] if i + 1 < len(tokens) else None
-            if op is None or op == ",":
-                reqs.append(Requirement(key, "exists"))
-                i += 1
-            elif op in ("=", "==", "!="):
-                val = expect_value(i + 2)
-                reqs.append(Requirement(key, "!=" if op == "!=" else "=", (val,)))
-                i += 3 if val else 2
-            elif op in (">", "<"):
-                val = expect_value(i + 2)
-                if not val or not val.lstrip("-").isdigit():
-                    raise SelectorError(f"unable to parse requirement: for 'Gt', 'Lt' operators, the value must be an integer")
-                reqs.append(Requirement(key, "gt" if op == ">" else "lt", (val,)))
-                i += 3
-            elif op in ("in", "notin"):
-                if i + 2 >= len(tokens) or tokens[i + 2] != "(":
-                    raise SelectorError(f"unable to parse requirement: found '{tokens[i + 2] if i + 2 < len(tokens) else ''}', expected: '('")
-                j, values = i + 3, []
-                while j < len(tokens) and tokens[j] != ")":
-                    if tokens[j] != ",":
-                        values.append(tokens[j])
-                    j += 1
-                if j >= len(tokens):
-                    raise SelectorError("unable to parse requirement: found '', expected: ')'")
-                reqs.append(Requirement(key, op, tuple(values)))
-                i = j + 1
-            else:
-                raise SelectorError(f"unable to parse requirement: found '{op}', expected: in, notin, =, ==, !=, gt, lt")
-        if i < len(tokens):
-            if tokens[i] != ",":
-                raise SelectorError(f"unable to parse requirement: found '{tokens[i]}', expected: ',' or 'end of string'")
-            i += 1
-    for req in reqs:
-        _check_label_key(req.key)
-    return Selector(tuple(reqs))
-
-
-def _check_label_key(key: str) -> None:
-    from .validation import label_key_errors  # local import: validation imports selectors
-
-    problems = label_key_errors(key)
-    if problems:
-        raise SelectorError(f"unable to parse requirement: invalid label key \"{key}\": {'; '.join(problems)}")
+    requirements = _Parser(text).parse()
+    return Selector(tuple(sorted(requirements, key=lambda r: r.key)))
 
 
 def selector_from_map(match_labels: Mapping[str, str] | None) -> Selector:
@@ -170,16 +297,19 @@ def selector_from_map(match_labels: Mapping[str, str] | None) -> Selector:
 
 
 def selector_from_label_selector(sel: LabelSelector | None) -> Selector:
-    """metav1.LabelSelectorAsSelector: matchLabels plus matchExpressions; None selects nothing."""
+    """metav1.LabelSelectorAsSelector: nil selects nothing, an empty selector everything; otherwise
+    matchLabels and matchExpressions, each validated as labels.NewRequirement does."""
     if sel is None:
-        return Selector((Requirement("", "in", ()),))  # never matches, as a nil selector selects nothing
-    reqs = [Requirement(k, "=", (v,)) for k, v in sorted((sel.match_labels or {}).items())]
+        return NOTHING
+    if not sel.match_labels and not sel.match_expressions:
+        return EVERYTHING
+    reqs = [new_requirement(k, "=", [v]) for k, v in (sel.match_labels or {}).items()]
     ops = {"In": "in", "NotIn": "notin", "Exists": "exists", "DoesNotExist": "!"}
     for expr in sel.match_expressions or []:
         if expr.operator not in ops:
-            raise SelectorError(f"\"{expr.operator}\" is not a valid label selector operator")
-        reqs.append(Requirement(expr.key or "", ops[expr.operator], tuple(expr.values or ())))
-    return Selector(tuple(reqs))
+            raise SelectorError(f"{json.dumps(expr.operator or '')} is not a valid label selector operator")
+        reqs.append(new_requirement(expr.key or "", ops[expr.operator], expr.values or []))
+    return Selector(tuple(sorted(reqs, key=lambda r: r.key)))
 
 
 # --- field selectors -----------------------------------------------------------------------------
@@ -210,55 +340,67 @@ class FieldSelector:
 
 
 def parse_field_selector(text: str | None) -> FieldSelector:
-    """Parse `spec.nodeName=n1,status.phase!=Failed`; `\\,` and `\\=` escape separators."""
-    if not text or not text.strip():
+    """fields.ParseSelector: `spec.nodeName=n1,status.phase!=Failed`.
+
+    Terms split at unescaped commas; each term splits at the first `!=`, `==` or `=` (the field name
+    takes no escapes); the value is unescaped, and a bare `,` or `=` in it, or an unknown escape, is an
+    error. Nothing is trimmed: `a = b` names the field `a `.
+    """
+    if not text:
         return FieldSelector()
     reqs = []
-    for part in _split_unescaped(text, ","):
+    for part in sorted(_split_terms(text)):
         if not part:
             continue
-        for op in ("!=", "==", "="):
-            idx = _find_unescaped(part, op)
-            if idx >= 0:
-                field, value = part[:idx].strip(), part[idx + len(op):]
-                reqs.append(FieldRequirement(field, "!=" if op == "!=" else "=", _unescape(value)))
-                break
-        else:
+        split = _split_term(part)
+        if split is None:
             raise SelectorError(f"invalid selector: '{text}'; can't understand '{part}'")
+        field, op, value = split
+        reqs.append(FieldRequirement(field, "!=" if op == "!=" else "=", _unescape_value(value)))
     return FieldSelector(tuple(reqs))
 
 
-def _find_unescaped(text: str, needle: str) -> int:
-    i = 0
-    while i < len(text):
-        if text[i] == "\\":
-            i += 2
-            continue
-        if text.startswith(needle, i):
-            return i
-        i += 1
-    return -1
+def _split_terms(text: str) -> list[str]:
+    """Split at commas not preceded by a backslash; the escapes stay in the terms."""
+    terms, start, in_slash = [], 0, False
+    for i, c in enumerate(text):
+        if in_slash:
+            in_slash = False
+        elif c == "\\":
+            in_slash = True
+        elif c == ",":
+            terms.append(text[start:i])
+            start = i + 1
+    terms.append(text[start:])
+    return terms
 
 
-def _split_unescaped(text: str, sep: str) -> list[str]:
-    parts, current, i = [], [], 0
-    while i < len(text):
-        if text[i] == "\\" and i + 1 < len(text):
-            current.append(text[i:i + 2])
-            i += 2
-            continue
-        if text[i] == sep:
-            parts.append("".join(current))
-            current = []
+def _split_term(term: str) -> tuple[str, str, str] | None:
+    for i in range(len(term)):
+        for op in ("!=", "==", "="):
+            if term.startswith(op, i):
+                return term[:i], op, term[i + len(op):]
+    return None
+
+
+def _unescape_value(value: str) -> str:
+    out, in_slash = [], False
+    for c in value:
+        if in_slash:
+            if c not in "\\,=":
+                raise SelectorError(f"invalid field selector: invalid escape sequence: \\{c}")
+            out.append(c)
+            in_slash = False
+        elif c == "\\":
+            in_slash = True
+        elif c in ",=":
+            # UnescapedRune formats the rune with %v, which prints its code point: `=` reads 61.
+            raise SelectorError(f"invalid field selector: unescaped character in value: {ord(c)}")
         else:
-            current.append(text[i])
-        i += 1
-    parts.append("".join(current))
-    return parts
-
-
-def _unescape(value: str) -> str:
-    return re.sub(r"\\(.)", r"\1", value)
+            out.append(c)
+    if in_slash:
+        raise SelectorError("invalid field selector: invalid escape sequence: \\")
+    return "".join(out)
 
 
 FieldGetter = Callable[[dict[str, Any]], dict[str, str]]

@@ -100,6 +100,9 @@ class FieldError:
             return f"Forbidden: {self.detail}" if self.detail else "Forbidden"
         if self.type == "TooLong":
             return f"Too long: {self.detail}"
+        if self.type == "TooMany":  # field.TooMany: the actual count, when known, is the bad value
+            text = "Too many" if self.value is None else f"Too many: {go_repr(self.value)}"
+            return f"{text}: {self.detail}" if self.detail else text
         return f"{self.type}: {self.detail}"
 
     def __str__(self) -> str:
@@ -154,24 +157,25 @@ def dns1035_label_errors(value: str) -> list[str]:
 
 
 def qualified_name_errors(value: str) -> list[str]:
-    """A label or annotation key: an optional DNS subdomain prefix, '/', and a name part."""
+    """validation.IsQualifiedName, for label and annotation keys: an optional DNS subdomain prefix, '/',
+    and a name part. Problems with the prefix and with the name are all reported, in that order; an
+    empty name is both "non-empty" and regex problem, as in apimachinery."""
     parts = value.split("/")
+    problems: list[str] = []
     if len(parts) == 1:
         name = parts[0]
     elif len(parts) == 2:
         prefix, name = parts
         if not prefix:
-            return ["prefix part must be non-empty"]
-        problems = [f"prefix part {p}" for p in dns1123_subdomain_errors(prefix)]
-        if problems:
-            return problems
+            problems.append("prefix part must be non-empty")
+        else:
+            problems += [f"prefix part {p}" for p in dns1123_subdomain_errors(prefix)]
     else:
         return ["a qualified name " + QUALIFIED_NAME_MSG.removeprefix("name part ")
                 + " with an optional DNS subdomain prefix and '/' (e.g. 'example.com/MyName')"]
     if not name:
-        return ["name part must be non-empty"]
-    problems = []
-    if len(name) > 63:
+        problems.append("name part must be non-empty")
+    elif len(name) > 63:
         problems.append("name part must be no more than 63 characters")
     if not _QUALIFIED_NAME.match(name):
         problems.append(QUALIFIED_NAME_MSG)
@@ -190,16 +194,18 @@ def label_value_errors(value: str) -> list[str]:
 
 
 def port_name_errors(value: str) -> list[str]:
-    """IANA service names, as ports and container ports are named: at most 15 chars, a letter, no '--'."""
+    """validation.IsValidPortName (IANA service names): at most 15 chars of [-a-z0-9], a letter, no '--',
+    no hyphen at either end. Checked in apimachinery's order; an empty name fails the charset and the
+    letter rule both."""
     problems = []
     if len(value) > 15:
         problems.append("must be no more than 15 characters")
     if not re.match(IANA_SVC_NAME_FMT, value):
         problems.append("must contain only alpha-numeric characters (a-z, 0-9), and hyphens (-)")
+    if not re.search("[a-z]", value):
+        problems.append("must contain at least one letter (a-z)")
     if "--" in value:
         problems.append("must not contain consecutive hyphens")
-    if value and not re.search("[a-z]", value):
-        problems.append("must contain at least one letter (a-z)")
     if value.startswith("-") or value.endswith("-"):
         problems.append("must not begin or end with a hyphen")
     return problems
@@ -210,10 +216,12 @@ def port_number_errors(value: int) -> list[str]:
 
 
 def validate_labels(labels: dict[str, str] | None, path: str) -> list[FieldError]:
+    """metav1validation.ValidateLabels: both a bad key and a bad value are reported at the map's own path
+    (`metadata.labels: Invalid value: "a b": ...`), not at `metadata.labels[key]`."""
     errs = []
     for key, val in (labels or {}).items():
         errs += [invalid(path, key, p) for p in label_key_errors(key)]
-        errs += [invalid(f"{path}[{key}]", val, p) for p in label_value_errors(val)]
+        errs += [invalid(path, val, p) for p in label_value_errors(val)]
     return errs
 
 

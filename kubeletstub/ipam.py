@@ -51,6 +51,9 @@ class PodIPAllocator:
         owner = self._owners.get(ip)
         if owner is not None and owner != pod_key:
             return False
+        previous = self._by_pod.get(pod_key)
+        if previous is not None and previous != ip:
+            self._owners.pop(previous, None)  # a pod holds one address; never leak the one it had
         self._owners[ip] = pod_key
         self._by_pod[pod_key] = ip
         if int(addr) >= self._next:

@@ -7,6 +7,7 @@ later event for the bound pod confirms the assumption; a failed bind forgets it.
 
 from __future__ import annotations
 
+from collections import Counter
 from dataclasses import dataclass, field
 
 from kubelab.models import Node, Pod
@@ -22,6 +23,9 @@ class NodeInfo:
     nonzero_cpu: int = 0
     nonzero_memory: int = 0
     pods: set[str] = field(default_factory=set)
+    # NodeInfo.UsedPorts: (protocol, hostIP, hostPort) of every bound or assumed pod, counted so that
+    # removing one of two pods declaring the same port leaves it used.
+    used_ports: Counter[tuple[str, str, int]] = field(default_factory=Counter)
 
     @property
     def name(self) -> str:
@@ -34,6 +38,22 @@ class _PodEntry:
     requests: Resources
     nonzero: tuple[int, int]
     assumed: bool
+    host_ports: frozenset[tuple[str, str, int]] = frozenset()
+
+
+def host_ports(pod: Pod) -> frozenset[tuple[str, str, int]]:
+    """The pod's (protocol, hostIP, hostPort) triples: regular containers only, as NodePorts reads them;
+    an empty protocol is TCP and an empty hostIP 0.0.0.0 (HostPortInfo.sanitize)."""
+    ports = set()
+    for c in (pod.spec.containers if pod.spec else None) or []:
+        for p in c.ports or []:
+            if p.host_port and p.host_port > 0:
+                ports.add((p.protocol or "TCP", p.host_ip or "0.0.0.0", p.host_port))
+    return frozenset(ports)
+
+
+def _entry(pod: Pod, node: str, *, assumed: bool) -> _PodEntry:
+    return _PodEntry(node, pod_requests(pod), pod_nonzero_requests(pod), assumed, host_ports(pod))
 
 
 class Cache:
@@ -69,8 +89,11 @@ class Cache:
         info.nonzero_memory += sign * entry.nonzero[1]
         if sign > 0:
             info.pods.add(key)
+            info.used_ports.update(entry.host_ports)
         else:
             info.pods.discard(key)
+            info.used_ports.subtract(entry.host_ports)
+            info.used_ports += Counter()  # drop the ports no pod holds any more
 
     def _put(self, key: str, entry: _PodEntry) -> None:
         self._drop(key)
@@ -95,13 +118,13 @@ class Cache:
                 return  # our binding is still on its way
             self._drop(key)
             return
-        self._put(key, _PodEntry(pod.node_name, pod_requests(pod), pod_nonzero_requests(pod), False))
+        self._put(key, _entry(pod, pod.node_name, assumed=False))
 
     def remove_pod(self, key: str) -> None:
         self._drop(key)
 
     def assume(self, pod: Pod, node: str) -> None:
-        self._put(pod.key, _PodEntry(node, pod_requests(pod), pod_nonzero_requests(pod), True))
+        self._put(pod.key, _entry(pod, node, assumed=True))
 
     def forget(self, key: str) -> None:
         entry = self._pods.get(key)

@@ -12,7 +12,7 @@ from typing import Any
 
 from kubelab.models import Node, Pod, Taint, Toleration
 
-from .cache import NodeInfo
+from .cache import NodeInfo, host_ports
 from .resources import Resources, pod_requests
 
 UNSCHEDULABLE = "node(s) were unschedulable"
@@ -92,13 +92,14 @@ def matches_node_affinity(pod: Pod, node: Node) -> bool:
     return True
 
 
-def _host_ports(pod: Pod) -> set[tuple[str, str, int]]:
-    ports = set()
-    for c in (pod.spec.containers if pod.spec else None) or []:
-        for p in c.ports or []:
-            if p.host_port:
-                ports.add((p.protocol or "TCP", p.host_ip or "0.0.0.0", p.host_port))
-    return ports
+def port_conflicts(wanted: frozenset[tuple[str, str, int]], used: set[tuple[str, str, int]]) -> bool:
+    """HostPortInfo.CheckConflict: 0.0.0.0 on either side clashes with any IP on the same protocol/port;
+    otherwise only the same IP does."""
+    for proto, ip, port in wanted:
+        for uproto, uip, uport in used:
+            if proto == uproto and port == uport and (ip == uip or "0.0.0.0" in (ip, uip)):
+                return True
+    return False
 
 
 def insufficient_resources(request: Resources, info: NodeInfo) -> list[str]:
@@ -123,7 +124,11 @@ def insufficient_resources(request: Resources, info: NodeInfo) -> list[str]:
 
 def fits(pod: Pod, info: NodeInfo, *, request: Resources | None = None,
          used_host_ports: set[tuple[str, str, int]] | None = None) -> list[str]:
-    """The reasons `pod` cannot run on `info`'s node; empty when it fits."""
+    """The reasons `pod` cannot run on `info`'s node; empty when it fits.
+
+    Host ports are checked against the node's bound and assumed pods (`info.used_ports`) unless the
+    caller passes `used_host_ports` itself.
+    """
     node = info.node
     spec = pod.spec
     if node.spec and node.spec.unschedulable:
@@ -137,13 +142,9 @@ def fits(pod: Pod, info: NodeInfo, *, request: Resources | None = None,
         return [f"node(s) had untolerated taint {{{taint.key}: {taint.value or ''}}}"]
     if not matches_node_affinity(pod, node):
         return [NODE_AFFINITY]
-    wanted = _host_ports(pod)
-    if wanted and used_host_ports:
-        for proto, ip, port in wanted:
-            for uproto, uip, uport in used_host_ports:
-                if proto == uproto and port == uport and "0.0.0.0" in (ip, uip) or (ip == uip and port == uport
-                                                                                      and proto == uproto):
-                    return [NODE_PORTS]
+    used = used_host_ports if used_host_ports is not None else set(info.used_ports)
+    if port_conflicts(host_ports(pod), used):
+        return [NODE_PORTS]
     return insufficient_resources(request if request is not None else pod_requests(pod), info)
 
 

@@ -51,8 +51,12 @@ class Resources:
         return Resources(self.milli_cpu, self.memory, self.ephemeral_storage, self.pods, dict(self.scalar))
 
 
-def _container_requests(c: Container) -> Resources:
-    return Resources.from_list(c.resources.requests if c.resources else None)
+def _container_requests(c: Container, defaults: dict[str, str] | None = None) -> Resources:
+    requests = dict((c.resources.requests if c.resources else None) or {})
+    # NonMissingContainerRequests: a default fills only a request that is absent; an explicit 0 stays 0.
+    for name, text in (defaults or {}).items():
+        requests.setdefault(name, text)
+    return Resources.from_list(requests)
 
 
 def _max(a: Resources, b: Resources) -> Resources:
@@ -62,22 +66,23 @@ def _max(a: Resources, b: Resources) -> Resources:
                      {n: max(a.scalar.get(n, 0), b.scalar.get(n, 0)) for n in names})
 
 
-def pod_requests(pod: Pod) -> Resources:
-    """PodRequests: max(sum of containers, the largest init step) + overhead.
+def _aggregate(pod: Pod, defaults: dict[str, str] | None = None) -> Resources:
+    """resourcehelper.PodRequests: max(sum of containers, the largest init step) + overhead.
 
     Restartable init containers (sidecars) keep running, so they add to the sum and to every later init
     step. Worked example: init IC1{cpu 2}, IC2{cpu 2}; containers C1{2}, C2{1} -> cpu max(3, 2) = 3.
+    With a sidecar S{cpu 1} first: sum 2+1+1 = 4, init steps S 1, IC1 2+1 = 3, IC2 3 -> cpu 4.
     """
     spec = pod.spec
     if spec is None:
         return Resources()
     total = Resources()
     for c in spec.containers or []:
-        total.add(_container_requests(c))
+        total.add(_container_requests(c, defaults))
     init_max = Resources()
     sidecars = Resources()
     for c in spec.init_containers or []:
-        req = _container_requests(c)
+        req = _container_requests(c, defaults)
         if c.restart_policy == "Always":
             total.add(req)
             sidecars.add(req)
@@ -92,27 +97,20 @@ def pod_requests(pod: Pod) -> Resources:
     return result
 
 
+def pod_requests(pod: Pod) -> Resources:
+    """What the pod asks of a node for filtering: a missing request counts 0."""
+    return _aggregate(pod)
+
+
+_NON_ZERO_DEFAULTS = {"cpu": f"{DEFAULT_MILLI_CPU}m", "memory": str(DEFAULT_MEMORY)}
+
+
 def pod_nonzero_requests(pod: Pod) -> tuple[int, int]:
-    """(milli cpu, memory) with kube-scheduler's defaults for containers that request nothing."""
-    spec = pod.spec
-    if spec is None:
-        return 0, 0
-    cpu = mem = 0
-    for c in spec.containers or []:
-        requests = (c.resources.requests if c.resources else None) or {}
-        cpu += quantity.milli_value(requests["cpu"]) if "cpu" in requests else DEFAULT_MILLI_CPU
-        mem += quantity.value(requests["memory"]) if "memory" in requests else DEFAULT_MEMORY
-    init_cpu = init_mem = 0
-    for c in spec.init_containers or []:
-        requests = (c.resources.requests if c.resources else None) or {}
-        init_cpu = max(init_cpu, quantity.milli_value(requests["cpu"]) if "cpu" in requests else DEFAULT_MILLI_CPU)
-        init_mem = max(init_mem, quantity.value(requests["memory"]) if "memory" in requests else DEFAULT_MEMORY)
-    cpu, mem = max(cpu, init_cpu), max(mem, init_mem)
-    if spec.overhead:
-        over = Resources.from_list(spec.overhead)
-        cpu += over.milli_cpu
-        mem += over.memory
-    return cpu, mem
+    """(milli cpu, memory) for scoring: the same aggregate as pod_requests, sidecars and overhead
+    included, but a container (init or not) without a cpu or memory request counts 100m / 200Mi, as
+    kube-scheduler's PodRequests(..., NonMissingContainerRequests) does."""
+    res = _aggregate(pod, _NON_ZERO_DEFAULTS)
+    return res.milli_cpu, res.memory
 
 
 def node_allocatable(node: Node) -> Resources:
