@@ -23,12 +23,32 @@ SYSTEM_NAMESPACES = ("default", "kube-system", "kube-public", "kube-node-lease")
 async def bootstrap(registry: Registry, *, advertise_ip: str, port: int, service_ip: str) -> None:
     for name in SYSTEM_NAMESPACES:
         await registry.ensure(kinds.NAMESPACES, {"metadata": {"name": name}})
-    await registry.ensure(kinds.SERVICES, {
-        "metadata": {"name": "kubernetes", "namespace": "default",
-                     "labels": {"component": "apiserver", "provider": "kubernetes"}},
-        "spec": {"type": "ClusterIP", "clusterIP": service_ip, "sessionAffinity": "None",
-                 "ports": [{"name": "https", "port": 443, "protocol": "TCP", "targetPort": port}]}})
+    await _reconcile_service(registry, service_ip, port)
     await _reconcile_endpoints(registry, advertise_ip, port)
+
+
+async def _reconcile_service(registry: Registry, service_ip: str, port: int) -> None:
+    """Create the `kubernetes` Service, or put back its ports and type when they differ from this
+    server's (kube-apiserver's CreateOrUpdateMasterServiceIfNeeded): an API server restarted on
+    another port must not leave 10.96.0.1:443 pointing at the old one."""
+    ports = [{"name": "https", "port": 443, "protocol": "TCP", "targetPort": port}]
+    try:
+        await registry.create(kinds.SERVICES, "default", {
+            "metadata": {"name": "kubernetes", "namespace": "default",
+                         "labels": {"component": "apiserver", "provider": "kubernetes"}},
+            "spec": {"type": "ClusterIP", "clusterIP": service_ip, "sessionAffinity": "None", "ports": ports}})
+        return
+    except errors.StatusError as exc:
+        if exc.code != 409:
+            raise
+
+    def fix(current: dict[str, Any]) -> dict[str, Any]:
+        spec = current.get("spec") or {}
+        if spec.get("type") == "ClusterIP" and spec.get("ports") == ports:
+            return current  # unchanged: the store writes nothing
+        return {**current, "spec": {**spec, "type": "ClusterIP", "ports": ports}}
+
+    await registry.guaranteed_update(kinds.SERVICES, "default", "kubernetes", fix)
 
 
 async def _reconcile_endpoints(registry: Registry, ip: str, port: int) -> None:

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from typing import Any
+import base64
+from typing import Any, ClassVar
 
 import orjson
 import yaml
@@ -12,30 +13,112 @@ from starlette.responses import Response
 from . import errors
 
 MAX_BODY = 3 * 1024 * 1024  # kube-apiserver's request body limit (3 MiB)
-MAX_YAML_ALIASES = 100
+# How much alias expansion a YAML body may add: anchors reused a few times are fine, a "billion laughs"
+# (nine aliases of nine aliases of ...) is refused before anything walks the expanded document.
+MAX_ALIAS_EXPANSION = 100_000
+# Nesting limit for any body. Far above what Kubernetes objects need; it keeps every later step (the
+# models, orjson's 255-level encoder, watch and Table wrappers) from failing with a 500 on a body
+# that was accepted.
+MAX_DEPTH = 128
+_TIMESTAMP = "tag:yaml.org,2002:timestamp"
 
 
 class _SafeLoader(yaml.SafeLoader):
-    """A SafeLoader that refuses documents expanding more than a few aliases (the "billion laughs")."""
+    """A SafeLoader with kube's YAML-to-JSON habits (sigs.k8s.io/yaml): unquoted timestamps stay
+    strings, so `creationTimestamp: 2024-01-01T00:00:00Z` reaches a string field as a string. It
+    refuses recursive aliases, excessive alias expansion and excessive nesting."""
 
-    def __init__(self, stream: Any) -> None:
-        super().__init__(stream)
-        self._aliases = 0
+    yaml_implicit_resolvers: ClassVar[dict[Any, Any]] = {first: [(tag, rx) for tag, rx in resolvers if tag != _TIMESTAMP]
+                               for first, resolvers in yaml.SafeLoader.yaml_implicit_resolvers.items()}
 
-    def compose_node(self, parent: Any, index: Any) -> Any:  # type: ignore[override]
-        if self.check_event(yaml.AliasEvent):
-            self._aliases += 1
-            if self._aliases > MAX_YAML_ALIASES:
-                raise yaml.YAMLError("document contains excessive aliasing")
-        return super().compose_node(parent, index)
+    def construct_document(self, node: yaml.Node) -> Any:
+        _check_node_graph(node)
+        return super().construct_document(node)
+
+
+def _node_children(node: yaml.Node) -> list[yaml.Node]:
+    if isinstance(node, yaml.SequenceNode):
+        return list(node.value)
+    if isinstance(node, yaml.MappingNode):
+        return [n for pair in node.value for n in pair]
+    return []
+
+
+def _check_node_graph(root: yaml.Node) -> None:
+    """Size and depth of the composed document as it will be expanded. Aliases make the node graph a
+    DAG (or, with a recursive alias, a cycle); this walks it once, without recursion."""
+    size: dict[int, int] = {}
+    depth: dict[int, int] = {}
+    visiting: set[int] = set()
+    stack: list[tuple[yaml.Node, bool]] = [(root, False)]
+    while stack:
+        node, children_done = stack.pop()
+        key = id(node)
+        if children_done:
+            children = _node_children(node)
+            size[key] = 1 + sum(size[id(c)] for c in children)
+            depth[key] = 1 + max((depth[id(c)] for c in children), default=0)
+            visiting.discard(key)
+            continue
+        if key in size:
+            continue
+        visiting.add(key)
+        stack.append((node, True))
+        for child in _node_children(node):
+            if id(child) in visiting:
+                raise yaml.YAMLError("document contains a recursive alias")
+            if id(child) not in size:
+                stack.append((child, False))
+    if depth[id(root)] > MAX_DEPTH:
+        raise yaml.YAMLError(f"exceeded max depth of {MAX_DEPTH}")
+    if size[id(root)] - len(size) > MAX_ALIAS_EXPANSION:
+        raise yaml.YAMLError("document contains excessive aliasing")
+
+
+def _json_key(key: Any) -> str:
+    if isinstance(key, bool):
+        return "true" if key else "false"
+    return "null" if key is None else str(key)
+
+
+def _to_json(value: Any) -> Any:
+    """What YAMLToJSON makes of a YAML value: object keys are strings (`1: a` -> `"1": "a"`), binary
+    is base64 text, sets are objects. Depth is bounded by MAX_DEPTH, checked before."""
+    if isinstance(value, dict):
+        return {_json_key(k): _to_json(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_to_json(v) for v in value]
+    if isinstance(value, bytes):
+        return base64.b64encode(value).decode()
+    if isinstance(value, set):
+        return {_json_key(k): None for k in value}
+    return value
+
+
+def _check_depth(value: Any) -> None:
+    stack = [(value, 1)]
+    while stack:
+        item, level = stack.pop()
+        if level > MAX_DEPTH:
+            raise ValueError(f"exceeded max depth of {MAX_DEPTH}")
+        if isinstance(item, dict):
+            stack.extend((v, level + 1) for v in item.values())
+        elif isinstance(item, list):
+            stack.extend((v, level + 1) for v in item)
 
 
 def load_yaml(text: str | bytes) -> Any:
-    return yaml.load(text, Loader=_SafeLoader)  # noqa: S506 - _SafeLoader is a SafeLoader
+    try:
+        return _to_json(yaml.load(text, Loader=_SafeLoader))  # noqa: S506 - _SafeLoader is a SafeLoader
+    except RecursionError as exc:  # PyYAML's composer recurses; deeper than Python allows is too deep
+        raise yaml.YAMLError(f"exceeded max depth of {MAX_DEPTH}") from exc
 
 
 def load_yaml_all(text: str | bytes) -> list[Any]:
-    return [d for d in yaml.load_all(text, Loader=_SafeLoader) if d is not None]  # noqa: S506
+    try:
+        return [_to_json(d) for d in yaml.load_all(text, Loader=_SafeLoader) if d is not None]  # noqa: S506
+    except RecursionError as exc:
+        raise yaml.YAMLError(f"exceeded max depth of {MAX_DEPTH}") from exc
 
 
 async def read_body(request: Request) -> bytes:
@@ -67,9 +150,14 @@ def decode(content_type: str, raw: bytes) -> Any:
     if content_type in ("application/json", "application/merge-patch+json", "application/strategic-merge-patch+json",
                         "application/json-patch+json", "*/*", ""):
         try:
-            return orjson.loads(raw)
+            value = orjson.loads(raw)
         except orjson.JSONDecodeError as exc:
             raise errors.bad_request(f"couldn't get version/kind; json parse error: {exc}") from exc
+        try:
+            _check_depth(value)
+        except ValueError as exc:
+            raise errors.bad_request(f"couldn't get version/kind; json parse error: {exc}") from exc
+        return value
     raise errors.unsupported_media_type(content_type)
 
 

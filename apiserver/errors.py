@@ -53,9 +53,18 @@ def already_exists(rt: ResourceType, name: str) -> StatusError:
     return StatusError(409, "AlreadyExists", f'{rt.group_resource} "{name}" already exists', _details(rt, name))
 
 
-def conflict(rt: ResourceType, name: str, detail: str) -> StatusError:
-    return StatusError(409, "Conflict", f'Operation cannot be fulfilled on {rt.group_resource} "{name}": {detail}',
-                       _details(rt, name))
+def conflict(rt: ResourceType, name: str, detail: str, *, subresource: str | None = None) -> StatusError:
+    """409 Conflict. With a subresource the resource reads `pods/binding`, as in kube-apiserver's
+    `NewConflict(Resource("pods/binding"), ...)`: `Operation cannot be fulfilled on pods/binding "web": ...`."""
+    if subresource is None:
+        return StatusError(409, "Conflict", f'Operation cannot be fulfilled on {rt.group_resource} "{name}": '
+                                            f"{detail}", _details(rt, name))
+    resource = f"{rt.plural}/{subresource}"
+    details: dict[str, Any] = {"name": name, "kind": resource}
+    if rt.group:
+        details["group"] = rt.group
+        resource = f"{resource}.{rt.group}"
+    return StatusError(409, "Conflict", f'Operation cannot be fulfilled on {resource} "{name}": {detail}', details)
 
 
 def stale_update(rt: ResourceType, name: str) -> StatusError:
@@ -104,7 +113,7 @@ def unsupported_media_type(content_type: str) -> StatusError:
 
 
 def too_large() -> StatusError:
-    return StatusError(413, "RequestEntityTooLarge", "limit is 3145728")
+    return StatusError(413, "RequestEntityTooLarge", "Request entity too large: limit is 3145728")
 
 
 def unavailable(message: str) -> StatusError:

@@ -36,8 +36,7 @@ def qos_class(pod: Pod) -> str:
 
 
 class PodStrategy(Strategy):
-    def prepare_create(self, obj: TypedObject) -> None:
-        super().prepare_create(obj)
+    def set_defaults(self, obj: TypedObject) -> None:
         assert isinstance(obj, Pod)
         spec = obj.spec
         if spec is not None:
@@ -64,9 +63,14 @@ class PodStrategy(Strategy):
                     extra["imagePullPolicy"] = "Always" if tagless or c.image.endswith(":latest") else "IfNotPresent"
                 extra.setdefault("terminationMessagePath", "/dev/termination-log")
                 extra.setdefault("terminationMessagePolicy", "File")
+
+    def prepare_create(self, obj: TypedObject) -> None:
+        super().prepare_create(obj)
+        assert isinstance(obj, Pod)
+        spec = obj.spec
+        if spec is not None:
+            # The DefaultTolerationSeconds admission plugin: on create only, unlike field defaults.
             spec.tolerations = _with_default_tolerations(spec.tolerations)
-            if spec.node_name:
-                pass  # a pod created with nodeName skips the scheduler entirely
         status = PodStatus(phase="Pending", qos_class=qos_class(obj))
         if spec is not None and spec.node_name:
             status.conditions = None
@@ -147,7 +151,8 @@ class PodStrategy(Strategy):
             errs.append(not_supported("spec.restartPolicy", spec.restart_policy, RESTART_POLICIES))
         for key, value in (spec.node_selector or {}).items():
             errs += [invalid("spec.nodeSelector", key, p) for p in validation.label_key_errors(key)]
-            errs += [invalid(f"spec.nodeSelector[{key}]", value, p) for p in validation.label_value_errors(value)]
+            # ValidateLabels reports a bad value at the map itself, not at `[key]`.
+            errs += [invalid("spec.nodeSelector", value, p) for p in validation.label_value_errors(value)]
         if spec.node_name:
             errs += [invalid("spec.nodeName", spec.node_name, p)
                      for p in validation.dns1123_subdomain_errors(spec.node_name)]

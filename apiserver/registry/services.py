@@ -53,11 +53,11 @@ class ServiceStrategy(Strategy):
     def prepare_create(self, obj: TypedObject) -> None:
         super().prepare_create(obj)
         assert isinstance(obj, Service)
-        self.set_defaults(obj)
         obj.status = ServiceStatus(load_balancer=LoadBalancerStatus())
 
-    def set_defaults(self, svc: Service) -> None:
-        spec = svc.spec
+    def set_defaults(self, obj: TypedObject) -> None:
+        assert isinstance(obj, Service)
+        spec = obj.spec
         if spec is None:
             return
         spec.type = spec.type or "ClusterIP"
@@ -81,6 +81,12 @@ class ServiceStrategy(Strategy):
         if spec.type != "ExternalName":
             spec.ip_families = spec.ip_families or ["IPv4"]
             spec.ip_family_policy = spec.ip_family_policy or "SingleStack"
+
+    def prepare_update(self, new: TypedObject, old: TypedObject, subresource: str | None) -> None:
+        super().prepare_update(new, old, subresource)
+        assert isinstance(new, Service) and isinstance(old, Service)
+        if subresource is None:
+            _drop_type_dependent_fields(new, old)
 
     # --- validation ------------------------------------------------------------------------------
 
@@ -132,7 +138,8 @@ class ServiceStrategy(Strategy):
                                 "must be greater than 0 and less than 86400"))
         for key, value in (spec.selector or {}).items():
             errs += [invalid("spec.selector", key, p) for p in validation.label_key_errors(key)]
-            errs += [invalid(f"spec.selector[{key}]", value, p) for p in validation.label_value_errors(value)]
+            # ValidateLabels reports a bad value at the map itself, not at `[key]`.
+            errs += [invalid("spec.selector", value, p) for p in validation.label_value_errors(value)]
         for i, ip in enumerate(spec.external_ips or []):
             if not _is_ip(ip):
                 errs.append(invalid(f"spec.externalIPs[{i}]", ip, "must be a valid IP address, (e.g. 10.9.8.7 or 2001:db8::ffff)"))
@@ -287,6 +294,42 @@ class ServiceStrategy(Strategy):
 
     def supported_fields(self) -> set[str]:
         return super().supported_fields() | {"spec.clusterIP", "spec.type"}
+
+
+def _drop_type_dependent_fields(new: Service, old: Service) -> None:
+    """kube-apiserver's dropTypeDependentFields: a type change wipes the values the old type had
+    allocated or defaulted, when the update left them as they were. So `kubectl patch svc web -p
+    '{"spec":{"type":"ClusterIP"}}'` demotes a NodePort Service instead of failing validation on
+    the node ports it still carries; values the user changed in the same update are kept (and
+    validated)."""
+    ns, os_ = new.spec, old.spec
+    if ns is None or os_ is None:
+        return
+    if needs_node_ports(old) and not needs_node_ports(new):
+        # sameNodePorts: ports present before (by protocol and port) kept their nodePort.
+        before = {(p.protocol, p.port): p.node_port for p in os_.ports or []}
+        if all(before.get((p.protocol, p.port), p.node_port) == p.node_port for p in ns.ports or []):
+            for port in ns.ports or []:
+                port.node_port = None
+    if needs_health_check_port(old) and not needs_health_check_port(new) and \
+            ns.health_check_node_port == os_.health_check_node_port:
+        ns.health_check_node_port = None
+    if os_.type == "LoadBalancer" and ns.type != "LoadBalancer" and \
+            ns.allocate_load_balancer_node_ports == os_.allocate_load_balancer_node_ports:
+        ns.allocate_load_balancer_node_ports = None
+    external = ("NodePort", "LoadBalancer")
+    if os_.type in external and ns.type not in external and \
+            ns.external_traffic_policy == os_.external_traffic_policy:
+        ns.external_traffic_policy = None
+    if os_.type != "ExternalName" and ns.type == "ExternalName":
+        if ns.cluster_ip == os_.cluster_ip and ns.cluster_ips == os_.cluster_ips:
+            ns.cluster_ip, ns.cluster_ips = None, None
+        if ns.ip_families == os_.ip_families:
+            ns.ip_families = None
+        if ns.ip_family_policy == os_.ip_family_policy:
+            ns.ip_family_policy = None
+        if ns.internal_traffic_policy == os_.internal_traffic_policy:
+            ns.internal_traffic_policy = None
 
 
 def _node_ports(svc: Service) -> set[int]:

@@ -22,6 +22,7 @@ from kubelab.selectors import FieldSelector, Selector
 from .. import errors
 from ..storage import (Compacted, KeyExists, KeyNotFound, RequiredKeyMissing, RevisionConflict, Storage,
                        StorageEvent, Txn, Unavailable)
+from . import decoding
 from .strategy import Strategy, generate_name
 
 log = logging.getLogger(__name__)
@@ -35,13 +36,19 @@ class WatchEvent:
     object: dict[str, Any]
 
 
-def type_error_message(rt: ResourceType, exc: pydantic.ValidationError) -> str:
-    """Say what kube-apiserver says when JSON does not fit the Go type, as closely as pydantic allows."""
-    first = exc.errors()[0]
-    where = ".".join(str(p) for p in first["loc"])
-    return (f"{rt.kind} in version \"{rt.version}\" cannot be handled as a {rt.kind}: "
-            f"json: cannot unmarshal {type(first.get('input')).__name__} into Go struct field {where}: "
-            f"{first['msg']}")
+def parse_resource_version(text: str | None) -> int | None:
+    """A watch's starting resourceVersion: None for unset or "0" (replay the current state first).
+
+    kube-apiserver reports a malformed one as `resourceVersion: Invalid value: "abc": strconv.ParseUint:
+    ...` with code 500 (kubernetes#139485); it is the client's mistake, so kubelab answers 400 with
+    the same words, before any stream starts."""
+    if text in (None, "", "0"):
+        return None
+    assert text is not None
+    if not text.isdigit():
+        raise errors.bad_request(f'resourceVersion: Invalid value: "{text}": strconv.ParseUint: parsing '
+                                 f'"{text}": invalid syntax')
+    return int(text)
 
 
 class Registry:
@@ -70,26 +77,24 @@ class Registry:
 
     def decode(self, rt: ResourceType, body: Any, namespace: str | None) -> TypedObject:
         if not isinstance(body, dict):
-            raise errors.bad_request(f"Object 'Kind' is missing in '{str(body)[:200]}'")
+            raise decoding.not_an_object(rt, body)
         kind, api_version = body.get("kind"), body.get("apiVersion")
-        if kind is not None and kind != rt.kind:
-            raise errors.bad_request(f"the kind in the data ({kind}) does not match the expected kind ({rt.kind})"
-                                     if api_version in (None, rt.api_version) else
-                                     f"the API version in the data ({api_version}) does not match the expected "
-                                     f"API version ({rt.api_version})")
-        if api_version is not None and api_version != rt.api_version:
-            raise errors.bad_request(f"the API version in the data ({api_version}) does not match the expected "
-                                     f"API version ({rt.api_version})")
+        if kind is not None or api_version is not None:
+            # Missing parts come from the URL, as the decoder's gvkWithDefaults fills them.
+            data_gv, data_kind = api_version or rt.api_version, kind or rt.kind
+            if (data_gv, data_kind) != (rt.api_version, rt.kind):
+                raise decoding.kind_mismatch(rt, str(data_gv), str(data_kind))
         try:
             obj = rt.model.model_validate(body)
         except pydantic.ValidationError as exc:
-            raise errors.bad_request(type_error_message(rt, exc)) from exc
+            raise decoding.type_error(rt, exc) from exc
         if rt.namespaced:
             body_ns = obj.metadata.namespace
             if body_ns and namespace and body_ns != namespace:
                 raise errors.bad_request("the namespace of the provided object does not match the namespace sent "
                                          "on the request")
             obj.metadata.namespace = namespace or body_ns
+        self.strategy(rt).set_defaults(obj)
         return obj
 
     def _to_model(self, rt: ResourceType, data: dict[str, Any]) -> TypedObject:
@@ -303,7 +308,8 @@ class Registry:
         """
         matches = self.matcher(rt, labels, fields)
         prefix = self.prefix(rt, namespace)
-        if resource_version in (None, "", "0"):
+        since = parse_resource_version(resource_version)
+        if since is None:
             try:
                 items, revision = await self.storage.list(prefix)
             except Unavailable as exc:
@@ -313,10 +319,7 @@ class Registry:
                     yield WatchEvent("ADDED", item.obj)
             start = revision + 1
         else:
-            try:
-                start = int(resource_version) + 1
-            except ValueError:
-                raise errors.bad_request(f'invalid resource version "{resource_version}"') from None
+            start = since + 1
         try:
             async for event in self.storage.watch(prefix, start):
                 converted = self._convert(event, matches)

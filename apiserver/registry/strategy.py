@@ -52,6 +52,13 @@ class Strategy:
     def __init__(self, rt: ResourceType) -> None:
         self.rt = rt
 
+    # --- defaults --------------------------------------------------------------------------------
+
+    def set_defaults(self, obj: TypedObject) -> None:
+        """Field defaults (the Go types' SetDefaults_*): applied to every decoded body, on create,
+        update and patch alike, as kube-apiserver defaults while decoding. A PUT that leaves out a
+        defaulted field (`protocol`, `type`) therefore means the default, not "unset"."""
+
     # --- create ----------------------------------------------------------------------------------
 
     def prepare_create(self, obj: TypedObject) -> None:

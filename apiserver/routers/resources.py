@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import orjson
+import pydantic
 from fastapi import APIRouter, Request
 from starlette.responses import Response, StreamingResponse
 
@@ -24,8 +25,9 @@ from kubelab.selectors import SelectorError, parse_field_selector, parse_label_s
 
 from .. import codecs, errors, tables
 from ..patch import PATCH_TYPES, apply_patch
-from ..registry import Registry
+from ..registry import Registry, decoding
 from ..registry.pods import bind
+from ..registry.store import parse_resource_version
 
 log = logging.getLogger(__name__)
 
@@ -183,7 +185,9 @@ async def watch(request: Request, target: Target) -> Response:
         fields = parse_field_selector(",".join(filter(None, [q.get("fieldSelector"),
                                                             f"metadata.name={target.name}"])))
     registry = _registry(request)
-    registry.matcher(target.rt, labels, fields)  # a bad selector is a 400 before the stream starts
+    # A bad selector or resourceVersion is a 400 before the stream starts, not an ERROR event in a 200.
+    registry.matcher(target.rt, labels, fields)
+    parse_resource_version(q.get("resourceVersion"))
     as_table = _table_requested(request)
     include_object = q.get("includeObject", "Metadata")
     timeout = q.get("timeoutSeconds")
@@ -272,21 +276,58 @@ async def patch(request: Request, target: Target) -> Response:
     return codecs.respond(request, obj)
 
 
+# DeleteOptions fields with their JSON and Go types: a body the Go decoder would refuse is a 400 here too,
+# never a 500 and never a delete that ignores what the client asked for.
+_DELETE_OPTIONS: dict[str, tuple[type, str]] = {
+    "apiVersion": (str, "string"), "kind": (str, "string"), "gracePeriodSeconds": (int, "int64"),
+    "propagationPolicy": (str, "v1.DeletionPropagation"), "orphanDependents": (bool, "bool"),
+    "preconditions": (dict, "v1.Preconditions"), "dryRun": (list, "[]string")}
+
+
+def _delete_options_error(message: str) -> errors.StatusError:
+    return errors.bad_request(f'DeleteOptions in version "v1" cannot be handled as a DeleteOptions: {message}')
+
+
+def _check_delete_options(options: Any) -> dict[str, Any]:
+    if not isinstance(options, dict):
+        raise _delete_options_error(f"json: cannot unmarshal {decoding.json_type(options)} into Go value of type "
+                                    "v1.DeleteOptions")
+    for key, (want, go_type) in _DELETE_OPTIONS.items():
+        value = options.get(key)
+        if value is None:
+            continue
+        if not isinstance(value, want) or (want is int and isinstance(value, bool)):
+            raise _delete_options_error(f"json: cannot unmarshal {decoding.json_type(value)} into Go struct field "
+                                        f"DeleteOptions.{key} of type {go_type}")
+    for key in ("uid", "resourceVersion"):
+        value = (options.get("preconditions") or {}).get(key)
+        if value is not None and not isinstance(value, str):
+            raise _delete_options_error(f"json: cannot unmarshal {decoding.json_type(value)} into Go struct field "
+                                        f"Preconditions.preconditions.{key} of type string")
+    for value in options.get("dryRun") or []:
+        if value != "All":
+            raise errors.bad_request(f'Unsupported value: "{value}": supported values: "All"')
+    return options
+
+
 async def _delete_options(request: Request) -> dict[str, Any]:
     raw = await codecs.read_body(request)
     options: dict[str, Any] = {}
     if raw.strip():
-        decoded = codecs.decode(codecs.media_type(request), raw)
-        if isinstance(decoded, dict):
-            options = decoded
+        options = _check_delete_options(codecs.decode(codecs.media_type(request), raw))
     q = request.query_params
-    if q.get("gracePeriodSeconds") is not None:
-        options["gracePeriodSeconds"] = int(q["gracePeriodSeconds"])
+    grace = q.get("gracePeriodSeconds")
+    if grace is not None:
+        try:
+            options["gracePeriodSeconds"] = int(grace)
+        except ValueError:
+            raise errors.bad_request(f'gracePeriodSeconds: strconv.ParseInt: parsing "{grace}": invalid syntax'
+                                     ) from None
     if q.get("propagationPolicy"):
         options["propagationPolicy"] = q["propagationPolicy"]
     if q.getlist("dryRun"):
         options["dryRun"] = q.getlist("dryRun")
-    return options
+    return _check_delete_options(options)
 
 
 async def delete(request: Request, target: Target) -> Response:
@@ -319,13 +360,19 @@ async def delete_collection(request: Request, target: Target) -> Response:
                                     "metadata": {"resourceVersion": str(revision)}, "items": deleted})
 
 
+# Bindings are only ever POSTed to pods/NAME/binding; this describes them for the decoder's messages.
+_BINDINGS = ResourceType("", "v1", "bindings", "Binding", True, Binding)
+
+
 async def bind_pod(request: Request, target: Target) -> Response:
     """POST pods/NAME/binding: what the scheduler calls to place a pod on a node."""
     body = await _body(request)
+    if not isinstance(body, dict):
+        raise decoding.not_an_object(_BINDINGS, body)
     try:
         binding = Binding.model_validate(body)
-    except Exception as exc:  # noqa: BLE001 - any decoding problem is the client's
-        raise errors.bad_request(f"Binding in version \"v1\" cannot be handled as a Binding: {exc}") from exc
+    except pydantic.ValidationError as exc:
+        raise decoding.type_error(_BINDINGS, exc) from exc
     name = target.name or ""
     if binding.metadata.name and binding.metadata.name != name:
         raise errors.bad_request("name in URL does not match name in Binding object")
@@ -341,10 +388,13 @@ async def bind_pod(request: Request, target: Target) -> Response:
         if uid and pod.metadata.uid != uid:
             raise errors.conflict(kinds.PODS, name, f"Precondition failed: UID in precondition: {uid}, UID in "
                                                     f"object meta: {pod.metadata.uid}")
+        # BindingREST.assignPod turns these plain errors into NewConflict(Resource("pods/binding"), ...).
         if pod.metadata.deletion_timestamp:
-            raise errors.conflict(kinds.PODS, name, f"pod {name} is being deleted, cannot be assigned to a host")
+            raise errors.conflict(kinds.PODS, name, f"pod {name} is being deleted, cannot be assigned to a host",
+                                  subresource="binding")
         if pod.spec and pod.spec.node_name:
-            raise errors.conflict(kinds.PODS, name, f'pod {name} is already assigned to node "{pod.spec.node_name}"')
+            raise errors.conflict(kinds.PODS, name, f'pod {name} is already assigned to node "{pod.spec.node_name}"',
+                                  subresource="binding")
         bind(pod, node)
         if binding.metadata.annotations:
             pod.metadata.annotations = {**(pod.metadata.annotations or {}), **binding.metadata.annotations}

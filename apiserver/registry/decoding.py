@@ -1,0 +1,153 @@
+"""What kube-apiserver says when a request body does not decode into the kind its URL names.
+
+Its words come from the Go decoder (`transformDecodeError` in the handlers, encoding/json's
+UnmarshalTypeError, the scheme's conversion errors), and kubectl prints them verbatim:
+
+    Error from server (BadRequest): error when creating "svc.yaml": Service in version "v1" cannot be
+    handled as a Service: json: cannot unmarshal string into Go struct field ServicePort.spec.ports.port
+    of type int32
+
+so kubelab rebuilds them from the pydantic error and the model's annotations.
+"""
+
+from __future__ import annotations
+
+import types
+import typing
+from typing import Any
+
+import orjson
+import pydantic
+
+from kubelab import kinds
+from kubelab.kinds import ResourceType
+
+from .. import errors
+
+# Integer fields that are int64 in the Go types; every other integer field of the modelled kinds is int32.
+_INT64_FIELDS = {"terminationGracePeriodSeconds", "activeDeadlineSeconds", "tolerationSeconds", "generation",
+                 "deletionGracePeriodSeconds", "observedGeneration"}
+# The Go package of the external types (`v1.Pod`), and of the internal ones conversion targets (`core.Pod`).
+_LEGACY_SCHEME = "pkg/api/legacyscheme/scheme.go:30"
+_REGISTERED = {(rt.api_version, rt.kind) for rt in kinds.BUILTIN} | {("v1", "Binding")}
+
+
+def _internal_package(group: str) -> str:
+    return group.split(".")[0] if group else "core"
+
+
+def _version(group_version: str) -> str:
+    return group_version.rsplit("/", 1)[-1]
+
+
+def kind_mismatch(rt: ResourceType, api_version: str, kind: str) -> errors.StatusError:
+    """The body names another kind or version than the URL. `api_version`/`kind` are the body's, with
+    missing parts filled from the URL as the decoder does (gvkWithDefaults)."""
+    version = _version(api_version)
+    group = api_version.rsplit("/", 1)[0] if "/" in api_version else ""
+    if (api_version, kind) not in _REGISTERED:
+        reason = f'no kind "{kind}" is registered for version "{api_version}" in scheme "{_LEGACY_SCHEME}"'
+    elif kind == rt.kind and group == rt.group:
+        # Same kind, another version: it decodes, then the handler refuses the group version.
+        return errors.bad_request(f"the API version in the data ({api_version}) does not match the expected "
+                                  f"API version ({rt.api_version})")
+    else:
+        reason = f"converting ({version}.{kind}) to ({_internal_package(rt.group)}.{rt.kind}): unknown conversion"
+    return errors.bad_request(f'{kind} in version "{version}" cannot be handled as a {rt.kind}: {reason}')
+
+
+def not_an_object(rt: ResourceType, body: Any) -> errors.StatusError:
+    """A body that is a list, string, number or null: there is no kind to read."""
+    summary = orjson.dumps(body).decode()  # summarizeData: the first 30 bytes of the body
+    summary = summary if len(summary) <= 30 else summary[:30] + " ..."
+    return errors.bad_request(f"the object provided is unrecognized (must be of type {rt.kind}): couldn't get "
+                              f"version/kind; json parse error: json: cannot unmarshal {json_type(body)} into Go "
+                              f"value of type struct {{ APIVersion string \"json:\\\"apiVersion,omitempty\\\"\"; "
+                              f"Kind string \"json:\\\"kind,omitempty\\\"\" }} ({summary})")
+
+
+def type_error(rt: ResourceType, exc: pydantic.ValidationError) -> errors.StatusError:
+    """encoding/json's UnmarshalTypeError for the first field that has the wrong JSON type."""
+    first = exc.errors()[0]
+    struct, path, go_type = _locate(rt.model, first["loc"])
+    value = first.get("input")
+    what = json_type(value)
+    if what == "number":
+        what = f"number {value}"
+    where = f"Go struct field {struct}.{'.'.join(path)}" if path else "Go value"
+    return errors.bad_request(f'{rt.kind} in version "{rt.version}" cannot be handled as a {rt.kind}: json: '
+                              f"cannot unmarshal {what} into {where} of type {go_type}")
+
+
+def json_type(value: Any) -> str:
+    if isinstance(value, bool):
+        return "bool"
+    if isinstance(value, int | float):
+        return "number"
+    if isinstance(value, str):
+        return "string"
+    if isinstance(value, list):
+        return "array"
+    if isinstance(value, dict):
+        return "object"
+    return "null"
+
+
+def _unwrap_optional(annotation: Any) -> Any:
+    if typing.get_origin(annotation) in (typing.Union, types.UnionType):
+        args = [a for a in typing.get_args(annotation) if a is not type(None)]
+        if len(args) == 1:
+            return args[0]
+    return annotation
+
+
+def _is_model(annotation: Any) -> bool:
+    return isinstance(annotation, type) and issubclass(annotation, pydantic.BaseModel)
+
+
+def _go_type(annotation: Any, name: str) -> str:
+    annotation = _unwrap_optional(annotation)
+    origin = typing.get_origin(annotation)
+    if _is_model(annotation):
+        return f"v1.{annotation.__name__}"
+    if origin in (typing.Union, types.UnionType):
+        return "intstr.IntOrString"  # the only non-optional union in the models
+    if origin is list:
+        (item,) = typing.get_args(annotation) or (Any,)
+        return "[]" + _go_type(item, name)
+    if origin is dict:
+        _, value = typing.get_args(annotation) or (str, Any)
+        return f"map[string]{_go_type(value, name)}"
+    if annotation is bool:
+        return "bool"
+    if annotation is int:
+        return "int64" if name in _INT64_FIELDS else "int32"
+    if annotation is str:
+        return "string"
+    return "interface {}"
+
+
+def _locate(model: type[pydantic.BaseModel], loc: tuple[int | str, ...]) -> tuple[str, list[str], str]:
+    """Walk the models along a pydantic error location: the innermost Go struct's name, the JSON path
+    without list indices or map keys (as Go prints it), and the Go type expected there."""
+    struct, path = model.__name__, []
+    current: Any = model
+    name = ""
+    for part in loc:
+        if _is_model(current):
+            field = next((f for n, f in current.model_fields.items() if part in (n, f.alias)), None)
+            if field is None:
+                break
+            struct = current.__name__
+            name = field.alias or str(part)
+            path.append(name)
+            current = _unwrap_optional(field.annotation)
+            continue
+        origin = typing.get_origin(current)
+        if origin is list:
+            current = _unwrap_optional((typing.get_args(current) or (Any,))[0])
+        elif origin is dict:
+            current = _unwrap_optional((typing.get_args(current) or (str, Any))[1])
+        else:
+            break  # a union member tag (`int`, `str`) or a validator's name: the field is reached
+    return struct, path, _go_type(current, name)

@@ -1,0 +1,109 @@
+"""Shared fixtures: a real etcd and a real API server, for integration, e2e and kubectl tests.
+
+    etcd       (session)  a private etcd on free loopback ports under a tmp dir; yields the
+                          `kubelab.etcd.Etcd` (its `.url` is the client URL). Stopped by its own
+                          Popen handle at the end of the session, whatever happened.
+    apiserver  (module)   the real FastAPI app served by uvicorn in a background thread on a free
+                          loopback port, against that etcd; yields the base URL
+                          (`http://127.0.0.1:PORT`) once /readyz answers `ok`, and stops the server
+                          at the end of the module, whatever happened.
+    api        (function) an `httpx.Client` on that base URL (10 s timeout), closed after the test.
+    start_apiserver       the `run_apiserver(etcd_url)` context manager below, for a test that needs a
+                          second server, or one it can stop (`with start_apiserver(etcd.url) as url:`).
+
+All modules share one etcd, hence one key space: the bootstrap objects (namespaces, the `kubernetes`
+Service) are there for everyone, and tests give their objects unique names so they neither see nor
+trip over each other's objects. Nothing here kills by name: etcd is stopped through its Popen handle,
+the API server by telling its uvicorn loop to exit and joining the thread.
+"""
+
+from __future__ import annotations
+
+import socket
+import threading
+import time
+from collections.abc import Callable, Iterator
+from contextlib import AbstractContextManager, contextmanager
+from pathlib import Path
+
+import httpx
+import pytest
+import uvicorn
+
+from apiserver.app import Config, create_app
+from kubelab.etcd import Etcd
+
+
+@contextmanager
+def run_apiserver(etcd_url: str, *, startup_timeout: float = 30.0) -> Iterator[str]:
+    """Serve the API server app in a background thread; yield its base URL once ready; always stop it.
+
+    The listening socket is bound here (port 0) and handed to uvicorn, so there is no window in which
+    another process could take the port between choosing and binding it.
+    """
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    sock.bind(("127.0.0.1", 0))
+    port = sock.getsockname()[1]
+    app = create_app(Config([etcd_url], port=port))
+    # Open watch streams would hold a graceful shutdown forever; give them a few seconds.
+    config = uvicorn.Config(app, log_level="warning", access_log=False, timeout_graceful_shutdown=3)
+    server = uvicorn.Server(config)
+    thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, name=f"apiserver-{port}",
+                              daemon=True)
+    thread.start()
+    url = f"http://127.0.0.1:{port}"
+    try:
+        _wait_ready(url, thread, startup_timeout)
+        yield url
+    finally:
+        server.should_exit = True
+        thread.join(timeout=15)
+        if thread.is_alive():
+            server.force_exit = True
+            thread.join(timeout=5)
+        sock.close()
+
+
+def _wait_ready(url: str, thread: threading.Thread, timeout: float) -> None:
+    deadline = time.monotonic() + timeout
+    last: object = None
+    while time.monotonic() < deadline:
+        if not thread.is_alive():
+            raise RuntimeError(f"the API server at {url} exited during start-up (see the log above)")
+        try:
+            resp = httpx.get(f"{url}/readyz", timeout=2)
+            if resp.status_code == 200 and resp.text == "ok":
+                return
+            last = f"{resp.status_code} {resp.text!r}"
+        except httpx.HTTPError as exc:
+            last = exc
+        time.sleep(0.05)
+    raise TimeoutError(f"the API server at {url} was not ready within {timeout}s (last answer: {last})")
+
+
+@pytest.fixture(scope="session")
+def etcd(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Etcd]:
+    server = Etcd(Path(tmp_path_factory.mktemp("etcd")) / "data")
+    try:
+        server.start()
+        yield server
+    finally:
+        server.stop()  # by its Popen handle; a start that failed half-way is stopped too
+
+
+@pytest.fixture(scope="module")
+def apiserver(etcd: Etcd) -> Iterator[str]:
+    with run_apiserver(etcd.url) as url:
+        yield url
+
+
+@pytest.fixture
+def api(apiserver: str) -> Iterator[httpx.Client]:
+    with httpx.Client(base_url=apiserver, timeout=10) as client:
+        yield client
+
+
+@pytest.fixture(scope="session")
+def start_apiserver() -> Callable[..., AbstractContextManager[str]]:
+    return run_apiserver
