@@ -49,6 +49,14 @@ def namespace_not_found(name: str) -> StatusError:
     return StatusError(404, "NotFound", f'namespaces "{name}" not found', {"name": name, "kind": "namespaces"})
 
 
+def namespace_terminating(rt: ResourceType, name: str, namespace: str) -> StatusError:
+    """NamespaceLifecycle admission: nothing new in a namespace that is being deleted."""
+    return StatusError(403, "Forbidden", f'{rt.group_resource} "{name}" is forbidden: unable to create new content '
+                                         f"in namespace {namespace} because it is being terminated",
+                       {**_details(rt, name), "causes": [{"reason": "NamespaceTerminating", "field": "metadata.namespace",
+                                                         "message": f"namespace {namespace} is being terminated"}]})
+
+
 def already_exists(rt: ResourceType, name: str) -> StatusError:
     return StatusError(409, "AlreadyExists", f'{rt.group_resource} "{name}" already exists', _details(rt, name))
 

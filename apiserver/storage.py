@@ -96,11 +96,13 @@ class StorageEvent:
 
 @dataclass
 class Txn:
-    """Extra keys carried by one write: created (must not exist), deleted, or required to exist."""
+    """Extra keys carried by one write: created (must not exist), deleted, required to exist, or
+    required to be absent (checked, not written)."""
 
     create: dict[str, bytes] = field(default_factory=dict)
     delete: list[str] = field(default_factory=list)
     require: list[str] = field(default_factory=list)
+    absent: list[str] = field(default_factory=list)
 
 
 def encode(obj: dict[str, Any]) -> bytes:
@@ -114,6 +116,14 @@ def decode(value: bytes, revision: int) -> dict[str, Any]:
     obj: dict[str, Any] = orjson.loads(value)
     obj.setdefault("metadata", {})["resourceVersion"] = str(revision)
     return obj
+
+
+class ForbiddenKeyPresent(StorageError):
+    """A key that had to be absent for the write (e.g. a namespace's terminating marker) exists."""
+
+    def __init__(self, key: str) -> None:
+        super().__init__(key)
+        self.key = key
 
 
 class RequiredKeyMissing(StorageError):
@@ -222,6 +232,9 @@ class Storage:
         for key in extra.require:
             compares.append(t.create(key.encode()) > 0)
             checks.append(key)
+        for key in extra.absent:
+            compares.append(t.create(key.encode()) == 0)
+            checks.append(key)
         return compares, ops, checks
 
     @staticmethod
@@ -237,6 +250,9 @@ class Storage:
             for key in extra.require:
                 if not found.get(key):
                     return RequiredKeyMissing(key)
+            for key in extra.absent:
+                if found.get(key):
+                    return ForbiddenKeyPresent(key)
         return None
 
     @staticmethod

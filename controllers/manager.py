@@ -8,7 +8,7 @@ from typing import Any, Protocol
 
 from kubelab import kinds
 from kubelab.client import ApiClient, Informer, WorkQueue
-from kubelab.models import EndpointSlice, Endpoints, Node, Pod, Service
+from kubelab.models import EndpointSlice, Endpoints, Namespace, Node, Pod, Service
 from kubelab.selectors import selector_from_map
 
 log = logging.getLogger(__name__)
@@ -23,6 +23,7 @@ class SharedInformers:
         self.endpoints: Informer[Endpoints] = Informer(api, kinds.ENDPOINTS, name="controllers-endpoints")
         self.slices: Informer[EndpointSlice] = Informer(api, kinds.ENDPOINTSLICES, name="controllers-slices")
         self.nodes: Informer[Node] = Informer(api, kinds.NODES, name="controllers-nodes")
+        self.namespaces: Informer[Namespace] = Informer(api, kinds.NAMESPACES, name="controllers-namespaces")
         self._pods_by_ns: dict[str, dict[str, Pod]] = {}
         self._slices_by_ns: dict[str, dict[str, EndpointSlice]] = {}
         self.pods.add_handler(lambda e, old, new: self._index(self._pods_by_ns, old, new))
@@ -36,7 +37,7 @@ class SharedInformers:
             index.setdefault(new.metadata.namespace or "", {})[new.metadata.name or ""] = new
 
     def all(self) -> list[Informer[Any]]:
-        return [self.services, self.pods, self.endpoints, self.slices, self.nodes]
+        return [self.services, self.pods, self.endpoints, self.slices, self.nodes, self.namespaces]
 
     def pods_in(self, namespace: str) -> list[Pod]:
         return list(self._pods_by_ns.get(namespace, {}).values())
@@ -88,9 +89,13 @@ def _service_handlers(informers: SharedInformers, queue: WorkQueue) -> None:
 
 
 async def run(api: ApiClient, *, workers: int = 2, node_monitor_grace_period: float = 50.0,
-              node_monitor_period: float = 5.0) -> None:
+              node_monitor_period: float = 5.0, lb_pool: str | None = "172.18.255.200-172.18.255.250") -> None:
+    """`lb_pool`: the addresses the LoadBalancer controller hands out ("FIRST-LAST" or a CIDR);
+    None runs no LoadBalancer controller (LoadBalancer Services then stay <pending>)."""
     from .endpoints import EndpointsController
     from .endpointslices import EndpointSliceController
+    from .loadbalancer import LoadBalancerController, Pool
+    from .namespace import NamespaceController
     from .nodelifecycle import NodeLifecycleController
 
     informers = SharedInformers(api)
@@ -102,6 +107,11 @@ async def run(api: ApiClient, *, workers: int = 2, node_monitor_grace_period: fl
         on_owned = _service_handlers(informers, queue)
         owned.add_handler(on_owned)  # type: ignore[arg-type]
         controllers.append((controller, queue))
+    lb_controller = LoadBalancerController(api, informers.services, Pool.parse(lb_pool)) if lb_pool else None
+    lb_queue = WorkQueue("loadbalancer-controller")
+    if lb_controller is not None:
+        informers.services.add_handler(
+            lambda event, old, new: [lb_queue.add(k) for k in lb_controller.keys_to_reconcile(old, new)])
     async with asyncio.TaskGroup() as tg:
         for informer in informers.all():
             tg.create_task(informer.run(), name=f"{informer.name}-informer")
@@ -116,6 +126,12 @@ async def run(api: ApiClient, *, workers: int = 2, node_monitor_grace_period: fl
                 queue.add(ep.key)  # orphaned Endpoints of deleted Services get removed
             for _ in range(workers):
                 tg.create_task(queue.run_worker(controller.reconcile), name=f"{controller.name}-worker")
+        if lb_controller is not None:
+            for svc in informers.services.items():
+                lb_queue.add(svc.key)
+            # One worker: addresses come from the cache, one writer at a time keeps them unique.
+            tg.create_task(lb_queue.run_worker(lb_controller.reconcile), name=f"{lb_controller.name}-worker")
         lifecycle = NodeLifecycleController(api, informers.nodes, informers.pods, monitor_period=node_monitor_period,
                                             grace_period=node_monitor_grace_period)
         tg.create_task(lifecycle.run(), name="node-lifecycle-controller")
+        tg.create_task(NamespaceController(api, informers.namespaces).run(), name="namespace-controller")

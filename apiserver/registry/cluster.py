@@ -4,11 +4,20 @@ from __future__ import annotations
 
 from typing import Any
 
-from kubelab import validation
+from kubelab import timeutil, validation
 from kubelab.models import Namespace, NamespaceSpec, NamespaceStatus, Node, TypedObject
 from kubelab.validation import FieldError, invalid
 
+from ..storage import Txn
 from .strategy import Strategy
+
+TERMINATING_PREFIX = "/registry/terminating-namespaces/"
+
+
+def terminating_key(namespace: str) -> str:
+    """Present while `namespace` is being deleted; every create in it checks this key is absent, in
+    the same etcd transaction, so nothing can slip into a namespace that is going away."""
+    return TERMINATING_PREFIX + namespace
 
 
 class NamespaceStrategy(Strategy):
@@ -26,8 +35,39 @@ class NamespaceStrategy(Strategy):
     def prepare_update(self, new: TypedObject, old: TypedObject, subresource: str | None) -> None:
         super().prepare_update(new, old, subresource)
         assert isinstance(new, Namespace) and isinstance(old, Namespace)
+        if subresource == "finalize":
+            # The finalize subresource changes spec.finalizers and nothing else.
+            finalizers = new.spec.finalizers if new.spec else None
+            meta, status = old.metadata.model_copy(update={"resource_version": new.metadata.resource_version}), \
+                old.status
+            new.metadata, new.status = meta, status
+            new.spec = (old.spec or NamespaceSpec()).model_copy(update={"finalizers": finalizers})
+            return
         new.spec = old.spec
         new.metadata.labels = {**(new.metadata.labels or {}), "kubernetes.io/metadata.name": new.metadata.name or ""}
+        if old.metadata.deletion_timestamp and subresource is None:
+            new.status = old.status
+
+    def mark_for_deletion(self, obj: TypedObject, options: dict[str, object]) -> Txn | None:
+        """Deleting a namespace makes it Terminating; the namespace controller empties it and removes the
+        `kubernetes` finalizer through /finalize, which completes the deletion."""
+        assert isinstance(obj, Namespace)
+        if not (obj.spec and obj.spec.finalizers) and not obj.metadata.finalizers:
+            return None
+        txn = Txn()
+        if not obj.metadata.deletion_timestamp:
+            obj.metadata.deletion_timestamp = timeutil.rfc3339()
+            obj.metadata.deletion_grace_period_seconds = 0
+            txn.create[terminating_key(obj.metadata.name or "")] = b"{}"
+        obj.status = NamespaceStatus(phase="Terminating", conditions=obj.status.conditions if obj.status else None)
+        return txn
+
+    def should_delete_on_update(self, obj: TypedObject) -> bool:
+        assert isinstance(obj, Namespace)
+        return super().should_delete_on_update(obj) and not (obj.spec and obj.spec.finalizers)
+
+    def release(self, obj: TypedObject) -> Txn:
+        return Txn(delete=[terminating_key(obj.metadata.name or "")])
 
     def field_labels(self, obj: dict[str, Any]) -> dict[str, str]:
         fields = super().field_labels(obj)

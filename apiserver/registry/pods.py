@@ -3,12 +3,14 @@ validation, the QoS class, and the binding subresource's rules."""
 
 from __future__ import annotations
 
+from datetime import timedelta
 from typing import Any
 
 from kubelab import quantity, timeutil, validation
 from kubelab.models import Pod, PodCondition, PodStatus, Toleration, TypedObject
 from kubelab.validation import FieldError, invalid, not_supported, required
 
+from ..storage import Txn
 from .strategy import Strategy
 
 PROTOCOLS = ["SCTP", "TCP", "UDP"]
@@ -75,6 +77,31 @@ class PodStrategy(Strategy):
         if spec is not None and spec.node_name:
             status.conditions = None
         obj.status = status
+
+    def mark_for_deletion(self, obj: TypedObject, options: dict[str, Any]) -> Txn | None:
+        """Graceful deletion (CheckGracefulDelete): a running pod gets deletionTimestamp = now + grace and
+        stays until its kubelet has stopped it and deletes it with grace 0. The grace period is the
+        request's gracePeriodSeconds, else spec.terminationGracePeriodSeconds; it is 0 for a pod that
+        was never scheduled or has finished; a later delete may only shorten it."""
+        assert isinstance(obj, Pod)
+        grace = options.get("gracePeriodSeconds")
+        if grace is None:
+            grace = (obj.spec.termination_grace_period_seconds if obj.spec else None)
+            grace = 30 if grace is None else grace
+        if not obj.node_name or obj.is_terminal():
+            grace = 0
+        if grace < 0:
+            grace = 1  # a negative grace period means "as short as possible" (newer apiservers)
+        if grace == 0:
+            return super().mark_for_deletion(obj, options)
+        meta = obj.metadata
+        if meta.deletion_timestamp and meta.deletion_grace_period_seconds is not None \
+                and grace >= meta.deletion_grace_period_seconds:
+            return Txn()  # already terminating at least as fast
+        now = timeutil.now()
+        meta.deletion_timestamp = timeutil.rfc3339(now + timedelta(seconds=grace))
+        meta.deletion_grace_period_seconds = grace
+        return Txn()
 
     def validate_create(self, obj: TypedObject) -> list[FieldError]:
         assert isinstance(obj, Pod)

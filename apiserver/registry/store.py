@@ -15,14 +15,16 @@ from typing import Any
 
 import pydantic
 
+from kubelab import schema
 from kubelab.kinds import NAMESPACES, ResourceType
 from kubelab.models import TypedObject
 from kubelab.selectors import FieldSelector, Selector
 
-from .. import errors
-from ..storage import (Compacted, KeyExists, KeyNotFound, RequiredKeyMissing, RevisionConflict, Storage,
-                       StorageEvent, Txn, Unavailable)
+from .. import errors, requestctx
+from ..storage import (Compacted, ForbiddenKeyPresent, KeyExists, KeyNotFound, RequiredKeyMissing, RevisionConflict,
+                       Storage, StorageEvent, Txn, Unavailable)
 from . import decoding
+from .cluster import terminating_key
 from .strategy import Strategy, generate_name
 
 log = logging.getLogger(__name__)
@@ -84,6 +86,7 @@ class Registry:
             data_gv, data_kind = api_version or rt.api_version, kind or rt.kind
             if (data_gv, data_kind) != (rt.api_version, rt.kind):
                 raise decoding.kind_mismatch(rt, str(data_gv), str(data_kind))
+        body = self._check_fields(rt, body)
         try:
             obj = rt.model.model_validate(body)
         except pydantic.ValidationError as exc:
@@ -96,6 +99,23 @@ class Registry:
             obj.metadata.namespace = namespace or body_ns
         self.strategy(rt).set_defaults(obj)
         return obj
+
+    @staticmethod
+    def _check_fields(rt: ResourceType, body: dict[str, Any]) -> dict[str, Any]:
+        """fieldValidation: kube-apiserver decodes into Go structs, so fields the kind does not have are
+        refused (Strict) or dropped (Warn, with a warning each; Ignore)."""
+        pruned, unknown = schema.prune(rt.api_version, rt.kind, body)
+        if not unknown:
+            return body
+        mode = requestctx.field_validation.get()
+        if mode == "Strict":
+            fields = ", ".join(f'unknown field "{path}"' for path in unknown)
+            raise errors.bad_request(f'{rt.kind} in version "{rt.version}" cannot be handled as a {rt.kind}: '
+                                     f"strict decoding error: {fields}")
+        if mode == "Warn":
+            for path in unknown:
+                requestctx.warn(f'unknown field "{path}"')
+        return pruned
 
     def _to_model(self, rt: ResourceType, data: dict[str, Any]) -> TypedObject:
         return rt.model.model_validate(data)
@@ -166,6 +186,7 @@ class Registry:
             txn = alloc.txn
             if rt.namespaced:
                 txn.require.append(self.key(NAMESPACES, None, attempt.metadata.namespace or ""))
+                txn.absent.append(terminating_key(attempt.metadata.namespace or ""))
             try:
                 revision = await self.storage.create(key, data, extra=txn)
             except KeyExists as exc:
@@ -180,6 +201,9 @@ class Registry:
                 continue
             except RequiredKeyMissing:
                 raise errors.namespace_not_found(attempt.metadata.namespace or "") from None
+            except ForbiddenKeyPresent:
+                raise errors.namespace_terminating(rt, attempt.metadata.name or "",
+                                                   attempt.metadata.namespace or "") from None
             except Unavailable as exc:
                 raise errors.unavailable(f"etcd is unavailable: {exc}") from exc
             data["metadata"]["resourceVersion"] = str(revision)
@@ -240,6 +264,16 @@ class Registry:
             if dry_run:
                 data["metadata"]["resourceVersion"] = str(stored.mod_revision)
                 return data
+            if strategy.should_delete_on_update(new):
+                # The last finalizer is gone: the object goes now (ShouldDeleteDuringUpdate).
+                try:
+                    revision = await self.storage.delete(key, stored.mod_revision, extra=strategy.release(new))
+                except RevisionConflict:
+                    continue
+                except KeyNotFound:
+                    raise errors.not_found(rt, name) from None
+                data["metadata"]["resourceVersion"] = str(revision)
+                return data
             try:
                 revision = await self.storage.update(key, data, stored.mod_revision,
                                                      extra=alloc.txn if alloc else None)
@@ -263,10 +297,15 @@ class Registry:
     # --- delete ----------------------------------------------------------------------------------
 
     async def delete(self, rt: ResourceType, namespace: str | None, name: str, *,
-                     preconditions: dict[str, Any] | None = None, dry_run: bool = False) -> dict[str, Any]:
+                     preconditions: dict[str, Any] | None = None, dry_run: bool = False,
+                     options: dict[str, Any] | None = None) -> dict[str, Any]:
+        """Delete now, or — for objects with finalizers, running pods and namespaces — mark the object
+        with a deletionTimestamp and leave it for its finalizer, kubelet or controller (200 either way,
+        with the object as it now is)."""
         strategy = self.strategy(rt)
         key = self.key(rt, namespace, name)
         preconditions = preconditions or {}
+        options = options or {}
         for _ in range(MAX_RETRIES):
             try:
                 stored = await self.storage.get(key)
@@ -283,9 +322,29 @@ class Registry:
             if rv and rv != str(stored.mod_revision):
                 raise errors.conflict(rt, name, f"Precondition failed: ResourceVersion in precondition: {rv}, "
                                                 f"ResourceVersion in object meta: {stored.mod_revision}")
+            obj = self._to_model(rt, stored.obj)
+            marking = strategy.mark_for_deletion(obj, options)
+            if marking is not None:
+                data = obj.to_dict()
+                data["metadata"].pop("resourceVersion", None)
+                unchanged = {**stored.obj, "metadata": {k: v for k, v in stored.obj["metadata"].items()
+                                                        if k != "resourceVersion"}}
+                if dry_run or data == unchanged:
+                    data["metadata"]["resourceVersion"] = str(stored.mod_revision)
+                    return data
+                try:
+                    revision = await self.storage.update(key, data, stored.mod_revision, extra=marking)
+                except (RevisionConflict, KeyExists):
+                    continue
+                except KeyNotFound:
+                    raise errors.not_found(rt, name) from None
+                except Unavailable as exc:
+                    raise errors.unavailable(f"etcd is unavailable: {exc}") from exc
+                data["metadata"]["resourceVersion"] = str(revision)
+                return data
             if dry_run:
                 return stored.obj
-            txn = strategy.release(self._to_model(rt, stored.obj))
+            txn = strategy.release(obj)
             try:
                 await self.storage.delete(key, stored.mod_revision, extra=txn)
             except RevisionConflict:

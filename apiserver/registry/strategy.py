@@ -103,6 +103,28 @@ class Strategy:
         """Keys to release when `obj` is deleted."""
         return Txn()
 
+    # --- delete ----------------------------------------------------------------------------------
+
+    def mark_for_deletion(self, obj: TypedObject, options: dict[str, Any]) -> Txn | None:
+        """kube's BeforeDelete: whether a DELETE leaves `obj` in place, marked, instead of removing it.
+
+        An object with finalizers gets a deletionTimestamp (grace 0) and stays until its finalizers are
+        gone. Returns the extra keys of the marking write, or None when the object goes at once.
+        """
+        meta = obj.metadata
+        if not meta.finalizers:
+            return None
+        if not meta.deletion_timestamp:
+            meta.deletion_timestamp = timeutil.rfc3339()
+            meta.deletion_grace_period_seconds = 0
+        return Txn()
+
+    def should_delete_on_update(self, obj: TypedObject) -> bool:
+        """An update that leaves a marked object without finalizers (and without a grace period still
+        running) completes its deletion, as the generic store's ShouldDeleteDuringUpdate."""
+        meta = obj.metadata
+        return bool(meta.deletion_timestamp) and not meta.finalizers and not meta.deletion_grace_period_seconds
+
     # --- update ----------------------------------------------------------------------------------
 
     def prepare_update(self, new: TypedObject, old: TypedObject, subresource: str | None) -> None:

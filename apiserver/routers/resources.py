@@ -23,7 +23,7 @@ from kubelab.kinds import ResourceType
 from kubelab.models import Binding
 from kubelab.selectors import SelectorError, parse_field_selector, parse_label_selector
 
-from .. import codecs, errors, tables
+from .. import codecs, errors, requestctx, tables
 from ..patch import PATCH_TYPES, apply_patch
 from ..registry import Registry, decoding
 from ..registry.pods import bind
@@ -124,6 +124,19 @@ async def group_api(request: Request, group: str, version: str, path: str) -> Re
 
 
 async def dispatch(request: Request, group: str, version: str, path: str) -> Response:
+    mode = request.query_params.get("fieldValidation") or "Warn"
+    if mode not in requestctx.MODES:
+        raise errors.bad_request(f'fieldValidation: Unsupported value: "{mode}": supported values: "Ignore", '
+                                 '"Strict", "Warn"')
+    requestctx.field_validation.set(mode)
+    warnings = requestctx.start()
+    response = await _dispatch(request, group, version, path)
+    for name, value in requestctx.warning_headers(warnings):
+        response.headers.append(name, value)
+    return response
+
+
+async def _dispatch(request: Request, group: str, version: str, path: str) -> Response:
     target, watch_path = resolve(request, group, version, path)
     method = request.method
     q = request.query_params
@@ -336,7 +349,7 @@ async def delete(request: Request, target: Target) -> Response:
     options = await _delete_options(request)
     obj = await _registry(request).delete(target.rt, target.namespace, target.name or "",
                                           preconditions=options.get("preconditions"),
-                                          dry_run=bool(options.get("dryRun")))
+                                          dry_run=bool(options.get("dryRun")), options=options)
     return codecs.respond(request, obj)
 
 
@@ -352,7 +365,7 @@ async def delete_collection(request: Request, target: Target) -> Response:
         meta = item.get("metadata") or {}
         try:
             deleted.append(await registry.delete(target.rt, meta.get("namespace"), meta.get("name", ""),
-                                                 dry_run=bool(options.get("dryRun"))))
+                                                 dry_run=bool(options.get("dryRun")), options=options))
         except errors.StatusError as exc:
             if exc.code != 404:
                 raise
