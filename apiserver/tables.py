@@ -164,6 +164,37 @@ def _event_row(obj: dict[str, Any]) -> Row:
             obj.get("count") or 1, _meta(obj).get("name")]
 
 
+def _template_cells(obj: dict[str, Any]) -> tuple[str, str, str]:
+    spec = obj.get("spec") or {}
+    containers = ((spec.get("template") or {}).get("spec") or {}).get("containers") or []
+    labels = (spec.get("selector") or {}).get("matchLabels") or {}
+    exprs = (spec.get("selector") or {}).get("matchExpressions") or []
+    selector = ",".join([f"{k}={v}" for k, v in sorted(labels.items())] +
+                        [f"{e.get('key')} {e.get('operator', '').lower()} ({','.join(e.get('values') or [])})"
+                         for e in exprs])
+    return (",".join(c.get("name", "") for c in containers), ",".join(c.get("image", "") for c in containers),
+            selector or "<none>")
+
+
+def _deployment_row(obj: dict[str, Any]) -> Row:
+    spec, status = obj.get("spec") or {}, obj.get("status") or {}
+    containers, images, selector = _template_cells(obj)
+    return [_meta(obj).get("name"), f"{status.get('readyReplicas', 0)}/{spec.get('replicas', 0)}",
+            status.get("updatedReplicas", 0), status.get("availableReplicas", 0), _age(obj), containers, images,
+            selector]
+
+
+def _replicaset_row(obj: dict[str, Any]) -> Row:
+    spec, status = obj.get("spec") or {}, obj.get("status") or {}
+    containers, images, selector = _template_cells(obj)
+    return [_meta(obj).get("name"), spec.get("replicas", 0), status.get("replicas", 0),
+            status.get("readyReplicas", 0), _age(obj), containers, images, selector]
+
+
+def _configmap_row(obj: dict[str, Any]) -> Row:
+    return [_meta(obj).get("name"), len(obj.get("data") or {}) + len(obj.get("binaryData") or {}), _age(obj)]
+
+
 def _lease_row(obj: dict[str, Any]) -> Row:
     return [_meta(obj).get("name"), (obj.get("spec") or {}).get("holderIdentity") or "<unknown>", _age(obj)]
 
@@ -191,6 +222,13 @@ PRINTERS: dict[ResourceType, tuple[list[Column], Callable[[dict[str, Any]], Row]
                     ("Message", "string", 0, ""), ("First Seen", "string", 1, ""), ("Count", "integer", 1, ""),
                     ("Name", "string", 1, "name")], _event_row),
     kinds.LEASES: ([NAME, ("Holder", "string", 0, ""), AGE], _lease_row),
+    kinds.DEPLOYMENTS: ([NAME, ("Ready", "string", 0, ""), ("Up-to-date", "string", 0, ""),
+                         ("Available", "string", 0, ""), AGE, ("Containers", "string", 1, ""),
+                         ("Images", "string", 1, ""), ("Selector", "string", 1, "")], _deployment_row),
+    kinds.REPLICASETS: ([NAME, ("Desired", "integer", 0, ""), ("Current", "integer", 0, ""),
+                         ("Ready", "integer", 0, ""), AGE, ("Containers", "string", 1, ""),
+                         ("Images", "string", 1, ""), ("Selector", "string", 1, "")], _replicaset_row),
+    kinds.CONFIGMAPS: ([NAME, ("Data", "integer", 0, ""), AGE], _configmap_row),
 }
 DEFAULT_PRINTER: tuple[list[Column], Callable[[dict[str, Any]], Row]] = (
     [NAME, ("Created At", "date", 0, "")], _default_row)

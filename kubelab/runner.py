@@ -114,8 +114,9 @@ async def up(options: UpOptions, *, ready: Callable[[dict[str, Any]], None] | No
         try:
             while not server.started:
                 if serving.done():
-                    serving.result()
-                    raise RuntimeError("the API server stopped during start-up")
+                    # uvicorn logs why (e.g. address in use) and exits with SystemExit(3).
+                    raise RuntimeError(f"the API server could not start on {host}:{port} (see the error above; "
+                                       "is the port in use? try --listen 127.0.0.1:PORT)")
                 await asyncio.sleep(0.05)
             log.info("apiserver   ready at %s [%s]", server_url, timer)
             config_path = kubeconfig.write(data_dir / "kubeconfig", server_url)
@@ -140,7 +141,7 @@ async def up(options: UpOptions, *, ready: Callable[[dict[str, Any]], None] | No
         finally:
             # Components are stopped first (the TaskGroup is done), so no watch keeps uvicorn waiting.
             server.should_exit = True
-            with contextlib.suppress(Exception, asyncio.CancelledError):
+            with contextlib.suppress(Exception, asyncio.CancelledError, SystemExit):
                 await asyncio.wait_for(serving, 5)
     finally:
         if lab is not None:

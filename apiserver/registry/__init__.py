@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from kubelab import kinds
 
+from .apps import ConfigMapStrategy, DeploymentsStrategy, ReplicaSetsStrategy
 from .cluster import NamespaceStrategy, NodeStrategy
 from .events import EventStrategy, LeaseStrategy
 from .networking import EndpointSliceStrategy, EndpointsStrategy
@@ -17,15 +18,19 @@ from .strategy import Strategy
 def default_strategies(*, service_cidr: str | None = None) -> dict[kinds.ResourceType, Strategy]:
     from .allocation import IPRange
 
+    pods = PodStrategy(kinds.PODS)
     return {
         kinds.NAMESPACES: NamespaceStrategy(kinds.NAMESPACES),
         kinds.NODES: NodeStrategy(kinds.NODES),
-        kinds.PODS: PodStrategy(kinds.PODS),
+        kinds.PODS: pods,
         kinds.SERVICES: ServiceStrategy(kinds.SERVICES, ip_range=IPRange(service_cidr) if service_cidr else None),
         kinds.ENDPOINTS: EndpointsStrategy(kinds.ENDPOINTS),
         kinds.EVENTS: EventStrategy(kinds.EVENTS),
         kinds.ENDPOINTSLICES: EndpointSliceStrategy(kinds.ENDPOINTSLICES),
         kinds.LEASES: LeaseStrategy(kinds.LEASES),
+        kinds.CONFIGMAPS: ConfigMapStrategy(kinds.CONFIGMAPS),
+        kinds.DEPLOYMENTS: DeploymentsStrategy(kinds.DEPLOYMENTS, pods),
+        kinds.REPLICASETS: ReplicaSetsStrategy(kinds.REPLICASETS, pods),
     }
 
 

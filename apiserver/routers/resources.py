@@ -26,6 +26,7 @@ from kubelab.selectors import SelectorError, parse_field_selector, parse_label_s
 from .. import codecs, errors, requestctx, tables
 from ..patch import PATCH_TYPES, apply_patch
 from ..registry import Registry, decoding
+from ..registry.apps import scale_of
 from ..registry.pods import bind
 from ..registry.store import parse_resource_version
 
@@ -172,6 +173,8 @@ async def _dispatch(request: Request, group: str, version: str, path: str) -> Re
 async def get_object(request: Request, target: Target) -> Response:
     _check_subresource(target)
     obj = await _registry(request).get(target.rt, target.namespace, target.name or "")
+    if target.subresource == "scale":
+        return codecs.respond(request, scale_of(obj, (target.rt.api_version, target.rt.kind)))
     if _table_requested(request):
         rv = (obj.get("metadata") or {}).get("resourceVersion", "")
         return codecs.respond(request, tables.table(target.rt, [obj], rv,
@@ -242,8 +245,36 @@ async def create(request: Request, target: Target) -> Response:
     return codecs.respond(request, obj, 201)
 
 
+async def _rescale(request: Request, target: Target, replicas_of: Any, precondition: str | None = None
+                   ) -> Response:
+    """PUT or PATCH of the scale subresource: the new Scale's spec.replicas becomes the parent's. A Scale's
+    resourceVersion is its parent's, so a stale one gets the parent's 409."""
+
+    def mutate(current: dict[str, Any]) -> dict[str, Any]:
+        replicas = replicas_of(scale_of(current, (target.rt.api_version, target.rt.kind)))
+        if not isinstance(replicas, int) or isinstance(replicas, bool):
+            raise errors.bad_request(f'Scale in version "v1" cannot be handled as a Scale: json: cannot unmarshal '
+                                     f'{decoding.json_type(replicas)} into Go struct field ScaleSpec.spec.replicas '
+                                     f'of type int32')
+        if replicas < 0:
+            raise errors.invalid(target.rt, target.name or "", [validation.invalid(
+                "spec.replicas", replicas, "must be greater than or equal to 0")])
+        return {**current, "spec": {**(current.get("spec") or {}), "replicas": replicas}}
+
+    obj = await _registry(request).guaranteed_update(target.rt, target.namespace, target.name or "", mutate,
+                                                     dry_run=_dry_run(request), precondition=precondition)
+    return codecs.respond(request, scale_of(obj, (target.rt.api_version, target.rt.kind)))
+
+
 async def replace(request: Request, target: Target) -> Response:
     _check_subresource(target)
+    if target.subresource == "scale":
+        body = await _body(request)
+        if not isinstance(body, dict):
+            raise errors.bad_request("Scale in version \"v1\" cannot be handled as a Scale: the object provided is "
+                                     "unrecognized")
+        return await _rescale(request, target, lambda _scale: (body.get("spec") or {}).get("replicas", 0),
+                              (body.get("metadata") or {}).get("resourceVersion") or None)
     body = await _body(request)
     obj = await _registry(request).update(target.rt, target.namespace, target.name or "", body,
                                           subresource=target.subresource, dry_run=_dry_run(request))
@@ -259,6 +290,11 @@ async def patch(request: Request, target: Target) -> Response:
     registry = _registry(request)
     dry_run = _dry_run(request)
     rt = target.rt
+    if target.subresource == "scale":
+        def replicas_of(scale: dict[str, Any]) -> Any:
+            patched = apply_patch(content_type, scale, patch_body, "Scale")
+            return (patched.get("spec") or {}).get("replicas", 0)
+        return await _rescale(request, target, replicas_of)
     if content_type == "application/apply-patch+yaml":
         if not isinstance(patch_body, dict):
             raise errors.bad_request("apply patches must be objects")
