@@ -8,7 +8,7 @@ from typing import Any, Protocol
 
 from kubelab import kinds
 from kubelab.client import ApiClient, Informer, WorkQueue
-from kubelab.models import EndpointSlice, Endpoints, Namespace, Node, Pod, Service
+from kubelab.models import Deployment, EndpointSlice, Endpoints, Namespace, Node, Pod, ReplicaSet, Service
 from kubelab.selectors import selector_from_map
 
 log = logging.getLogger(__name__)
@@ -24,6 +24,8 @@ class SharedInformers:
         self.slices: Informer[EndpointSlice] = Informer(api, kinds.ENDPOINTSLICES, name="controllers-slices")
         self.nodes: Informer[Node] = Informer(api, kinds.NODES, name="controllers-nodes")
         self.namespaces: Informer[Namespace] = Informer(api, kinds.NAMESPACES, name="controllers-namespaces")
+        self.deployments: Informer[Deployment] = Informer(api, kinds.DEPLOYMENTS, name="controllers-deployments")
+        self.replicasets: Informer[ReplicaSet] = Informer(api, kinds.REPLICASETS, name="controllers-replicasets")
         self._pods_by_ns: dict[str, dict[str, Pod]] = {}
         self._slices_by_ns: dict[str, dict[str, EndpointSlice]] = {}
         self.pods.add_handler(lambda e, old, new: self._index(self._pods_by_ns, old, new))
@@ -37,7 +39,8 @@ class SharedInformers:
             index.setdefault(new.metadata.namespace or "", {})[new.metadata.name or ""] = new
 
     def all(self) -> list[Informer[Any]]:
-        return [self.services, self.pods, self.endpoints, self.slices, self.nodes, self.namespaces]
+        return [self.services, self.pods, self.endpoints, self.slices, self.nodes, self.namespaces, self.deployments,
+                self.replicasets]
 
     def pods_in(self, namespace: str) -> list[Pod]:
         return list(self._pods_by_ns.get(namespace, {}).values())
@@ -92,13 +95,22 @@ async def run(api: ApiClient, *, workers: int = 2, node_monitor_grace_period: fl
               node_monitor_period: float = 5.0, lb_pool: str | None = "172.18.255.200-172.18.255.250") -> None:
     """`lb_pool`: the addresses the LoadBalancer controller hands out ("FIRST-LAST" or a CIDR);
     None runs no LoadBalancer controller (LoadBalancer Services then stay <pending>)."""
+    from . import garbagecollector
+    from .deployment import DeploymentController
     from .endpoints import EndpointsController
     from .endpointslices import EndpointSliceController
     from .loadbalancer import LoadBalancerController, Pool
     from .namespace import NamespaceController
     from .nodelifecycle import NodeLifecycleController
+    from .replicaset import ReplicaSetController
 
     informers = SharedInformers(api)
+    # The workload controllers keep their own queues (their handlers lower expectations, too).
+    workloads = [ReplicaSetController(api, informers), DeploymentController(api, informers)]
+    # The garbage collector sees every kind: the shared informers, and its own for the rest.
+    shared = {informer.rt: informer for informer in informers.all()}
+    gc_informers = [shared.get(rt) or Informer(api, rt, name=f"gc-{rt.plural}") for rt in kinds.BUILTIN]
+    gc = garbagecollector.GarbageCollector(api, gc_informers)
     controllers: list[tuple[Controller, WorkQueue]] = []
     for controller_class, owned in ((EndpointsController, informers.endpoints),
                                     (EndpointSliceController, informers.slices)):
@@ -110,8 +122,11 @@ async def run(api: ApiClient, *, workers: int = 2, node_monitor_grace_period: fl
     lb_controller = LoadBalancerController(api, informers.services, Pool.parse(lb_pool)) if lb_pool else None
     lb_queue = WorkQueue("loadbalancer-controller")
     if lb_controller is not None:
-        informers.services.add_handler(
-            lambda event, old, new: [lb_queue.add(k) for k in lb_controller.keys_to_reconcile(old, new)])
+        def on_lb_service(event: str, old: Service | None, new: Service | None) -> None:
+            for key in lb_controller.keys_to_reconcile(old, new):
+                lb_queue.add(key)
+
+        informers.services.add_handler(on_lb_service)
     async with asyncio.TaskGroup() as tg:
         for informer in informers.all():
             tg.create_task(informer.run(), name=f"{informer.name}-informer")
@@ -135,3 +150,13 @@ async def run(api: ApiClient, *, workers: int = 2, node_monitor_grace_period: fl
                                             grace_period=node_monitor_grace_period)
         tg.create_task(lifecycle.run(), name="node-lifecycle-controller")
         tg.create_task(NamespaceController(api, informers.namespaces).run(), name="namespace-controller")
+        for workload in workloads:
+            for obj in (informers.replicasets if isinstance(workload, ReplicaSetController)
+                        else informers.deployments).items():
+                workload.queue.add(obj.key)
+            for _ in range(workers):
+                tg.create_task(workload.queue.run_worker(workload.reconcile), name=f"{workload.name}-worker")
+        for informer in gc_informers:
+            if informer.rt not in shared:
+                tg.create_task(informer.run(), name=f"{informer.name}-informer")
+        tg.create_task(garbagecollector.run(gc, workers=workers), name="garbage-collector")

@@ -13,15 +13,16 @@ from typing import Any
 
 from . import __version__, addressing
 
+# gRPC (under aetcd) logs a line at every fork() the netns dataplane makes; only its errors matter here.
+os.environ.setdefault("GRPC_VERBOSITY", "ERROR")
+
 DEFAULT_DATA_DIR = ".kubelab"
 
 
 def _setup_logging(verbose: bool) -> None:
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)-12s %(message)s", datefmt="%H:%M:%S")
-    for ours in ("kubelab", "apiserver", "scheduler", "controllers", "kubeletstub", "proxyagent"):
-        logging.getLogger(ours).setLevel(logging.DEBUG if verbose else logging.INFO)
-    for noisy in ("httpx", "httpcore", "uvicorn.error", "aetcd", "pyroute2", "grpc"):
-        logging.getLogger(noisy).setLevel(logging.WARNING)
+    from . import logs
+
+    logs.setup(verbose)
 
 
 def _servers(text: str | None) -> list[str]:
@@ -81,7 +82,7 @@ def _run_client_component(args: argparse.Namespace, make: Any) -> int:
     from .runner import run_until_interrupted
 
     async def main() -> None:
-        api = ApiClient(args.server, user_agent=f"kubelab-{args.command}")
+        api = ApiClient(args.server, user_agent=f"kubelab-{args.command}", fast_requests=args.command == "scheduler")
         try:
             await make(api)
         finally:
@@ -103,26 +104,62 @@ def cmd_controllers(args: argparse.Namespace) -> int:
         api, node_monitor_grace_period=args.node_monitor_grace_period))
 
 
+def cmd_dns(args: argparse.Namespace) -> int:
+    """kubelab dns: cluster DNS as a process of its own (clusterdns/)."""
+    from clusterdns import DnsOptions
+    from clusterdns import run as run_dns
+
+    from .runner import split_listen
+
+    host, port = split_listen(args.listen)
+    metrics = None if args.metrics_port < 0 else args.metrics_port
+    options = DnsOptions(listen_host=host, listen_port=port, netns=args.netns, metrics_port=metrics,
+                         advertise_ip=args.advertise_address, service_ip=args.service_ip, domain=args.cluster_domain)
+    try:
+        return _run_client_component(args, lambda api: run_dns(api, options))
+    except OSError as exc:
+        print(f"kubelab dns: {exc}", file=sys.stderr)
+        return 1
+
+
 def cmd_node(args: argparse.Namespace) -> int:
-    from kubeletstub.node import NodeConfig
     from kubeletstub.kubelet import Kubelet
+    from kubeletstub.node import NodeConfig
     from proxyagent import ProxyAgent, ProxyConfig
     from proxyagent.apply import IptablesApplier, RecordingApplier
+    from proxyagent.metricserver import MetricsServer, split_bind_address
 
     index = args.index
     ip = args.node_ip or addressing.node_ip(index)
     cidr = args.pod_cidr or addressing.node_pod_cidr(index)
+    metrics_address = None
+    if args.metrics_bind_address:
+        try:
+            metrics_address = split_bind_address(args.metrics_bind_address)
+        except ValueError as exc:
+            print(f"kubelab node: --metrics-bind-address: {exc}", file=sys.stderr)
+            return 2
 
     async def run(api: Any) -> None:
         config = NodeConfig(name=args.name, ip=ip, pod_cidr=cidr, cpu=args.cpu, memory=args.memory,
                             max_pods=args.max_pods)
-        applier = IptablesApplier(None) if args.iptables else RecordingApplier()
+        applier = IptablesApplier(None, backend=args.iptables_backend) if args.iptables else RecordingApplier()
         agent = ProxyAgent(api, ProxyConfig(node_name=args.name, node_ips=(ip,), cluster_cidr=args.cluster_cidr),
-                           applier, min_sync_period=args.min_sync_period,
+                           applier, min_sync_period=args.min_sync_period, sync_period=args.sync_period,
                            state_file=Path(args.data_dir) / "nodes" / args.name / "iptables.rules")
         async with asyncio.TaskGroup() as tg:
             tg.create_task(Kubelet(api, config).run(), name="kubelet")
             tg.create_task(agent.run(), name="proxy")
+            if metrics_address is not None:
+                server = MetricsServer(*metrics_address, metrics=agent.metrics_text, healthy=agent.is_healthy,
+                                       last_updated=lambda: agent.proxier.last_updated)
+                try:
+                    await server.start()
+                except OSError as exc:  # kube-proxy too keeps proxying when its metrics port is taken
+                    logging.getLogger("proxyagent").warning("proxy metrics not served on %s: %s",
+                                                            args.metrics_bind_address, exc)
+                else:
+                    tg.create_task(server.serve_forever(), name="proxy-metrics")
 
     return _run_client_component(args, run)
 
@@ -264,18 +301,77 @@ def _one_table(text: str, table: str) -> str:
 
 
 def cmd_proxy_render(args: argparse.Namespace) -> int:
-    from .manifests import ManifestError, load_objects
     from proxyagent import ProxyConfig, render
+    from proxyagent.apply import chains_of
+    from proxyagent.canonical import canonical_sort
+
+    from .manifests import ManifestError, load_objects, pick_family
+
+    def fail(message: str) -> int:
+        print(f"kubelab proxy render: {message}", file=sys.stderr)
+        return 1
 
     try:
         text = sys.stdin.read() if args.file == "-" else Path(args.file).read_text()
         services, slices = load_objects(text)
+        existing = chains_of(Path(args.existing_rules).read_text(), "nat") if args.existing_rules else frozenset()
+        family = "IPv6" if args.ipv6 else "IPv4"
+        # kube-proxy takes one CIDR per family from a dual-stack --cluster-cidr list.
+        cluster_cidr = pick_family(args.cluster_cidr, family) if args.cluster_cidr else None
+        if args.cluster_cidr and cluster_cidr is None:
+            return fail(f"--cluster-cidr {args.cluster_cidr!r} has no valid {family} CIDR")
     except (OSError, ManifestError) as exc:
-        print(f"kubelab proxy render: {exc}", file=sys.stderr)
+        return fail(str(exc))
+    if not 0 <= args.masquerade_bit <= 31:
+        return fail(f"--masquerade-bit must be within 0..31, not {args.masquerade_bit}")
+    config = ProxyConfig(
+        node_name=args.node_name, node_ips=tuple(args.node_ip or ()), cluster_cidr=cluster_cidr,
+        masquerade_all=args.masquerade_all, masquerade_bit=args.masquerade_bit, random_fully=args.random_fully,
+        localhost_nodeports=args.iptables_localhost_nodeports, nfacct=args.nfacct,
+        conntrack_tcp_be_liberal=args.conntrack_tcp_be_liberal,
+        nodeport_addresses=tuple(a.strip() for a in (args.nodeport_addresses or "").split(",") if a.strip()),
+        ip_family=family)
+    changed = set(args.changed) if args.changed is not None else None
+    payload = render(services, slices, config, changed=changed, existing_nat_chains=existing).text
+    sys.stdout.write(canonical_sort(payload) if args.sort else payload)
+    return 0
+
+
+def cmd_explain(args: argparse.Namespace) -> int:
+    """kubelab explain pod NAME: every node's filter verdict and scores for one pod (scheduler/explain.py)."""
+    import httpx
+
+    from scheduler.explain import explain, render
+
+    from . import kinds
+    from .client import ApiClient, ApiError
+
+    server = args.server
+    if server is None:
+        from .runner import read_state
+
+        try:
+            server = read_state(Path(args.data_dir))["server"]
+        except FileNotFoundError as exc:
+            print(f"kubelab explain: {exc}", file=sys.stderr)
+            return 1
+
+    async def fetch() -> tuple[Any, list[Any], list[Any]]:
+        async with ApiClient(server, user_agent="kubelab-explain") as api:
+            pod = await api.get(kinds.PODS, args.name, args.namespace)
+            nodes, _ = await api.list(kinds.NODES)
+            pods, _ = await api.list(kinds.PODS, field_selector="status.phase!=Succeeded,status.phase!=Failed")
+            return pod, nodes, pods
+
+    try:
+        pod, nodes, pods = asyncio.run(fetch())
+    except ApiError as exc:
+        print(f"kubelab explain: {exc.message}", file=sys.stderr)
         return 1
-    config = ProxyConfig(node_name=args.node_name, node_ips=tuple(args.node_ip or ()),
-                         cluster_cidr=args.cluster_cidr or None, masquerade_all=args.masquerade_all)
-    sys.stdout.write(render(services, slices, config).text)
+    except httpx.HTTPError as exc:
+        print(f"kubelab explain: cannot reach the API server at {server}: {exc}", file=sys.stderr)
+        return 1
+    sys.stdout.write(render(explain(pod, nodes, pods, strategy=args.scoring)))
     return 0
 
 
@@ -335,9 +431,32 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--cluster-cidr", default=addressing.POD_CIDR)
     p.add_argument("--iptables", action="store_true", help="apply rules with iptables-restore in this network "
                                                            "namespace (default: render only)")
-    p.add_argument("--min-sync-period", type=float, default=1.0)
+    p.add_argument("--iptables-backend", choices=["iptables", "iptables-nft", "iptables-legacy"], default="iptables",
+                   help="iptables binaries to use with --iptables (default: the system's iptables alternative)")
+    p.add_argument("--min-sync-period", type=float, default=1.0,
+                   help="proxy syncs at most twice per this many seconds (kube-proxy: 1s)")
+    p.add_argument("--sync-period", type=float, default=30.0,
+                   help="proxy retry and iptables-monitor interval in seconds (kube-proxy: 30s)")
+    p.add_argument("--metrics-bind-address", default="127.0.0.1:10249", metavar="HOST:PORT",
+                   help="serve the proxy's /metrics and /healthz here (kube-proxy's default 127.0.0.1:10249; "
+                        "empty: off)")
     p.add_argument("--data-dir", default=DEFAULT_DATA_DIR)
     p.set_defaults(func=cmd_node)
+
+    p = sub.add_parser("dns", help="run only cluster DNS (<svc>.<ns>.svc.cluster.local, the kube-dns Service)",
+                       description="Serve the cluster domain from the API (Services, EndpointSlices, Namespaces) "
+                                   "on UDP and TCP, and create the kube-dns Service (10.96.0.10) in kube-system. "
+                                   "With --advertise-address its Endpoints point there, so pods reach this "
+                                   "server through the ClusterIP. Names outside the domain are refused.")
+    p.add_argument("--server", default="http://127.0.0.1:8080", help="API server URL")
+    p.add_argument("--listen", default="0.0.0.0:53", help="address to serve DNS on (default 0.0.0.0:53)")
+    p.add_argument("--netns", help="open the sockets inside this named network namespace")
+    p.add_argument("--metrics-port", type=int, default=9153,
+                   help="serve Prometheus /metrics on this port of the listen address (CoreDNS: 9153; -1: off)")
+    p.add_argument("--advertise-address", help="IP the kube-dns Endpoints and EndpointSlice point at")
+    p.add_argument("--service-ip", default=addressing.CLUSTER_DNS_IP, help="kube-dns ClusterIP (default 10.96.0.10)")
+    p.add_argument("--cluster-domain", default=addressing.CLUSTER_DOMAIN, help="default cluster.local")
+    p.set_defaults(func=cmd_dns)
 
     p = sub.add_parser("exec", help="run a command inside a node's (or pod's) network namespace",
                        description="kubelab exec [--data-dir DIR] NODE -- CMD...  (NODE may also be a pod name or "
@@ -366,17 +485,60 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("node", metavar="NODE")
     p.set_defaults(func=cmd_iptables)
 
+    p = sub.add_parser("explain", help="why a pod is (or is not) on a node: every node's filters and scores",
+                       description="kubelab explain pod NAME [-n NS]: run kube-scheduler's filters on every node "
+                                   "for one pod and score the nodes that pass, plugin by plugin, marking the node "
+                                   "the scheduler would pick (or did pick).")
+    p.add_argument("kind", choices=["pod", "pods", "po"], metavar="pod")
+    p.add_argument("name", metavar="NAME")
+    p.add_argument("-n", "--namespace", default="default")
+    where = p.add_mutually_exclusive_group()
+    where.add_argument("--server", help="API server URL (default: the cluster `kubelab up` runs in --data-dir)")
+    where.add_argument("--data-dir", default=DEFAULT_DATA_DIR)
+    p.add_argument("--scoring", choices=["LeastAllocated", "MostAllocated"], default="LeastAllocated",
+                   help="NodeResourcesFit scoring strategy the scheduler runs with (default LeastAllocated)")
+    p.set_defaults(func=cmd_explain)
+
     p = sub.add_parser("proxy", help="kube-proxy tools")
     proxy_sub = p.add_subparsers(dest="proxy_command", required=True, metavar="SUBCOMMAND")
     r = proxy_sub.add_parser("render", help="print the iptables-restore payload kube-proxy would write",
                              description="Read Services and EndpointSlices (YAML or JSON; several documents or a List) "
                                          "and print the iptables-restore payload kube-proxy's iptables mode writes "
                                          "for them. Pure: no root, no cluster.")
+
+    def flag_bool(text: str) -> bool:
+        """Go's strconv.ParseBool, as kube-proxy's flags take booleans (--flag=false)."""
+        if text in ("1", "t", "T", "TRUE", "true", "True"):
+            return True
+        if text in ("0", "f", "F", "FALSE", "false", "False"):
+            return False
+        raise argparse.ArgumentTypeError(f"not a boolean: {text!r}")
+
     r.add_argument("-f", "--file", required=True, help="manifest file, or - for stdin")
     r.add_argument("--node-name", default="", help="this node's name (decides which endpoints are local)")
-    r.add_argument("--node-ip", action="append", help="this node's IP (repeatable)")
-    r.add_argument("--cluster-cidr", default="", help="pod CIDR for local-traffic detection (e.g. 10.244.0.0/16)")
+    r.add_argument("--node-ip", action="append", help="this node's IP (repeatable; the first of the family is "
+                                                       "the primary one)")
+    r.add_argument("--cluster-cidr", default="", help="pod CIDR(s) for local-traffic detection, comma-separated "
+                                                      "(e.g. 10.244.0.0/16); none: no local detector")
     r.add_argument("--masquerade-all", action="store_true", help="SNAT all traffic to service IPs")
+    r.add_argument("--masquerade-bit", type=int, default=14, help="fwmark bit marking packets to SNAT (default 14)")
+    r.add_argument("--nodeport-addresses", default="",
+                   help="comma-separated CIDRs (or 'primary') NodePorts answer on (default: all local addresses)")
+    r.add_argument("--iptables-localhost-nodeports", type=flag_bool, default=True, metavar="BOOL",
+                   help="NodePorts on 127.0.0.1 too (default true)")
+    r.add_argument("--random-fully", type=flag_bool, default=True, metavar="BOOL",
+                   help="the iptables binary supports MASQUERADE --random-fully (default true)")
+    r.add_argument("--nfacct", action="store_true", help="the nfacct counters kube-proxy creates exist")
+    r.add_argument("--conntrack-tcp-be-liberal", action="store_true",
+                   help="net.netfilter.nf_conntrack_tcp_be_liberal is set (no INVALID drop rule)")
+    r.add_argument("--ipv6", action="store_true", help="render the IPv6 proxier's payload")
+    r.add_argument("--changed", action="append", metavar="NAMESPACE/NAME",
+                   help="render a partial sync rewriting only these Services' chains (repeatable)")
+    r.add_argument("--existing-rules", metavar="FILE",
+                   help="iptables-save output of the node: service chains in it that are no longer needed "
+                        "are flushed and deleted (-X)")
+    r.add_argument("--sort", action="store_true",
+                   help="print in the canonical order kube-proxy's tests compare in, not in write order")
     r.set_defaults(func=cmd_proxy_render)
     return parser
 

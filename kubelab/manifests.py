@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import ipaddress
+import json
 from typing import Any
 
 import pydantic
@@ -14,17 +16,34 @@ class ManifestError(ValueError):
     pass
 
 
-def documents(text: str) -> list[dict[str, Any]]:
+def _parse(text: str) -> list[Any]:
+    stripped = text.lstrip()
+    if stripped.startswith(("{", "[")):
+        # JSON proper first: YAML 1.1 parsers trip over JSON that kubectl and jq happily write
+        # (tabs for indentation, for one).
+        try:
+            data = json.loads(text)
+        except json.JSONDecodeError:
+            pass
+        else:
+            return data if isinstance(data, list) else [data]
     try:
-        docs = [d for d in yaml.safe_load_all(text) if d is not None]
+        return [d for d in yaml.safe_load_all(text) if d is not None]
     except yaml.YAMLError as exc:
         raise ManifestError(f"not valid YAML or JSON: {exc}") from exc
+
+
+def documents(text: str) -> list[dict[str, Any]]:
+    """The objects in `text`: one per YAML document, the items of a List (`kind: List`,
+    `ServiceList`, ... as `kubectl get -o yaml` prints them) flattened, a JSON array's elements."""
     flat: list[dict[str, Any]] = []
-    for doc in docs:
+    pending = _parse(text)
+    while pending:
+        doc = pending.pop(0)
         if not isinstance(doc, dict):
             raise ManifestError(f"expected an object, got {type(doc).__name__}")
         if str(doc.get("kind", "")).endswith("List") and isinstance(doc.get("items"), list):
-            flat += [item for item in doc["items"] if isinstance(item, dict)]
+            pending[:0] = doc["items"]
         else:
             flat.append(doc)
     return flat
@@ -45,3 +64,18 @@ def load_objects(text: str) -> tuple[list[Service], list[EndpointSlice]]:
             name = (doc.get("metadata") or {}).get("name", "?")
             raise ManifestError(f"{kind} {name}: {exc.errors()[0]['loc']}: {exc.errors()[0]['msg']}") from exc
     return services, slices
+
+
+def pick_family(cidrs: str, family: str) -> str | None:
+    """The first CIDR of `family` ("IPv4"/"IPv6") in a comma-separated list, as kube-proxy splits a
+    dual-stack --cluster-cidr between its two proxiers; None if there is none or one is invalid."""
+    for text in (c.strip() for c in cidrs.split(",")):
+        if not text:
+            continue
+        try:
+            net = ipaddress.ip_network(text, strict=False)
+        except ValueError:
+            return None
+        if (net.version == 6) == (family == "IPv6"):
+            return text
+    return None

@@ -27,6 +27,11 @@ from .etcd import Etcd
 
 log = logging.getLogger("kubelab")
 
+
+def _log(component: str) -> logging.Logger:
+    """A logger whose lines are prefixed with `component` (see kubelab/logs.py)."""
+    return logging.getLogger(f"kubelab.component.{component}")
+
 STATE_FILE = "cluster.json"
 
 
@@ -103,7 +108,7 @@ async def up(options: UpOptions, *, ready: Callable[[dict[str, Any]], None] | No
             etcd = Etcd(data_dir / "etcd")
             await asyncio.to_thread(etcd.start)
             etcd_servers = [etcd.url]
-            log.info("etcd        ready at %s (private, data in %s) [%s]", etcd.url, etcd.data_dir, timer)
+            _log("etcd").info("ready at %s (private, data in %s) [%s]", etcd.url, etcd.data_dir, timer)
         app = create_app(Config(etcd_servers, advertise_ip=host if host not in ("0.0.0.0", "") else "127.0.0.1",
                                 port=port))
         server = uvicorn.Server(uvicorn.Config(app, host=host, port=port, log_level="warning", lifespan="on",
@@ -118,7 +123,7 @@ async def up(options: UpOptions, *, ready: Callable[[dict[str, Any]], None] | No
                     raise RuntimeError(f"the API server could not start on {host}:{port} (see the error above; "
                                        "is the port in use? try --listen 127.0.0.1:PORT)")
                 await asyncio.sleep(0.05)
-            log.info("apiserver   ready at %s [%s]", server_url, timer)
+            _log("apiserver").info("ready at %s [%s]", server_url, timer)
             config_path = kubeconfig.write(data_dir / "kubeconfig", server_url)
             state: dict[str, Any] = {"pid": os.getpid(), "server": server_url, "kubeconfig": str(config_path),
                                      "dataplane": options.dataplane, "etcd": etcd_servers, "nodes": {}}
@@ -128,6 +133,12 @@ async def up(options: UpOptions, *, ready: Callable[[dict[str, Any]], None] | No
                 state["lab"] = lab.lab_netns
                 state["client"] = {"ip": addressing.CLIENT_IP,
                                    "netns": await asyncio.to_thread(lab.add_client, "client", addressing.CLIENT_IP)}
+                # Cluster DNS listens in a namespace of its own on the lab network; its replies go back to
+                # pods through their nodes (each node's pod CIDR via the node's address).
+                pod_routes = {addressing.node_pod_cidr(i): addressing.node_ip(i) for i in range(1, options.nodes + 1)}
+                state["dns"] = {"ip": addressing.DNS_SERVER_IP,
+                                "netns": await asyncio.to_thread(lab.add_client, "dns", addressing.DNS_SERVER_IP,
+                                                                 routes=pod_routes)}
             _write_state(data_dir, state)
             clients: list[Any] = []
             try:
@@ -146,10 +157,10 @@ async def up(options: UpOptions, *, ready: Callable[[dict[str, Any]], None] | No
     finally:
         if lab is not None:
             await asyncio.to_thread(lab.destroy)
-            log.info("netns       removed every namespace, link and process of %s", lab.prefix)
+            _log("netns").info("removed every namespace, link and process of %s", lab.prefix)
         if etcd is not None:
             await asyncio.to_thread(etcd.stop)
-            log.info("etcd        stopped")
+            _log("etcd").info("stopped")
         with contextlib.suppress(FileNotFoundError):
             (data_dir / STATE_FILE).unlink()
 
@@ -176,7 +187,7 @@ def _refuse_second_cluster(data_dir: Path) -> None:
 
         report = cleanup(data_dir / "netns", prefix=old["netnsPrefix"])
         if report.removed_netns:
-            log.info("netns       removed %d namespaces left by an earlier run", len(report.removed_netns))
+            _log("netns").info("removed %d namespaces left by an earlier run", len(report.removed_netns))
     path.unlink(missing_ok=True)
 
 
@@ -232,8 +243,8 @@ async def _run_components(tg: asyncio.TaskGroup, options: UpOptions, server_url:
 
     from .client import ApiClient
 
-    def client(agent: str) -> ApiClient:
-        api = ApiClient(server_url, user_agent=f"kubelab-{agent}")
+    def client(agent: str, **options: Any) -> ApiClient:
+        api = ApiClient(server_url, user_agent=f"kubelab-{agent}", **options)
         clients.append(api)
         return api
 
@@ -249,7 +260,8 @@ async def _run_components(tg: asyncio.TaskGroup, options: UpOptions, server_url:
                            state_file=data_dir / "nodes" / node.name / "iptables.rules")
         return kubelet, agent
 
-    tg.create_task(scheduler.run(client("scheduler")), name="scheduler")
+    tg.create_task(scheduler.run(client("scheduler", fast_requests=True)), name="scheduler")
+    tg.create_task(_run_dns(client("dns"), state, data_dir), name="clusterdns")
     tg.create_task(controllers.run(client("controllers"), node_monitor_grace_period=options.node_monitor_grace_period),
                    name="controllers")
     nodes: dict[str, _Node] = {}
@@ -265,10 +277,10 @@ async def _run_components(tg: asyncio.TaskGroup, options: UpOptions, server_url:
     try:
         for node in nodes.values():
             await node.kubelet.registered.wait()
-        log.info("nodes       %d registered (%s) [%s]", len(nodes), ", ".join(nodes), timer)
+        _log("nodes").info("%d registered and Ready (%s) [%s]", len(nodes), ", ".join(nodes), timer)
         for node in nodes.values():
             await node.agent.synced.wait()
-        log.info("proxy       first sync done on every node [%s]", timer)
+        _log("proxy").info("rules applied on every node [%s]", timer)
         if ready is not None:
             ready(state)
         await asyncio.Event().wait()  # run until cancelled
@@ -276,6 +288,26 @@ async def _run_components(tg: asyncio.TaskGroup, options: UpOptions, server_url:
         control.close()
         with contextlib.suppress(FileNotFoundError):
             (data_dir / CONTROL_SOCKET).unlink()
+
+
+async def _run_dns(api: Any, state: dict[str, Any], data_dir: Path) -> None:
+    """Cluster DNS: in netns mode on 10.240.0.3:53 inside `<prefix>-dns`, behind the kube-dns Service;
+    in render mode on a free loopback port (`dig @127.0.0.1 -p PORT`), recorded in cluster.json."""
+    from clusterdns import DnsOptions
+    from clusterdns import run as run_dns
+
+    dns_state = state.get("dns") or {}
+    if dns_state.get("netns"):
+        options = DnsOptions(listen_host="0.0.0.0", listen_port=53, netns=dns_state["netns"],
+                             advertise_ip=dns_state["ip"])
+        await run_dns(api, options)
+        return
+
+    def listening(sockets: Any) -> None:
+        state["dns"] = {"listen": f"127.0.0.1:{sockets.port}"}
+        _write_state(data_dir, state)
+
+    await run_dns(api, DnsOptions(listen_host="127.0.0.1", listen_port=0, metrics_port=None), listening=listening)
 
 
 CONTROL_SOCKET = "control.sock"
@@ -296,10 +328,10 @@ async def _serve_control(data_dir: Path, nodes: dict[str, _Node], tg: asyncio.Ta
                 node = nodes[words[1]]
                 if words[0] == "pause" and node.running:
                     await node.stop()
-                    log.info("%-11s paused: kubelet stub and proxy agent stopped, pods left running", node.name)
+                    _log(node.name).info("paused: kubelet stub and proxy agent stopped, pods left running")
                 elif words[0] == "resume" and not node.running:
                     node.start(tg)
-                    log.info("%-11s resumed: a new kubelet stub and proxy agent started", node.name)
+                    _log(node.name).info("resumed: a new kubelet stub and proxy agent started")
                 answer = {"ok": True, "node": node.name, "state": "running" if node.running else "paused"}
             else:
                 answer = {"ok": False, "error": f"unknown command {' '.join(words)!r}; nodes: {', '.join(nodes)}"}

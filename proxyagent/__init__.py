@@ -1,12 +1,17 @@
 """kubelab's proxy agent: kube-proxy's iptables mode, rule for rule.
 
 It owns turning Services and EndpointSlices into iptables rules: the pure rendering (`render.py`,
-`serviceports.py`, `hashing.py`, `canonical.py`), the sync loop that coalesces changes and decides
-between full and partial syncs (`agent.py`), and applying a payload with one `iptables-restore` in a
-node's network namespace (`apply.py`). Pods, routes and namespaces are the kubelet stub's.
+`servicerules.py`, `serviceports.py`, `hashing.py`, `canonical.py`), kube-proxy's model of the
+objects and what changed (`changes.py`), when to sync (`runner.py`, the BoundedFrequencyRunner) and
+how (`proxier.py`: full or partial, stale chains, failures, the iptables canary), applying a payload
+with one `iptables-restore` in a node's network namespace (`apply.py`), kube-proxy's metrics
+(`metrics.py`, served by `metricserver.py`), and the informers feeding it all (`agent.py`). Pods,
+routes and namespaces are the kubelet stub's.
 """
 
 from .agent import ProxyAgent, run
+from .metrics import ProxyMetrics
+from .proxier import Proxier
 from .render import ProxyConfig, render
 
-__all__ = ["ProxyAgent", "ProxyConfig", "render", "run"]
+__all__ = ["Proxier", "ProxyAgent", "ProxyConfig", "ProxyMetrics", "render", "run"]

@@ -1,9 +1,13 @@
 """Appliers: where a rendered payload goes.
 
-`IptablesApplier` feeds it to one `iptables-restore -w 5 -W 100000 --noflush --counters` inside the
-node's network namespace, as kube-proxy does, and on full syncs first makes sure the jumps from the
-built-in chains exist (`iptables -N`, `-C`, `-I`, §3). `RecordingApplier` keeps it in memory (render
-mode, no root). Every command is an argv list; nothing goes through a shell.
+`IptablesApplier` is kube-proxy's utiliptables runner, inside a node's network namespace (or the
+current one): one `iptables-restore -w 5 -W 100000 --noflush --counters` per sync, fed on stdin;
+on full syncs, the jumps from the built-in chains via `iptables -N`, `-C` and `-I` (§3); the nat
+chains that exist now via `iptables-save -t nat`; and the KUBE-PROXY-CANARY chains of kube-proxy's
+iptables monitor. The backend is `iptables` (whatever the system's alternative is),
+`iptables-nft` or `iptables-legacy`; one namespace should be driven by one backend only, as on a
+real node. `RecordingApplier` keeps the same state in memory, with iptables-restore --noflush
+semantics (render mode, no root). Every command is an argv list; nothing goes through a shell.
 """
 
 from __future__ import annotations
@@ -11,6 +15,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import re
+import shutil
 from collections.abc import Sequence
 from typing import Protocol
 
@@ -19,39 +24,79 @@ from .render import JUMP_RULES
 
 log = logging.getLogger(__name__)
 
+BACKENDS = ("iptables", "iptables-nft", "iptables-legacy")
+CANARY_CHAIN = "KUBE-PROXY-CANARY"
+# kube-proxy's monitor watches mangle first: nobody else cleans it, so its canary vanishing means
+# someone flushed everything.
+CANARY_TABLES = ("mangle", "nat", "filter")
+# iptables >= 1.6.2: wait up to 5 s for the xtables lock, polling every 100 ms (utiliptables).
+WAIT_FLAGS = ("-w", "5", "-W", "100000")
+# iptables exits 4 for "resource problem", e.g. it could not get the lock (isResourceError).
+EXIT_RESOURCE_PROBLEM = 4
+
 _CHAIN_LINE = re.compile(r"^:(\S+) ")
 
 
 class ApplyError(RuntimeError):
-    pass
+    """An iptables command failed."""
+
+    def __init__(self, message: str, *, exit_code: int | None = None) -> None:
+        super().__init__(message)
+        self.exit_code = exit_code
 
 
 class Applier(Protocol):
-    async def apply(self, payload: str, *, full: bool) -> None: ...
+    async def ensure_jumps(self) -> None: ...
+
+    async def restore(self, payload: str) -> None: ...
 
     async def existing_nat_chains(self) -> frozenset[str]: ...
 
     async def saved(self) -> str: ...
 
+    async def supports_random_fully(self) -> bool | None: ...
 
-def _chains(save_output: str) -> frozenset[str]:
-    return frozenset(m.group(1) for line in save_output.splitlines() if (m := _CHAIN_LINE.match(line)))
+    async def ensure_canary(self) -> None: ...
+
+    async def canary_exists(self, table: str) -> bool: ...
+
+    async def enable_route_localnet(self) -> None: ...
+
+
+def chains_of(save_output: str, table: str | None = None) -> frozenset[str]:
+    """The chains declared in iptables-save output (GetChainsFromTable), only those of `table`
+    if given."""
+    current = None
+    chains = set()
+    for line in save_output.splitlines():
+        if line.startswith("*"):
+            current = line[1:].strip()
+        elif (m := _CHAIN_LINE.match(line)) is not None and (table is None or current == table):
+            chains.add(m.group(1))
+    return frozenset(chains)
 
 
 class RecordingApplier:
-    """Render mode: remember what would have been applied, and which chains would exist."""
+    """Render mode: the kernel's tables as a dict, changed the way iptables-restore --noflush does:
+    declared chains are flushed and refilled, `-X` deletes, chains not mentioned keep their rules."""
 
     def __init__(self) -> None:
         self.last_payload = ""
+        self.restores = 0  # iptables-restore calls: one per sync
         self._state: dict[str, dict[str, list[str]]] = {}
 
-    async def apply(self, payload: str, *, full: bool) -> None:
-        self.last_payload = payload
-        self._merge(payload)
+    async def ensure_jumps(self) -> None:
+        for rule in JUMP_RULES:
+            chains = self._state.setdefault(rule.table, {})
+            chains.setdefault(rule.dst_chain, [])
+            line = " ".join(("-A", rule.src_chain, *(f'"{a}"' if " " in a else a for a in rule.args())))
+            rules = chains.setdefault(rule.src_chain, [])
+            if line not in rules:
+                rules.insert(0, line)
 
-    def _merge(self, payload: str) -> None:
-        # The same semantics as iptables-restore --noflush: declared chains are flushed and refilled,
-        # `-X` deletes, chains not mentioned keep their rules.
+    async def restore(self, payload: str) -> None:
+        self.restores += 1
+        self.last_payload = payload
         table = ""
         for line in payload.splitlines():
             if line.startswith("*"):
@@ -79,58 +124,126 @@ class RecordingApplier:
             lines.append("COMMIT")
         return canonical_sort("\n".join(lines) + "\n") if lines else ""
 
+    async def supports_random_fully(self) -> bool | None:
+        return None  # nothing to probe: keep what the configuration says
+
+    async def ensure_canary(self) -> None:
+        for table in CANARY_TABLES:
+            self._state.setdefault(table, {}).setdefault(CANARY_CHAIN, [])
+
+    async def canary_exists(self, table: str) -> bool:
+        return CANARY_CHAIN in self._state.get(table, {})
+
+    async def enable_route_localnet(self) -> None:
+        pass  # no kernel to configure
+
 
 class IptablesApplier:
-    """The real thing: iptables-restore in a network namespace (or the current one if `netns` is None)."""
+    """The real thing: iptables in a network namespace (or the current one if `netns` is None)."""
 
     def __init__(self, netns: str | None, *, backend: str = "iptables") -> None:
-        if backend not in ("iptables", "iptables-nft", "iptables-legacy"):
-            raise ValueError(f"unknown iptables backend {backend!r}")
+        if backend not in BACKENDS:
+            raise ValueError(f"unknown iptables backend {backend!r} (one of {', '.join(BACKENDS)})")
         self.netns = netns
         self.backend = backend
+        self.restores = 0  # iptables-restore calls: one per sync
 
-    def _argv(self, tool: str, *args: str) -> list[str]:
-        # iptables, iptables-save, iptables-restore; iptables-nft-save, iptables-legacy-restore, ...
+    def command(self, tool: str, *args: str) -> list[str]:
+        """argv of `<backend><tool> args...` in the namespace, e.g. tool "-restore" runs
+        iptables-nft-restore for the nft backend."""
         argv = [self.backend + tool, *args]
         return ["ip", "netns", "exec", self.netns, *argv] if self.netns else argv
 
     async def _run(self, argv: Sequence[str], stdin: bytes | None = None) -> tuple[int, str, str]:
-        proc = await asyncio.create_subprocess_exec(*argv, stdin=asyncio.subprocess.PIPE if stdin else None,
-                                                    stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
+        try:
+            proc = await asyncio.create_subprocess_exec(
+                *argv, stdin=asyncio.subprocess.PIPE if stdin is not None else asyncio.subprocess.DEVNULL,
+                stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
+        except OSError as exc:  # the binary (ip, or iptables outside a namespace) is missing
+            raise ApplyError(f"{argv[0]}: {exc}") from exc
         out, err = await proc.communicate(stdin)
         return proc.returncode or 0, out.decode(errors="replace"), err.decode(errors="replace")
 
-    async def supports_random_fully(self) -> bool:
-        code, out, err = await self._run(self._argv("", "-j", "MASQUERADE", "--help"))
+    async def _iptables(self, table: str, *args: str) -> tuple[int, str]:
+        code, _, err = await self._run(self.command("", *WAIT_FLAGS, "-t", table, *args))
+        return code, err.strip()
+
+    async def supports_random_fully(self) -> bool | None:
+        """Does MASQUERADE take --random-fully (iptables >= 1.6.2, kernel >= 3.13)? kube-proxy asks
+        the iptables binary the same way."""
+        if self.netns is None and shutil.which(self.backend) is None:
+            return None
+        _, out, err = await self._run(self.command("", "-j", "MASQUERADE", "--help"))
         return "--random-fully" in out + err
 
-    async def ensure_jumps(self) -> None:
-        for rule in JUMP_RULES:
-            await self._run(self._argv("", "-w", "5", "-t", rule.table, "-N", rule.dst_chain))
-            args = list(rule.args())
-            code, _, _ = await self._run(self._argv("", "-w", "5", "-t", rule.table, "-C", rule.src_chain, *args))
-            if code != 0:
-                code, _, err = await self._run(self._argv("", "-w", "5", "-t", rule.table, "-I", rule.src_chain,
-                                                          *args))
-                if code != 0:
-                    raise ApplyError(f"could not add jump {rule.src_chain} -> {rule.dst_chain}: {err.strip()}")
+    async def _ensure_chain(self, table: str, chain: str) -> None:
+        code, err = await self._iptables(table, "-N", chain)
+        # "Chain already exists" is success (EnsureChain).
+        if code != 0 and "exists" not in err:
+            raise ApplyError(f"could not create chain {chain} in {table}: {err}", exit_code=code)
 
-    async def apply(self, payload: str, *, full: bool) -> None:
-        if full:
-            await self.ensure_jumps()
-        code, _, err = await self._run(self._argv("-restore", "-w", "5", "-W", "100000", "--noflush", "--counters"),
+    async def ensure_jumps(self) -> None:
+        """EnsureChain + EnsureRule(Prepend) for every jump (full syncs only)."""
+        for rule in JUMP_RULES:
+            await self._ensure_chain(rule.table, rule.dst_chain)
+            args = list(rule.args())
+            code, _ = await self._iptables(rule.table, "-C", rule.src_chain, *args)
+            if code == 0:
+                continue
+            code, err = await self._iptables(rule.table, "-I", rule.src_chain, *args)
+            if code != 0:
+                raise ApplyError(f"could not add jump {rule.src_chain} -> {rule.dst_chain}: {err}", exit_code=code)
+
+    async def restore(self, payload: str) -> None:
+        """One iptables-restore of both tables, without flushing what the payload does not name."""
+        self.restores += 1
+        code, _, err = await self._run(self.command("-restore", *WAIT_FLAGS, "--noflush", "--counters"),
                                        payload.encode())
         if code != 0:
-            raise ApplyError(f"iptables-restore failed (exit {code}): {err.strip()}")
+            raise ApplyError(f"{self.backend}-restore failed (exit {code}): {_restore_error(err, payload)}",
+                             exit_code=code)
 
     async def existing_nat_chains(self) -> frozenset[str]:
-        code, out, err = await self._run(self._argv("-save", "-t", "nat"))
+        code, out, err = await self._run(self.command("-save", "-t", "nat"))
         if code != 0:
-            raise ApplyError(f"iptables-save failed (exit {code}): {err.strip()}")
-        return _chains(out)
+            raise ApplyError(f"{self.backend}-save failed (exit {code}): {err.strip()}", exit_code=code)
+        return chains_of(out)
 
     async def saved(self) -> str:
-        code, out, err = await self._run(self._argv("-save"))
+        code, out, err = await self._run(self.command("-save"))
         if code != 0:
-            raise ApplyError(f"iptables-save failed (exit {code}): {err.strip()}")
+            raise ApplyError(f"{self.backend}-save failed (exit {code}): {err.strip()}", exit_code=code)
         return out
+
+    async def ensure_canary(self) -> None:
+        for table in CANARY_TABLES:
+            await self._ensure_chain(table, CANARY_CHAIN)
+
+    async def canary_exists(self, table: str) -> bool:
+        """`iptables -S CANARY -t table` (chainExists); a resource problem (lock) is an error, not
+        an answer."""
+        code, _, err = await self._run(self.command("", *WAIT_FLAGS, "-S", CANARY_CHAIN, "-t", table))
+        if code == EXIT_RESOURCE_PROBLEM:
+            raise ApplyError(f"could not check {CANARY_CHAIN} in {table}: {err.strip()}", exit_code=code)
+        return code == 0
+
+    async def enable_route_localnet(self) -> None:
+        """net.ipv4.conf.all.route_localnet=1, which NodePorts on 127.0.0.1 need (kube-proxy sets it
+        when --iptables-localhost-nodeports is on; the KUBE-FIREWALL rule closes the hole it opens)."""
+        argv = ["sysctl", "-q", "-w", "net.ipv4.conf.all.route_localnet=1"]
+        code, _, err = await self._run(["ip", "netns", "exec", self.netns, *argv] if self.netns else argv)
+        if code != 0:
+            raise ApplyError(f"could not set route_localnet: {err.strip()}", exit_code=code)
+
+
+def _restore_error(stderr: str, payload: str) -> str:
+    """The error with the offending line and its neighbours, as kube-proxy logs a ParseError
+    (utiliptables.ExtractLines)."""
+    message = stderr.strip()
+    match = re.search(r"line:? (\d+)", message)
+    if match is None:
+        return message
+    number = int(match.group(1))
+    lines = payload.splitlines()
+    context = [f"{i}: {lines[i - 1]}" for i in range(max(1, number - 2), min(len(lines), number + 2) + 1)]
+    return message + "\n" + "\n".join(context)

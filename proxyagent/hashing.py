@@ -12,12 +12,13 @@ iptables' 28-character limit and are stable across restarts (pkg/proxy/iptables/
 e.g. "ns1/svc1:p80" + "tcp" -> KUBE-SVC-XPGD46QRK7WJZT7O, and with "10.180.0.1:80" appended
 -> KUBE-SEP-SXIVWICOYRO3J4NJ.
 
-Everything here is pure: no clock, no I/O, no globals beyond constants.
+Everything here is pure: no clock, no I/O; `hash16` is memoized, which changes its cost only.
 """
 
 from __future__ import annotations
 
 import base64
+import functools
 import hashlib
 from dataclasses import dataclass
 
@@ -32,10 +33,20 @@ SEP_PREFIX = "KUBE-SEP-"
 SERVICE_CHAIN_PREFIXES: tuple[str, ...] = (SVC_PREFIX, SVL_PREFIX, SEP_PREFIX, FW_PREFIX, EXT_PREFIX)
 
 
+# Chain names repeat from one sync to the next, so remembering them saves most of a sync's hashing;
+# the bound keeps a long-lived agent with a lot of churn from growing without limit.
+_HASH_CACHE_SIZE = 1 << 18
+
+
+@functools.lru_cache(maxsize=_HASH_CACHE_SIZE)
 def hash16(s: str) -> str:
-    """First 16 characters of the standard base32 encoding of SHA-256(s). Pure."""
-    digest = hashlib.sha256(s.encode("utf-8")).digest()
-    return base64.b32encode(digest).decode("ascii")[:16]
+    """First 16 characters of the standard base32 encoding of SHA-256(s). Pure.
+
+    Base32 turns every 5 bytes into 8 characters, so the first 16 characters of the encoded
+    32-byte digest are exactly the encoding of its first 10 bytes (no padding): encoding only those
+    is the same string at a third of the cost.
+    """
+    return base64.b32encode(hashlib.sha256(s.encode("utf-8")).digest()[:10]).decode("ascii")
 
 
 @dataclass(frozen=True)

@@ -8,17 +8,20 @@ pkg/proxy/endpointslicecache.go, pkg/proxy/topology.go, pkg/api/v1/service/util.
   EndpointSlices labelled `kubernetes.io/service-name`;
 * `categorize_endpoints`, which picks the endpoints each traffic policy may use.
 
-Everything here is pure: no clock, no subprocess, no globals, no I/O. Inputs are never mutated.
-Topology hints (trafficDistribution / zone hints) are not modelled: the cluster endpoint list is
+Everything here is pure: no clock, no subprocess, no I/O, no state but the memo of the IP parsers
+(which changes their cost, never their answers). Inputs are never mutated. The per-slice step
+(`slice_endpoints`) is separate from the merge (`merge_endpoints`) so that the agent can redo only
+the slices that changed. Topology hints (trafficDistribution / zone hints) are not modelled: the cluster endpoint list is
 never filtered by zone, as in kube-proxy when the node has no zone label.
 """
 
 from __future__ import annotations
 
+import functools
 import ipaddress
 import re
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Literal
 
 from kubelab.models import EndpointSlice, Service, ServiceSpec
@@ -40,9 +43,12 @@ _DIGITS = re.compile(r"[0-9]+")
 
 # --- sloppy IP parsing ---------------------------------------------------------------------------
 
+@functools.lru_cache(maxsize=1 << 17)
 def parse_ip_sloppy(text: str) -> IPAddress | None:
     """Parse an IP like k8s.io/utils/net.ParseIPSloppy: IPv4 octets may have leading zeros,
-    read as decimal (upstream TestBadIPs: "172.30.0.041" is 172.30.0.41). None if invalid."""
+    read as decimal (upstream TestBadIPs: "172.30.0.041" is 172.30.0.41). None if invalid.
+
+    Pure (and memoized: the same endpoint IPs come back on every sync)."""
     if ":" in text:
         try:
             v6 = ipaddress.IPv6Address(text)
@@ -51,12 +57,33 @@ def parse_ip_sloppy(text: str) -> IPAddress | None:
         # Go treats IPv4-mapped IPv6 addresses as IPv4 (To4() != nil) and prints them dotted.
         return v6.ipv4_mapped or v6
     parts = text.split(".")
-    if len(parts) != 4 or not all(_DIGITS.fullmatch(p) for p in parts):
+    if len(parts) != 4:
         return None
-    octets = [int(p) for p in parts]
-    if any(o > 255 for o in octets):
+    value = 0
+    for part in parts:
+        if not _DIGITS.fullmatch(part):
+            return None
+        octet = int(part)
+        if octet > 255:
+            return None
+        value = value << 8 | octet
+    # Built from the integer: ipaddress's own octet parser is several times slower.
+    return ipaddress.IPv4Address(value)
+
+
+@functools.lru_cache(maxsize=1 << 17)
+def canonical_ip(text: str) -> tuple[str, IPFamily] | None:
+    """The canonical text of an IP parsed sloppily, and its family: "010.1.2.3" -> ("10.1.2.3",
+    "IPv4"). None if invalid. Pure (memoized)."""
+    ip = parse_ip_sloppy(text)
+    if ip is None:
         return None
-    return ipaddress.IPv4Address(".".join(str(o) for o in octets))
+    if ip.version == 4 and ":" not in text:  # (an IPv4-mapped IPv6 address is IPv4 too)
+        # str(IPv4Address) is slow; an address without leading zeros is already canonical.
+        parts = text.split(".")
+        canonical = text if all(len(p) == 1 or p[0] != "0" for p in parts) else ".".join(str(int(p)) for p in parts)
+        return canonical, "IPv4"
+    return str(ip), family_of(ip)
 
 
 def parse_cidr_sloppy(text: str) -> IPNetwork | None:
@@ -76,6 +103,9 @@ def family_of(ip: IPAddress | IPNetwork) -> IPFamily:
 
 # --- the model -----------------------------------------------------------------------------------
 
+EndpointsKey = tuple[str, str, str, str]  # (namespace, service name, port name, API protocol)
+
+
 @dataclass(frozen=True)
 class EndpointInfo:
     """One endpoint of one service port (proxy.BaseEndpointInfo)."""
@@ -86,11 +116,14 @@ class EndpointInfo:
     serving: bool  # conditions.serving nil or true
     terminating: bool  # conditions.terminating non-nil and true
     is_local: bool  # nodeName equals this proxier's node name
+    # net.JoinHostPort(ip, port): "10.0.0.1:80", "[fd00::1]:80". Computed once: it names the SEP
+    # chain, sorts the endpoints and appears in several rules.
+    endpoint: str = ""
 
-    @property
-    def endpoint(self) -> str:
-        """net.JoinHostPort(ip, port): "10.0.0.1:80", "[fd00::1]:80"."""
-        return f"[{self.ip}]:{self.port}" if ":" in self.ip else f"{self.ip}:{self.port}"
+    def __post_init__(self) -> None:
+        if not self.endpoint:
+            joined = f"[{self.ip}]:{self.port}" if ":" in self.ip else f"{self.ip}:{self.port}"
+            object.__setattr__(self, "endpoint", joined)
 
 
 @dataclass(frozen=True)
@@ -112,20 +145,20 @@ class ServicePortInfo:
     external_policy_local: bool = False
     internal_policy_local: bool = False
     health_check_node_port: int = 0
+    # Derived names, computed once (a sync reads them for every port): "ns/name", the
+    # ServicePortName.String() "ns/name:port" (or "ns/name" for an unnamed port), the lower-case
+    # protocol of rules and chain hashes, and the key of the port's endpoints.
+    service_key: str = field(init=False, repr=False, compare=False)
+    svc_port_name: str = field(init=False, repr=False, compare=False)
+    proto: str = field(init=False, repr=False, compare=False)
+    endpoints_key: EndpointsKey = field(init=False, repr=False, compare=False)
 
-    @property
-    def service_key(self) -> str:
-        return f"{self.namespace}/{self.name}"
-
-    @property
-    def svc_port_name(self) -> str:
-        """ServicePortName.String(): "ns/name:port", or "ns/name" for an unnamed port."""
-        return f"{self.service_key}:{self.port_name}" if self.port_name else self.service_key
-
-    @property
-    def proto(self) -> str:
-        """The lower-case protocol used in rules (`-m tcp -p tcp`) and in chain hashes."""
-        return self.protocol.lower()
+    def __post_init__(self) -> None:
+        key = f"{self.namespace}/{self.name}"
+        object.__setattr__(self, "service_key", key)
+        object.__setattr__(self, "svc_port_name", f"{key}:{self.port_name}" if self.port_name else key)
+        object.__setattr__(self, "proto", self.protocol.lower())
+        object.__setattr__(self, "endpoints_key", (self.namespace, self.name, self.port_name, self.protocol))
 
     @property
     def externally_accessible(self) -> bool:
@@ -142,12 +175,9 @@ class ServicePortInfo:
         return self.internal_policy_local or (self.external_policy_local and self.externally_accessible)
 
 
-EndpointsKey = tuple[str, str, str, str]  # (namespace, service name, port name, API protocol)
-
-
 def endpoints_key(sp: ServicePortInfo) -> EndpointsKey:
     """The key under which `build_endpoints_map` files this port's endpoints."""
-    return (sp.namespace, sp.name, sp.port_name, sp.protocol)
+    return sp.endpoints_key
 
 
 # --- Services ------------------------------------------------------------------------------------
@@ -170,9 +200,9 @@ def _cluster_ip_for_family(spec: ServiceSpec, family: IPFamily) -> str:
 def _ips_of_family(texts: Iterable[str], family: IPFamily) -> tuple[str, ...]:
     out = []
     for text in texts:
-        ip = parse_ip_sloppy(text)
-        if ip is not None and family_of(ip) == family:
-            out.append(str(ip))
+        ip = canonical_ip(text)
+        if ip is not None and ip[1] == family:
+            out.append(ip[0])
     return tuple(out)
 
 
@@ -251,51 +281,80 @@ def build_service_ports(services: Iterable[Service], family: IPFamily = "IPv4") 
 
 # --- EndpointSlices ------------------------------------------------------------------------------
 
+SliceEndpoints = tuple[tuple[EndpointsKey, tuple[EndpointInfo, ...]], ...]
+
+
+def slice_endpoints(es: EndpointSlice, *, node_name: str, family: IPFamily = "IPv4") -> SliceEndpoints:
+    """What one EndpointSlice contributes, per (service, port name, protocol) key, in the slice's
+    order (EndpointSliceCache's endpointSliceInfo). Pure.
+
+    Only addresses[0] of each endpoint counts; a slice of the other address type, ports with a nil
+    name or a zero port, and empty address lists contribute nothing, nor do slices without the
+    service-name label or with a label that hides them from kube-proxy's informers.
+    """
+    labels = es.labels
+    service_name = labels.get(LABEL_SERVICE_NAME)
+    if not es.namespace or not service_name or LABEL_SERVICE_PROXY_NAME in labels or LABEL_HEADLESS in labels:
+        return ()
+    # EndpointsChangeTracker drops slices whose addressType is not the proxier's family.
+    if es.address_type is not None and es.address_type != family:
+        return ()
+    parsed = []
+    for ep in es.endpoints or []:
+        if not ep.addresses:
+            continue
+        ip = canonical_ip(ep.addresses[0])
+        if ip is None or ip[1] != family:
+            continue
+        cond = ep.conditions
+        parsed.append((ip[0], cond is None or cond.ready is None or cond.ready,
+                       cond is None or cond.serving is None or cond.serving,
+                       cond is not None and bool(cond.terminating),
+                       bool(node_name) and ep.node_name == node_name))
+    out = []
+    for port in es.ports or []:
+        if port.name is None or not port.port:
+            continue
+        number = port.port
+        infos = tuple(EndpointInfo(ip=ip, port=number, ready=ready, serving=serving, terminating=terminating,
+                                   is_local=is_local) for ip, ready, serving, terminating, is_local in parsed)
+        out.append(((es.namespace, service_name, port.name, port.protocol or "TCP"), infos))
+    return tuple(out)
+
+
+def merge_endpoints(contributions: Iterable[SliceEndpoints]) -> dict[EndpointsKey, tuple[EndpointInfo, ...]]:
+    """endpointsMapFromEndpointInfo: the slices' contributions (in slice-name order) merged into one
+    sorted tuple per key. Pure.
+
+    One endpoint per distinct "ip:port", sorted by that string, so 10.1.1.11:11 sorts before
+    10.1.1.1:11. The same ip:port twice (an endpoint moving between slices): the first copy
+    stays, unless a later one is local (EndpointSliceCache.addEndpoints favours isLocal).
+    """
+    merged: dict[EndpointsKey, dict[str, EndpointInfo]] = {}
+    for contribution in contributions:
+        for key, infos in contribution:
+            bucket = merged.setdefault(key, {})
+            for info in infos:
+                if info.endpoint not in bucket or info.is_local:
+                    bucket[info.endpoint] = info
+    return {key: tuple(sorted(bucket.values(), key=_endpoint_string))
+            for key, bucket in merged.items() if bucket}
+
+
+def _endpoint_string(info: EndpointInfo) -> str:
+    return info.endpoint
+
+
 def build_endpoints_map(
     slices: Iterable[EndpointSlice], *, node_name: str, family: IPFamily = "IPv4",
 ) -> dict[EndpointsKey, tuple[EndpointInfo, ...]]:
     """EndpointSliceCache.endpointInfoByServicePort + endpointsMapFromEndpointInfo. Pure.
 
-    Per (service, port name, protocol): one endpoint per distinct "ip:port", from addresses[0]
-    only, sorted by that string — so 10.1.1.11:11 sorts before 10.1.1.1:11. Slices of the other
-    address type, ports with a nil name or a zero port, and empty address lists are ignored.
+    kube-proxy walks its slices in map order; they are taken by (namespace, name) here so that
+    duplicates resolve the same way every time.
     """
-    merged: dict[EndpointsKey, dict[str, EndpointInfo]] = {}
-    usable = [s for s in slices if s.namespace and s.labels.get(LABEL_SERVICE_NAME)
-              and LABEL_SERVICE_PROXY_NAME not in s.labels and LABEL_HEADLESS not in s.labels]
-    # kube-proxy walks its slices in map order; sort by name so duplicates resolve the same way
-    # every time.
-    for es in sorted(usable, key=lambda s: (s.namespace, s.name)):
-        # EndpointsChangeTracker drops slices whose addressType is not the proxier's family.
-        if es.address_type is not None and es.address_type != family:
-            continue
-        service_name = es.labels[LABEL_SERVICE_NAME]
-        for port in es.ports or []:
-            if port.name is None or not port.port:
-                continue
-            key = (es.namespace, service_name, port.name, port.protocol or "TCP")
-            bucket = merged.setdefault(key, {})
-            for ep in es.endpoints or []:
-                if not ep.addresses:
-                    continue
-                ip = parse_ip_sloppy(ep.addresses[0])
-                if ip is None or family_of(ip) != family:
-                    continue
-                cond = ep.conditions
-                info = EndpointInfo(
-                    ip=str(ip),
-                    port=port.port,
-                    ready=cond is None or cond.ready is None or cond.ready,
-                    serving=cond is None or cond.serving is None or cond.serving,
-                    terminating=cond is not None and bool(cond.terminating),
-                    is_local=bool(node_name) and ep.node_name == node_name,
-                )
-                # The same ip:port in two slices (an endpoint moving between slices, or an IP
-                # reused by a new pod): a non-terminating copy wins.
-                if info.endpoint not in bucket or not info.terminating:
-                    bucket[info.endpoint] = info
-    return {key: tuple(sorted(bucket.values(), key=lambda e: e.endpoint))
-            for key, bucket in merged.items() if bucket}
+    ordered = sorted(slices, key=lambda s: (s.namespace, s.name))
+    return merge_endpoints(slice_endpoints(es, node_name=node_name, family=family) for es in ordered)
 
 
 # --- CategorizeEndpoints -------------------------------------------------------------------------

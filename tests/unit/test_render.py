@@ -1769,3 +1769,23 @@ def test_jump_rules_table() -> None:
     assert JUMP_RULES[2].args() == ("-m", "comment", "--comment", "kubernetes health check service ports",
                                     "-j", "KUBE-NODEPORTS")
     assert JUMP_RULES[-1].args() == ("-j", "KUBE-FIREWALL")
+
+
+def test_duplicate_endpoint_across_slices_local_copy_wins() -> None:
+    # The same ip:port in two slices (a pod moving between slices): EndpointSliceCache keeps the
+    # first copy unless a later one is local, so the endpoint counts as local here whichever slice
+    # kube-proxy happens to read first.
+    svc = service("ns1", "svc1", clusterIP="172.30.0.41", ports=[P80], internalTrafficPolicy="Local")
+    remote = endpoint_slice("ns1", "svc1", [ep("10.180.0.1", "other-node")], [P80])
+    local = endpoint_slice("ns1", "svc1", [ep("10.180.0.1", NODE)], [P80])
+    local.metadata.name = "svc1-zzzzz"  # read after the remote copy
+
+    ruleset = render([svc], [remote, local], CONFIG)
+
+    assert ruleset.no_local_endpoints_internal == 0
+    assert '-A KUBE-SVL-XPGD46QRK7WJZT7O -m comment --comment "ns1/svc1:p80 -> 10.180.0.1:80" ' \
+           "-j KUBE-SEP-SXIVWICOYRO3J4NJ" in ruleset.text.splitlines()
+    # Neither copy local: the endpoint is remote, and iTP Local drops cluster-IP traffic.
+    elsewhere = endpoint_slice("ns1", "svc1", [ep("10.180.0.1", "third-node")], [P80])
+    elsewhere.metadata.name = "svc1-zzzzz"
+    assert render([svc], [remote, elsewhere], CONFIG).no_local_endpoints_internal == 1

@@ -1,0 +1,283 @@
+"""The Proxier: kube-proxy's iptables Proxier minus the informers (pkg/proxy/iptables/proxier.go).
+
+It is fed Service and EndpointSlice events (`on_service`, `on_slice`), keeps kube-proxy's model
+of them (`changes.ProxyState`), and decides when and how to sync:
+
+* nothing is written until both informers have synced; the first sync is full;
+* events request a sync through a BoundedFrequencyRunner (min_sync_period, burst 2, at least hourly);
+* a sync is full at start, after any failure, when the iptables monitor finds its canary chains
+  gone, and when the last full sync is more than an hour old; otherwise it is partial and rewrites
+  only the chains of Services whose Service or EndpointSlices changed;
+* a full sync first ensures the jumps from the built-in chains; every sync is then exactly one
+  iptables-restore, and stale service chains (found with iptables-save; in large-cluster mode at
+  most once per sync_period) are flushed and deleted in that same restore;
+* a failed sync is retried after sync_period, as a full sync.
+
+A restarted agent thus converges on its first, full sync: the restore rewrites everything it owns
+and deletes the service chains it no longer owns.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import logging
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+from kubelab.models import EndpointSlice, Service
+
+from .apply import CANARY_TABLES, Applier, ApplyError, RecordingApplier
+from .changes import ProxyState
+from .metrics import ProxyMetrics
+from .render import LARGE_CLUSTER_ENDPOINTS_THRESHOLD, ProxyConfig, Ruleset, render_ports
+from .runner import BoundedFrequencyRunner
+from .servicerules import FragmentCache
+
+log = logging.getLogger(__name__)
+
+FULL_SYNC_PERIOD = 3600.0  # proxyutil.FullSyncPeriod
+MAX_SYNC_INTERVAL = 3600.0  # the runner's maxInterval ("time.Hour is arbitrary")
+BURST_SYNCS = 2
+CANARY_FLUSH_POLL = 0.1  # iptablesFlushPollTime
+CANARY_FLUSH_TIMEOUT = 5.0  # iptablesFlushTimeout
+
+
+class Proxier:
+    def __init__(self, config: ProxyConfig, applier: Applier | None = None, *, min_sync_period: float = 1.0,
+                 sync_period: float = 30.0, burst: int = BURST_SYNCS, state_file: Path | None = None,
+                 metrics: ProxyMetrics | None = None, clock: Callable[[], float] = time.monotonic) -> None:
+        self.config = config
+        self.applier: Applier = applier if applier is not None else RecordingApplier()
+        self.sync_period = sync_period
+        self.state_file = state_file
+        self.metrics = metrics if metrics is not None else ProxyMetrics()
+        self.state = ProxyState(node_name=config.node_name, family=config.ip_family)
+        self.cache = FragmentCache()
+        self.runner = BoundedFrequencyRunner(self.sync_proxy_rules, min_interval=min_sync_period,
+                                             max_interval=max(MAX_SYNC_INTERVAL, min_sync_period), burst=burst,
+                                             name=f"proxy-{config.node_name or 'node'}-sync", clock=clock)
+        self._clock = clock
+        self._lock = asyncio.Lock()  # proxier.mu: syncs never overlap (the monitor syncs directly too)
+        self.need_full_sync = True
+        self._last_full_sync = float("-inf")
+        self._last_cleanup = float("-inf")
+        self._services_synced = self._slices_synced = False
+        self._initialized = asyncio.Event()
+        # proxier health (healthcheck.ProxierHealthServer): when the oldest still-unapplied sync
+        # request was made, and when the last successful sync ended (wall clock).
+        self.oldest_pending_queued: float | None = None
+        self.last_updated: float | None = None
+        self.last_ruleset: Ruleset | None = None
+        self.last_changes: frozenset[str] = frozenset()  # services rewritten by the last partial sync
+        self.last_timings: dict[str, float] = {}  # seconds per step of the last sync (jumps, save, ...)
+        self.syncs = 0
+        self.failures = 0
+        self.synced = asyncio.Event()  # set after the first successful sync
+
+    # --- events (informer handlers: handler(event, old, new)) ------------------------------------
+
+    @property
+    def initialized(self) -> bool:
+        return self._services_synced and self._slices_synced
+
+    def on_service(self, event: str, old: Service | None, new: Service | None) -> None:
+        pending = self.state.update_service(old, None if event == "DELETED" else new)
+        self.metrics.service_changes_total.inc()
+        self.metrics.service_changes_pending.set(self.state.pending_services)
+        if pending and self.initialized:
+            self.request_sync()
+
+    def on_slice(self, event: str, old: EndpointSlice | None, new: EndpointSlice | None) -> None:
+        pending = self.state.update_slice(old, None if event == "DELETED" else new)
+        self.metrics.endpoint_changes_total.inc()
+        self.metrics.endpoint_changes_pending.set(self.state.pending_endpoints)
+        if pending and self.initialized:
+            self.request_sync()
+
+    def on_services_synced(self) -> None:
+        self._services_synced = True
+        if self.initialized:
+            self._initialized.set()
+
+    def on_slices_synced(self) -> None:
+        self._slices_synced = True
+        if self.initialized:
+            self._initialized.set()
+
+    def request_sync(self) -> None:
+        """proxier.Sync(): queue a sync with the rate limiter."""
+        self.metrics.last_queued_timestamp.set(time.time())
+        if self.oldest_pending_queued is None:
+            self.oldest_pending_queued = time.time()
+        self.runner.run()
+
+    async def force_sync(self) -> Ruleset | None:
+        """forceSyncProxyRules: a full sync now (the iptables monitor saw a flush)."""
+        self.need_full_sync = True
+        return await self.sync_proxy_rules()
+
+    # --- the sync ------------------------------------------------------------------------------
+
+    async def sync_proxy_rules(self) -> Ruleset | None:
+        """One sync. Returns the applied ruleset, or None if nothing was (or could be) applied;
+        failures are logged, counted and retried, never raised."""
+        if not self.initialized:
+            log.debug("proxy %s: not syncing until Services and EndpointSlices have been listed",
+                      self.config.node_name)
+            return None
+        async with self._lock:
+            return await self._sync_locked()
+
+    async def _sync_locked(self) -> Ruleset | None:
+        now = self._clock()
+        full = self.need_full_sync or now - self._last_full_sync > FULL_SYNC_PERIOD
+        start = time.perf_counter()
+        changes = self.state.checkout()
+        self.metrics.service_changes_pending.set(0)
+        self.metrics.endpoint_changes_pending.set(0)
+        ruleset: Ruleset | None = None
+        timings = self.last_timings = {}
+        mark = start
+        try:
+            if full:
+                # Jumps from the built-in chains cannot be part of the restore without rewriting
+                # the built-in chains; they only go missing when someone flushed, which forces a
+                # full sync anyway.
+                await self.applier.ensure_jumps()
+            timings["jumps"], mark = time.perf_counter() - mark, time.perf_counter()
+            existing: frozenset[str] = frozenset()
+            large = self.state.endpoints_total() > LARGE_CLUSTER_ENDPOINTS_THRESHOLD
+            # iptables-save takes seconds on big hosts; stale chains are harmless (nothing jumps
+            # to them), so in large clusters they are only looked for once per sync period.
+            if not large or now - self._last_cleanup > self.sync_period:
+                try:
+                    existing = await self.applier.existing_nat_chains()
+                    self._last_cleanup = now
+                except ApplyError as exc:
+                    log.error("proxy %s: iptables-save failed, stale chains will not be deleted: %s",
+                              self.config.node_name, exc)
+            timings["save"], mark = time.perf_counter() - mark, time.perf_counter()
+            ruleset = render_ports(self.state.service_ports(), self.state.endpoints_map(), self.config,
+                                   changed=None if full else changes.all, existing_nat_chains=existing,
+                                   cache=self.cache)
+            self.metrics.record_ruleset(ruleset)
+            timings["render"], mark = time.perf_counter() - mark, time.perf_counter()
+            try:
+                await self.applier.restore(ruleset.text)
+            except ApplyError:
+                self.metrics.restore_failures.inc()
+                raise
+            timings["restore"] = time.perf_counter() - mark
+        except Exception as exc:  # noqa: BLE001 - any failure: kube-proxy retries with a full sync
+            self._failed(exc, full=full)
+            self.metrics.observe_sync(time.perf_counter() - start, full=full)
+            return None
+        self.need_full_sync = False
+        if full:
+            self._last_full_sync = now
+        self.metrics.record_success(ruleset, changes.trigger_times)
+        timings["total"] = time.perf_counter() - start
+        self.metrics.observe_sync(timings["total"], full=full)
+        self.last_updated = time.time()
+        self.oldest_pending_queued = None
+        self.last_ruleset = ruleset
+        self.last_changes = frozenset() if full else changes.all
+        self.syncs += 1
+        self.synced.set()
+        log.debug("proxy %s: %s sync: %d service ports (%d rewritten), %d nat rules written, %d chains deleted; "
+                  "%s", self.config.node_name, "full" if full else "partial", ruleset.service_ports,
+                  ruleset.services_written, ruleset.nat_rules, ruleset.deleted_chains,
+                  ", ".join(f"{k} {v * 1000:.1f} ms" for k, v in timings.items()))
+        if self.state_file is not None:
+            await self._write_state()
+        return ruleset
+
+    def _failed(self, exc: BaseException, *, full: bool) -> None:
+        # The changes were checked out already: only a full sync can recover the lost state.
+        self.failures += 1
+        self.need_full_sync = True
+        if not full:
+            self.metrics.partial_restore_failures.inc()
+        log.warning("proxy %s: %s sync failed, retrying with a full sync in %gs: %s", self.config.node_name,
+                    "full" if full else "partial", self.sync_period, exc)
+        self.runner.retry_after(self.sync_period)
+
+    async def _write_state(self) -> None:
+        """The whole ruleset this agent owns (not just the last, maybe partial, payload), for
+        `kubelab iptables NODE` in render mode (which sorts it canonically when it reads it). The
+        fragment cache is warm, so this costs a join, not a render."""
+        assert self.state_file is not None
+        text = render_ports(self.state.service_ports(), self.state.endpoints_map(), self.config,
+                            cache=self.cache).text
+        path = self.state_file
+
+        def write() -> None:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            tmp = path.with_suffix(".tmp")
+            tmp.write_text(text)
+            tmp.replace(path)
+
+        await asyncio.to_thread(write)
+
+    # --- running -------------------------------------------------------------------------------
+
+    def is_healthy(self, now: float | None = None) -> bool:
+        """ProxierHealthServer: unhealthy once a queued sync has waited more than 2 * sync_period."""
+        now = time.time() if now is None else now
+        return self.oldest_pending_queued is None or now - self.oldest_pending_queued < 2 * self.sync_period
+
+    async def probe(self) -> None:
+        """What kube-proxy learns from (and sets on) the machine before its first sync."""
+        supported = await self.applier.supports_random_fully()
+        if supported is not None and supported != self.config.random_fully:
+            self.config = dataclasses.replace(self.config, random_fully=supported)
+        if self.config.localhost_nodeports and self.config.ip_family == "IPv4":
+            await self.applier.enable_route_localnet()
+
+    async def run(self) -> None:
+        """Sync once (full) as soon as both informers have synced, then follow changes forever.
+        The caller feeds events and calls on_services_synced/on_slices_synced."""
+        try:
+            await self.probe()
+        except ApplyError as exc:
+            log.warning("proxy %s: could not probe iptables: %s", self.config.node_name, exc)
+        await self._initialized.wait()
+        async with asyncio.TaskGroup() as tg:
+            await self.sync_proxy_rules()  # "called once per lifetime" on the informers' sync
+            tg.create_task(self.runner.loop(), name=self.runner.name)
+            tg.create_task(self.monitor(), name=f"{self.runner.name}-monitor")
+
+    async def monitor(self) -> None:
+        """utiliptables.Monitor: plant KUBE-PROXY-CANARY in mangle, nat and filter; when the mangle
+        one vanishes (someone flushed iptables), wait for the others to go too, then force a full
+        sync and plant them again. Polls every sync_period."""
+        while True:
+            try:
+                await self.applier.ensure_canary()
+            except ApplyError as exc:
+                log.warning("proxy %s: could not set up the iptables canary: %s", self.config.node_name, exc)
+                await asyncio.sleep(self.sync_period)
+                continue
+            while True:
+                await asyncio.sleep(self.sync_period)
+                try:
+                    if not await self.applier.canary_exists(CANARY_TABLES[0]):
+                        break
+                except ApplyError as exc:
+                    log.warning("proxy %s: could not check the iptables canary: %s", self.config.node_name, exc)
+            deadline = self._clock() + CANARY_FLUSH_TIMEOUT
+            while self._clock() < deadline:
+                remaining = [t for t in CANARY_TABLES[1:] if await self._canary_left(t)]
+                if not remaining:
+                    break
+                await asyncio.sleep(CANARY_FLUSH_POLL)
+            log.info("proxy %s: iptables canary gone (flushed?), resyncing everything", self.config.node_name)
+            await self.force_sync()
+
+    async def _canary_left(self, table: str) -> bool:
+        try:
+            return await self.applier.canary_exists(table)
+        except ApplyError:
+            return True

@@ -1,0 +1,323 @@
+"""The proxier's sync logic, driven through its informer handlers, applied to a RecordingApplier (the
+same --noflush bookkeeping iptables-restore does, in memory). No root, no API server, no mocks.
+
+Real iptables (both backends), failures and the canary are in tests/e2e/test_proxy_sync.py.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from datetime import UTC, datetime
+
+import pytest
+from proxyobjects import endpoint_slice, ep, port, service
+
+from kubelab.models import EndpointSlice, Service
+from proxyagent import Proxier, ProxyConfig, render
+from proxyagent.apply import RecordingApplier
+from proxyagent.hashing import endpoint_chain_name, service_chain_names
+
+CONFIG = ProxyConfig(node_name="node-1", node_ips=("10.240.0.11",), cluster_cidr="10.244.0.0/16")
+HTTP = [port("http", 80)]
+TARGET = [port("http", 8080)]
+
+
+def svc(name: str, ip: str) -> Service:
+    return service("default", name, cluster_ip=ip, ports=HTTP)
+
+
+def eps(name: str, *ips: str, **kwargs: object) -> EndpointSlice:
+    return endpoint_slice("default", name, [ep(ip, "node-1") for ip in ips], TARGET, **kwargs)  # type: ignore[arg-type]
+
+
+def svc_chain(name: str) -> str:
+    return service_chain_names(f"default/{name}:http", "tcp").svc
+
+
+def sep_chain(name: str, endpoint: str) -> str:
+    return endpoint_chain_name(f"default/{name}:http", "tcp", endpoint)
+
+
+def declared_nat_chains(payload: str) -> set[str]:
+    nat = payload.split("*nat\n", 1)[1]
+    return {line[1:].split(" ", 1)[0] for line in nat.splitlines() if line.startswith(":")}
+
+
+FIXED_NAT = {"KUBE-SERVICES", "KUBE-NODEPORTS", "KUBE-POSTROUTING", "KUBE-MARK-MASQ"}
+
+
+def make_proxier(objects: list[Service | EndpointSlice], applier: RecordingApplier | None = None,
+                 **kwargs: object) -> Proxier:
+    """A proxier whose informers listed `objects` and reported synced."""
+    proxier = Proxier(CONFIG, applier or RecordingApplier(), **kwargs)  # type: ignore[arg-type]
+    for obj in objects:
+        if isinstance(obj, Service):
+            proxier.on_service("ADDED", None, obj)
+        else:
+            proxier.on_slice("ADDED", None, obj)
+    proxier.on_services_synced()
+    proxier.on_slices_synced()
+    return proxier
+
+
+SERVICES = [svc("alpha", "10.96.0.10"), svc("beta", "10.96.0.11"), svc("gamma", "10.96.0.12")]
+SLICES = [eps("alpha", "10.244.1.2"), eps("beta", "10.244.1.3", "10.244.1.4"), eps("gamma", "10.244.1.5")]
+
+
+async def test_nothing_is_written_before_both_informers_synced() -> None:
+    applier = RecordingApplier()
+    proxier = Proxier(CONFIG, applier)
+    proxier.on_service("ADDED", None, SERVICES[0])
+    proxier.on_services_synced()
+
+    assert await proxier.sync_proxy_rules() is None
+    assert applier.restores == 0
+
+    proxier.on_slices_synced()
+    assert (await proxier.sync_proxy_rules()) is not None
+    assert applier.restores == 1
+
+
+async def test_first_sync_is_full_and_equals_render() -> None:
+    applier = RecordingApplier()
+    proxier = make_proxier([*SERVICES, *SLICES], applier)
+
+    ruleset = await proxier.sync_proxy_rules()
+
+    assert ruleset is not None and ruleset.full_sync
+    # Nothing existed in the (recorded) kernel, so nothing is stale: exactly the pure render.
+    assert ruleset.text == render(SERVICES, SLICES, CONFIG).text
+    assert applier.restores == 1
+    assert "-A INPUT -m conntrack --ctstate NEW -m comment --comment " \
+           '"kubernetes externally-visible service portals" -j KUBE-EXTERNAL-SERVICES' in await applier.saved()
+
+
+async def test_partial_sync_writes_only_the_changed_services_chains() -> None:
+    applier = RecordingApplier()
+    proxier = make_proxier([*SERVICES, *SLICES], applier)
+    await proxier.sync_proxy_rules()
+
+    proxier.on_slice("MODIFIED", SLICES[1], eps("beta", "10.244.1.3", "10.244.1.9"))
+    ruleset = await proxier.sync_proxy_rules()
+
+    assert ruleset is not None and not ruleset.full_sync
+    assert applier.restores == 2
+    written = declared_nat_chains(applier.last_payload) - FIXED_NAT
+    # beta's SVC chain and its two endpoints' chains are rewritten, the dropped endpoint's chain
+    # is flushed and deleted; alpha and gamma are not mentioned at all.
+    gone = sep_chain("beta", "10.244.1.4:8080")
+    assert written == {svc_chain("beta"), sep_chain("beta", "10.244.1.3:8080"), sep_chain("beta", "10.244.1.9:8080"),
+                       gone}
+    assert f"-X {gone}\n" in applier.last_payload
+    # ...but every service's KUBE-SERVICES jump is rewritten (KUBE-SERVICES is flushed by the restore).
+    for name in ("alpha", "beta", "gamma"):
+        assert f"-j {svc_chain(name)}\n" in applier.last_payload
+    # The recorded kernel now holds exactly what a fresh full render gives.
+    current = [SERVICES[0], SERVICES[1], SERVICES[2]]
+    slices = [SLICES[0], eps("beta", "10.244.1.3", "10.244.1.9"), SLICES[2]]
+    assert await applier.saved() == await _kernel_after_one_full_sync(current, slices)
+    assert (ruleset.services_written, ruleset.deleted_chains) == (1, 1)
+
+
+async def _kernel_after_one_full_sync(services: list[Service], slices: list[EndpointSlice]) -> str:
+    fresh = RecordingApplier()
+    proxier = make_proxier([*services, *slices], fresh)
+    await proxier.sync_proxy_rules()
+    return await fresh.saved()
+
+
+async def test_deleted_service_chains_are_deleted() -> None:
+    applier = RecordingApplier()
+    proxier = make_proxier([*SERVICES, *SLICES], applier)
+    await proxier.sync_proxy_rules()
+
+    proxier.on_service("DELETED", SERVICES[2], None)
+    proxier.on_slice("DELETED", SLICES[2], None)
+    ruleset = await proxier.sync_proxy_rules()
+
+    assert ruleset is not None and not ruleset.full_sync
+    stale = {svc_chain("gamma"), sep_chain("gamma", "10.244.1.5:8080")}
+    assert {line[3:] for line in applier.last_payload.splitlines() if line.startswith("-X ")} == stale
+    assert not stale & await applier.existing_nat_chains()
+    assert "gamma" not in await applier.saved()
+
+
+async def test_an_update_that_changes_nothing_kube_proxy_reads_requests_no_sync() -> None:
+    proxier = make_proxier([*SERVICES, *SLICES])
+    await proxier.sync_proxy_rules()
+
+    relabelled = eps("alpha", "10.244.1.2", labels={"team": "blue"})
+    proxier.on_slice("MODIFIED", SLICES[0], relabelled)
+    assert not proxier.state.has_pending()
+
+    # A change and its undoing cancel out before any sync, as in kube-proxy's change trackers.
+    moved = svc("beta", "10.96.0.99")
+    proxier.on_service("MODIFIED", SERVICES[1], moved)
+    assert proxier.state.has_pending()
+    proxier.on_service("MODIFIED", moved, SERVICES[1])
+    assert not proxier.state.has_pending()
+    queued = proxier.metrics.registry.get_sample_value("kubeproxy_sync_proxy_rules_last_queued_timestamp_seconds")
+    assert queued is not None and queued > 0  # the first change did queue a sync
+
+
+async def test_restarted_agent_converges_and_removes_chains_it_no_longer_owns() -> None:
+    kernel = RecordingApplier()  # outlives the agents, like the node's iptables
+    first = make_proxier([*SERVICES, *SLICES], kernel)
+    await first.sync_proxy_rules()
+    assert svc_chain("gamma") in await kernel.existing_nat_chains()
+
+    # gamma is deleted while no agent runs; beta's endpoints change.
+    beta = eps("beta", "10.244.1.7")
+    second = make_proxier([SERVICES[0], SERVICES[1], SLICES[0], beta], kernel)
+    ruleset = await second.sync_proxy_rules()
+
+    assert ruleset is not None and ruleset.full_sync
+    assert set(ruleset.text.split("\n")) >= {f"-X {svc_chain('gamma')}", f"-X {sep_chain('gamma', '10.244.1.5:8080')}",
+                                             f"-X {sep_chain('beta', '10.244.1.4:8080')}"}
+    assert await kernel.saved() == await _kernel_after_one_full_sync([SERVICES[0], SERVICES[1]], [SLICES[0], beta])
+
+
+async def test_a_full_sync_comes_back_after_the_full_sync_period() -> None:
+    now = [1000.0]
+    proxier = make_proxier([*SERVICES, *SLICES], clock=lambda: now[0])
+    assert (await proxier.sync_proxy_rules()).full_sync  # type: ignore[union-attr]
+    now[0] += 60
+    assert not (await proxier.sync_proxy_rules()).full_sync  # type: ignore[union-attr]
+    now[0] += 3600
+    assert (await proxier.sync_proxy_rules()).full_sync  # type: ignore[union-attr]
+
+
+async def test_metrics_follow_the_syncs() -> None:
+    proxier = make_proxier([*SERVICES, *SLICES])
+    await proxier.sync_proxy_rules()
+    # The controller stamps RFC 3339 with nanoseconds. Trigger times from before the agent started
+    # are ignored (kube-proxy's trackerStartTime), so this one is just after the start, and the
+    # sync that applies it comes a second later.
+    triggered = datetime.fromtimestamp(time.time(), UTC).strftime("%Y-%m-%dT%H:%M:%S.%f000Z")
+    await asyncio.sleep(1.0)
+    changed = eps("alpha", "10.244.1.2", "10.244.1.8",
+                  annotations={"endpoints.kubernetes.io/last-change-trigger-time": triggered})
+    proxier.on_slice("MODIFIED", SLICES[0], changed)
+    ruleset = await proxier.sync_proxy_rules()
+    assert ruleset is not None
+
+    text = proxier.metrics.exposition().decode()
+    samples = {line.rsplit(" ", 1)[0]: float(line.rsplit(" ", 1)[1])
+               for line in text.splitlines() if line and not line.startswith("#")}
+    assert samples["kubeproxy_sync_proxy_rules_duration_seconds_count"] == 2
+    assert samples["kubeproxy_sync_full_proxy_rules_duration_seconds_count"] == 1
+    assert samples["kubeproxy_sync_partial_proxy_rules_duration_seconds_count"] == 1
+    assert samples["kubeproxy_sync_proxy_rules_endpoint_changes_total"] == 4  # three listed, one update
+    assert samples["kubeproxy_sync_proxy_rules_service_changes_total"] == 3
+    assert samples['kubeproxy_sync_proxy_rules_iptables_last{table="nat"}'] == ruleset.nat_rules
+    assert samples['kubeproxy_sync_proxy_rules_iptables_total{table="nat"}'] == ruleset.nat_rules_total
+    assert samples['kubeproxy_sync_proxy_rules_iptables_total{table="filter"}'] == ruleset.filter_rules
+    # One endpoint change, triggered a second before the sync that applied it.
+    assert samples["kubeproxy_network_programming_duration_seconds_count"] == 1
+    assert 1.0 <= samples["kubeproxy_network_programming_duration_seconds_sum"] < 30.0
+    assert samples['kubeproxy_network_programming_duration_seconds_bucket{le="0.5"}'] == 0
+    assert samples['kubeproxy_network_programming_duration_seconds_bucket{le="0.0"}'] == 0
+    assert samples['kubeproxy_sync_proxy_rules_no_local_endpoints_total{traffic_policy="internal"}'] == 0
+    assert samples["kubeproxy_sync_proxy_rules_iptables_restore_failures_total"] == 0
+    assert samples["kubeproxy_sync_proxy_rules_last_timestamp_seconds"] == pytest.approx(time.time(), abs=30)
+
+
+async def test_no_local_endpoints_metric_counts_local_policy_services_without_local_endpoints() -> None:
+    local = service("default", "local", cluster_ip="10.96.0.20", ports=[port("http", 80, nodePort=30020)],
+                    svc_type="NodePort", externalTrafficPolicy="Local", internalTrafficPolicy="Local")
+    remote_only = endpoint_slice("default", "local", [ep("10.244.2.2", "node-2")], TARGET)
+    proxier = make_proxier([local, remote_only])
+    ruleset = await proxier.sync_proxy_rules()
+
+    assert ruleset is not None
+    text = proxier.metrics.exposition().decode()
+    assert 'kubeproxy_sync_proxy_rules_no_local_endpoints_total{traffic_policy="internal"} 1.0' in text
+    assert 'kubeproxy_sync_proxy_rules_no_local_endpoints_total{traffic_policy="external"} 1.0' in text
+
+
+async def test_agents_in_one_process_keep_separate_metrics() -> None:
+    one = make_proxier([*SERVICES, *SLICES])
+    two = make_proxier([SERVICES[0]])
+    await one.sync_proxy_rules()
+    await one.sync_proxy_rules()
+    await two.sync_proxy_rules()
+
+    assert b"kubeproxy_sync_proxy_rules_duration_seconds_count 2.0" in one.metrics.exposition()
+    assert b"kubeproxy_sync_proxy_rules_duration_seconds_count 1.0" in two.metrics.exposition()
+
+
+async def test_a_burst_of_changes_is_coalesced() -> None:
+    """burst 2 per min_sync_period: thirty changes in well under a period give at most two syncs
+    after the initial one, and the last change is applied by the sync the rate limit allows next."""
+    applier = RecordingApplier()
+    proxier = make_proxier([*SERVICES, *SLICES], applier, min_sync_period=2.0)
+    task = asyncio.create_task(proxier.run())
+    try:
+        await asyncio.wait_for(proxier.synced.wait(), 10)
+        initial = proxier.syncs
+        started = time.monotonic()
+        previous = SLICES[0]
+        for i in range(30):
+            changed = eps("alpha", f"10.244.1.{100 + i}")
+            proxier.on_slice("MODIFIED", previous, changed)
+            previous = changed
+            await asyncio.sleep(0.01)
+        burst_window = time.monotonic() - started
+        during_burst = proxier.syncs - initial
+
+
+        async def applied() -> None:
+            while sep_chain("alpha", "10.244.1.129:8080") not in await applier.existing_nat_chains():
+                await asyncio.sleep(0.05)
+
+        await asyncio.wait_for(applied(), 10)
+        total = proxier.syncs - initial
+    finally:
+        task.cancel()
+        await asyncio.gather(task, return_exceptions=True)
+
+    assert burst_window < 2.0, "the burst took longer than a sync period; the bound below would not hold"
+    assert 1 <= during_burst <= 2
+    assert during_burst <= total <= 3
+    assert not proxier.state.has_pending()
+
+
+async def test_state_file_holds_the_whole_ruleset_after_a_partial_sync(tmp_path: object) -> None:
+    from pathlib import Path
+    state = Path(str(tmp_path)) / "iptables.rules"
+    proxier = make_proxier([*SERVICES, *SLICES], state_file=state)
+    await proxier.sync_proxy_rules()
+    proxier.on_slice("MODIFIED", SLICES[1], eps("beta", "10.244.1.3"))
+    await proxier.sync_proxy_rules()
+
+    expected = render(SERVICES, [SLICES[0], eps("beta", "10.244.1.3"), SLICES[2]], CONFIG)
+    assert state.read_text() == expected.text
+
+
+def test_health_turns_bad_when_a_queued_sync_waits_too_long() -> None:
+    proxier = make_proxier([*SERVICES, *SLICES], sync_period=30.0)
+    assert proxier.is_healthy()
+    proxier.request_sync()
+    queued = proxier.oldest_pending_queued
+    assert queued is not None
+    assert proxier.is_healthy(now=queued + 59)
+    assert not proxier.is_healthy(now=queued + 61)
+
+
+def test_the_fragment_cache_changes_the_cost_never_the_payload() -> None:
+    from test_render import GOLDEN
+
+    from proxyagent.render import render_ports
+    from proxyagent.serviceports import build_endpoints_map, build_service_ports
+    from proxyagent.servicerules import FragmentCache
+
+    cache = FragmentCache()
+    for case in GOLDEN:
+        services, slices, config, _ = case.values
+        expected = render(services, slices, config).text
+        for _ in range(2):  # a miss for every port, then (fresh but equal objects) a hit
+            ports = build_service_ports(services, config.ip_family)
+            endpoints = build_endpoints_map(slices, node_name=config.node_name, family=config.ip_family)
+            assert render_ports(ports, endpoints, config, cache=cache).text == expected, case.id
+    assert cache.hits == cache.misses > 0
