@@ -11,6 +11,8 @@ POD_CIDR = "10.244.0.0/16"            # cluster CIDR; each node gets a /24
 NODE_CIDR = "10.240.0.0/24"           # the lab network the nodes share (netns dataplane)
 NODEPORT_RANGE = (30000, 32767)
 CLIENT_IP = "10.240.0.2"              # the "outside" client on the lab network (netns dataplane)
+LB_POOL = "172.18.255.200-172.18.255.250"  # LoadBalancer ingress IPs the lab's "cloud" hands out
+DNS_SERVER_IP = "10.240.0.3"          # where cluster DNS listens (netns dataplane): kube-dns's endpoint
 CLUSTER_DOMAIN = "cluster.local"
 
 
@@ -27,3 +29,14 @@ def node_ip(index: int) -> str:
 def node_pod_cidr(index: int) -> str:
     """node-N holds 10.244.N.0/24, as kind and flannel lay pod CIDRs out."""
     return str(list(ipaddress.ip_network(POD_CIDR).subnets(new_prefix=24))[index])
+
+
+def covering_cidr(pool: str) -> str:
+    """The smallest CIDR holding a pool given as "FIRST-LAST" or as a CIDR: what routes point at."""
+    if "/" in pool:
+        return str(ipaddress.ip_network(pool, strict=False))
+    first, last = (ipaddress.ip_address(p.strip()) for p in pool.split("-", 1))
+    net = ipaddress.ip_network(f"{first}/32")
+    while last not in net:
+        net = net.supernet()
+    return str(net)

@@ -37,7 +37,8 @@ def cmd_up(args: argparse.Namespace) -> int:
     dataplane = args.dataplane or ("netns" if os.geteuid() == 0 else "render")
     options = UpOptions(nodes=args.nodes, listen=args.listen, etcd_servers=_servers(args.etcd_servers),
                         data_dir=Path(args.data_dir), dataplane=dataplane, min_sync_period=args.min_sync_period,
-                        node_monitor_grace_period=args.node_monitor_grace_period)
+                        node_monitor_grace_period=args.node_monitor_grace_period,
+                        lb_pool=args.lb_pool or None)
     data_dir = Path(args.data_dir)
 
     def ready(state: dict[str, Any]) -> None:
@@ -101,7 +102,7 @@ def cmd_controllers(args: argparse.Namespace) -> int:
     import controllers
 
     return _run_client_component(args, lambda api: controllers.run(
-        api, node_monitor_grace_period=args.node_monitor_grace_period))
+        api, node_monitor_grace_period=args.node_monitor_grace_period, lb_pool=args.lb_pool or None))
 
 
 def cmd_dns(args: argparse.Namespace) -> int:
@@ -399,6 +400,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help="proxy agents sync at most twice per this many seconds (kube-proxy: 1s)")
     p.add_argument("--node-monitor-grace-period", type=float, default=50.0,
                    help="seconds without a heartbeat before a node turns Ready=Unknown (kube: 50)")
+    p.add_argument("--lb-pool", default=addressing.LB_POOL,
+                   help=f"addresses LoadBalancer Services get, FIRST-LAST or a CIDR (default {addressing.LB_POOL}; "
+                        "'' turns the LoadBalancer controller off)")
     p.set_defaults(func=cmd_up)
 
     p = sub.add_parser("apiserver", help="run only the API server")
@@ -417,6 +421,8 @@ def build_parser() -> argparse.ArgumentParser:
         else:
             p.add_argument("--node-monitor-grace-period", type=float, default=50.0,
                            help="seconds without a heartbeat before a node turns Ready=Unknown (kube: 50)")
+            p.add_argument("--lb-pool", default=addressing.LB_POOL,
+                           help="addresses LoadBalancer Services get ('' turns the controller off)")
         p.set_defaults(func=func)
 
     p = sub.add_parser("node", help="run one node: kubelet stub + proxy agent")

@@ -32,7 +32,7 @@ class EventRecorder:
     def event(self, obj: TypedObject, event_type: str, reason: str, message: str, *,
               field_path: str | None = None, action: str | None = None) -> None:
         task = asyncio.get_running_loop().create_task(
-            self._post(obj, event_type, reason, message, field_path, action))
+            self.post(obj, event_type, reason, message, field_path=field_path, action=action))
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
 
@@ -40,8 +40,10 @@ class EventRecorder:
         if self._tasks:
             await asyncio.gather(*list(self._tasks), return_exceptions=True)
 
-    async def _post(self, obj: TypedObject, event_type: str, reason: str, message: str,
-                    field_path: str | None, action: str | None) -> None:
+    async def post(self, obj: TypedObject, event_type: str, reason: str, message: str, *,
+                   field_path: str | None = None, action: str | None = None) -> None:
+        """Record one event and return once the API server has it (or refused it): for a caller that
+        paces its own event traffic, as client-go's broadcaster posts one event at a time."""
         meta = obj.metadata
         namespace = meta.namespace or "default"
         ident = (meta.uid or "", event_type, reason, message)

@@ -47,6 +47,7 @@ class UpOptions:
     node_memory: str = "8Gi"
     node_max_pods: int = 110
     node_monitor_grace_period: float = 50.0
+    lb_pool: str | None = addressing.LB_POOL
 
 
 def split_listen(listen: str) -> tuple[str, int]:
@@ -128,11 +129,13 @@ async def up(options: UpOptions, *, ready: Callable[[dict[str, Any]], None] | No
             state: dict[str, Any] = {"pid": os.getpid(), "server": server_url, "kubeconfig": str(config_path),
                                      "dataplane": options.dataplane, "etcd": etcd_servers, "nodes": {}}
             if options.dataplane == "netns":
-                lab = await _create_lab(data_dir)
+                lab = await _create_lab(data_dir, options)
                 state["netnsPrefix"] = lab.prefix
                 state["lab"] = lab.lab_netns
-                state["client"] = {"ip": addressing.CLIENT_IP,
-                                   "netns": await asyncio.to_thread(lab.add_client, "client", addressing.CLIENT_IP)}
+                # The client reaches LoadBalancer IPs through node-1, as a cloud load balancer forwards to nodes.
+                routes = {addressing.covering_cidr(options.lb_pool): addressing.node_ip(1)} if options.lb_pool else {}
+                state["client"] = {"ip": addressing.CLIENT_IP, "netns": await asyncio.to_thread(
+                    lab.add_client, "client", addressing.CLIENT_IP, routes=routes)}
                 # Cluster DNS listens in a namespace of its own on the lab network; its replies go back to
                 # pods through their nodes (each node's pod CIDR via the node's address).
                 pod_routes = {addressing.node_pod_cidr(i): addressing.node_ip(i) for i in range(1, options.nodes + 1)}
@@ -191,13 +194,14 @@ def _refuse_second_cluster(data_dir: Path) -> None:
     path.unlink(missing_ok=True)
 
 
-async def _create_lab(data_dir: Path) -> Any:
+async def _create_lab(data_dir: Path, options: UpOptions) -> Any:
     from kubeletstub.netns import LabNetwork
 
     if os.geteuid() != 0:
         raise PermissionError("--dataplane netns needs root (network namespaces and iptables); run as root or "
                               "use --dataplane render")
-    lab = LabNetwork(f"kl-{secrets.token_hex(2)}", data_dir / "netns")
+    lab = LabNetwork(f"kl-{secrets.token_hex(2)}", data_dir / "netns",
+                     local_routes=[addressing.covering_cidr(options.lb_pool)] if options.lb_pool else [])
     await asyncio.to_thread(lab.create)
     return lab
 
@@ -262,8 +266,8 @@ async def _run_components(tg: asyncio.TaskGroup, options: UpOptions, server_url:
 
     tg.create_task(scheduler.run(client("scheduler", fast_requests=True)), name="scheduler")
     tg.create_task(_run_dns(client("dns"), state, data_dir), name="clusterdns")
-    tg.create_task(controllers.run(client("controllers"), node_monitor_grace_period=options.node_monitor_grace_period),
-                   name="controllers")
+    tg.create_task(controllers.run(client("controllers"), node_monitor_grace_period=options.node_monitor_grace_period,
+                                   lb_pool=options.lb_pool), name="controllers")
     nodes: dict[str, _Node] = {}
     for index in range(1, options.nodes + 1):
         name = addressing.node_name(index)

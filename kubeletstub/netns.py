@@ -111,6 +111,11 @@ _NODE_SYSCTLS: Mapping[str, str] = {
     "net/ipv4/ip_forward": "1",
     "net/ipv4/conf/all/rp_filter": "2",
     "net/ipv4/conf/default/rp_filter": "2",
+    # A client that routes service traffic through a node would otherwise get ICMP redirects, and
+    # Linux then rate-limits the port-unreachable a REJECT rule sends back (kube-proxy's "has no
+    # endpoints" rules would look like timeouts instead of refusals).
+    "net/ipv4/conf/all/send_redirects": "0",
+    "net/ipv4/conf/default/send_redirects": "0",
 }
 
 
@@ -281,12 +286,15 @@ class LabNetwork:
         *,
         node_network: str = DEFAULT_NODE_NETWORK,
         service_cidr: str = DEFAULT_SERVICE_CIDR,
+        local_routes: Sequence[str] = (),
     ) -> None:
         _validate_prefix(prefix)
         self.prefix = prefix
         self.state_dir = Path(state_dir)
         self.node_network = ipaddress.IPv4Network(node_network)
         self.service_cidr = ipaddress.IPv4Network(service_cidr)
+        # More virtual ranges a node must route out of eth0 for nat OUTPUT to see them (LoadBalancer IPs).
+        self.local_routes = tuple(ipaddress.IPv4Network(r) for r in local_routes)
         self.lab_netns = lab_netns_name(prefix)
         self.state_path = _state_path(self.state_dir, prefix)
         self.log_dir = _log_dir(self.state_dir, prefix)
@@ -533,11 +541,14 @@ class LabNetwork:
         *,
         ports: Sequence[ServedPort | int] = (),
         timeout: float = 10.0,
+        resolv_conf: str | None = None,
     ) -> PodNet:
         """Create pod `pod_key` ("namespace/name") on `node` with `pod_ip` from the node's pod CIDR.
 
         With `ports`, also start the pod's server on them and return once they all listen (no ports:
-        network only). Idempotent for an existing pod with the same IP; on failure nothing is left.
+        network only). With `resolv_conf`, write it to /etc/netns/<pod netns>/resolv.conf, which `ip netns
+        exec` bind-mounts over /etc/resolv.conf for everything run in the pod. Idempotent for an existing
+        pod with the same IP; on failure nothing is left.
         """
         _, pod_name = split_pod_key(pod_key)
         served = tuple(p if isinstance(p, ServedPort) else ServedPort(p) for p in ports)
@@ -567,6 +578,8 @@ class LabNetwork:
                 server: PodProcess | None = None
                 try:
                     self._wire_pod(me, pod)
+                    if resolv_conf is not None:
+                        _write_netns_etc(pod.netns, "resolv.conf", resolv_conf)
                     if served:
                         log_path = self.log_dir / f"{pod.netns}.log"
                         with _translated(f"start pod {pod_key}"):
@@ -585,6 +598,7 @@ class LabNetwork:
                             stop_pod_process(server)
                     with contextlib.suppress(Exception):
                         _delete_link(me.netns, pod.host_ifname)
+                    _remove_netns_etc(pod.netns)
                     raise
         return pod
 
@@ -623,6 +637,8 @@ class LabNetwork:
                 # ENETUNREACH before kube-proxy's rules are even consulted (real nodes have a default
                 # route). Undeliverable service traffic ARPs on the lab network and dies there.
                 ipr.route("add", dst=str(self.service_cidr), oif=eth0, scope=_RT_SCOPE_LINK)
+                for extra in self.local_routes:
+                    ipr.route("add", dst=str(extra), oif=eth0, scope=_RT_SCOPE_LINK)
             with _rtnl(self.lab_netns) as ipr:
                 ipr.link("set", index=_index(ipr, node.lab_port), master=_index(ipr, LAB_BRIDGE), state="up")
 
@@ -654,6 +670,7 @@ class LabNetwork:
             # gateway address synchronously, so the same pod can be re-added at once.
             _delete_link(node.netns, pod.host_ifname)
             _remove_netns(pod.netns)
+            _remove_netns_etc(pod.netns)
         with self._state_lock:
             self._pods.pop((pod.node, pod.key), None)
             self._forget_namespace(pod.netns)
@@ -862,6 +879,7 @@ def _teardown(state: Mapping[str, Any]) -> tuple[list[str], list[int]]:
         try:
             if _remove_netns(name):
                 removed.append(name)
+            _remove_netns_etc(name)
         except OSError as exc:
             errors.append(f"remove network namespace {name}: {exc}")
     if errors:
@@ -940,6 +958,31 @@ def _translated(what: str) -> Iterator[None]:
         raise
     except (NetlinkError, OSError, PodProcessError) as exc:
         raise DataplaneError(f"{what}: {exc}") from exc
+
+
+NETNS_ETC_DIR = "/etc/netns"
+_NETNS_ETC_FILES = ("resolv.conf",)
+
+
+def _write_netns_etc(netns: str, filename: str, text: str) -> None:
+    """/etc/netns/<netns>/<filename>: `ip netns exec` bind-mounts it over /etc/<filename>."""
+    directory = Path(NETNS_ETC_DIR) / netns
+    directory.mkdir(parents=True, exist_ok=True)
+    tmp = directory / f".{filename}.tmp"
+    tmp.write_text(text)
+    os.replace(tmp, directory / filename)
+
+
+def _remove_netns_etc(netns: str) -> None:
+    """Remove the files kubelab writes under /etc/netns/<netns>, and the directory once empty. Only our
+    namespaces' names reach here (they carry the lab's prefix), so nothing else is touched."""
+    if not netns or "/" in netns or netns in (".", ".."):
+        return
+    directory = Path(NETNS_ETC_DIR) / netns
+    for filename in _NETNS_ETC_FILES:
+        (directory / filename).unlink(missing_ok=True)
+    with contextlib.suppress(OSError):
+        directory.rmdir()
 
 
 def _netns_exists(name: str) -> bool:

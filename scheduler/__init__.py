@@ -1,8 +1,11 @@
-"""kubelab's scheduler: places pods on nodes by kube-scheduler's rules.
+"""kubelab's scheduler: places pods on nodes by kube-scheduler's rules and in its words.
 
-It owns the decision (pure filter and score functions in `fit.py` and `score.py`), the node
-accounting cache with assumed pods (`cache.py`) and the loop that pops pending pods, decides and
-binds them through the API (`scheduling.py`). It reads nodes and pods only through the API server.
+It owns the decision — pure filters (`fit.py`), scores (`score.py`) and one scheduling cycle with
+node sampling (`algorithm.py`) — the node accounting cache with assumed pods (`cache.py`), the
+scheduling queue with backoff and event-driven requeueing (`queue.py`), the loop that pops, decides
+and binds (`scheduling.py`), the events and PodScheduled conditions it writes (`reporting.py`), and
+the explanation `kubelab explain pod` prints (`explain.py`). It reads nodes and pods only through the
+API server; node readiness reaches it only as the node lifecycle controller's taints.
 """
 
 from .scheduling import Scheduler, run

@@ -10,12 +10,12 @@ from __future__ import annotations
 from collections import Counter
 from dataclasses import dataclass, field
 
-from kubelab.models import Node, Pod
+from kubelab.models import Node, Pod, Taint
 
 from .resources import Resources, node_allocatable, pod_nonzero_requests, pod_requests
 
 
-@dataclass
+@dataclass(eq=False)
 class NodeInfo:
     node: Node
     allocatable: Resources
@@ -26,10 +26,27 @@ class NodeInfo:
     # NodeInfo.UsedPorts: (protocol, hostIP, hostPort) of every bound or assumed pod, counted so that
     # removing one of two pods declaring the same port leaves it used.
     used_ports: Counter[tuple[str, str, int]] = field(default_factory=Counter)
+    # What the filters read from the Node object, taken apart once per node update rather than once
+    # per scheduling decision: kube-scheduler's snapshot holds the parsed *v1.Node the same way.
+    name: str = ""
+    labels: dict[str, str] = field(default_factory=dict)
+    unschedulable: bool = False
+    filter_taints: tuple[Taint, ...] = ()   # NoSchedule and NoExecute: TaintToleration's Filter
+    prefer_taints: tuple[Taint, ...] = ()   # PreferNoSchedule: TaintToleration's Score
 
-    @property
-    def name(self) -> str:
-        return self.node.metadata.name or ""
+    def __post_init__(self) -> None:
+        self.refresh(self.node)
+
+    def refresh(self, node: Node) -> None:
+        self.node = node
+        self.allocatable = node_allocatable(node)
+        self.name = node.metadata.name or ""
+        self.labels = node.metadata.labels or {}
+        spec = node.spec
+        self.unschedulable = bool(spec and spec.unschedulable)
+        taints = tuple((spec.taints if spec else None) or ())
+        self.filter_taints = tuple(t for t in taints if t.effect in ("NoSchedule", "NoExecute"))
+        self.prefer_taints = tuple(t for t in taints if t.effect == "PreferNoSchedule")
 
 
 @dataclass
@@ -60,6 +77,23 @@ class Cache:
     def __init__(self) -> None:
         self.nodes: dict[str, NodeInfo] = {}
         self._pods: dict[str, _PodEntry] = {}
+        self._node_list: list[NodeInfo] | None = None
+
+    def node_list(self) -> list[NodeInfo]:
+        """Every node in a stable order (the order they were first seen), rebuilt only when a node
+        comes or goes: the list that the rotating start index of percentageOfNodesToScore walks."""
+        if self._node_list is None:
+            self._node_list = list(self.nodes.values())
+        return self._node_list
+
+    def node_of(self, key: str) -> str | None:
+        """The node a bound or assumed pod counts on."""
+        entry = self._pods.get(key)
+        return entry.node if entry is not None else None
+
+    def is_assumed(self, key: str) -> bool:
+        entry = self._pods.get(key)
+        return entry is not None and entry.assumed
 
     # --- nodes -----------------------------------------------------------------------------------
 
@@ -69,15 +103,16 @@ class Cache:
         if info is None:
             info = NodeInfo(node, node_allocatable(node))
             self.nodes[name] = info
+            self._node_list = None
             for key, entry in self._pods.items():
                 if entry.node == name:
                     self._account(info, key, entry, 1)
         else:
-            info.node = node
-            info.allocatable = node_allocatable(node)
+            info.refresh(node)
 
     def remove_node(self, name: str) -> None:
-        self.nodes.pop(name, None)
+        if self.nodes.pop(name, None) is not None:
+            self._node_list = None
 
     # --- pods ------------------------------------------------------------------------------------
 
@@ -118,13 +153,22 @@ class Cache:
                 return  # our binding is still on its way
             self._drop(key)
             return
+        existing = self._pods.get(key)
+        if existing is not None and existing.node == pod.node_name:
+            existing.assumed = False  # the binding arrived: confirmed (a bound pod's requests cannot change)
+            return
         self._put(key, _entry(pod, pod.node_name, assumed=False))
 
     def remove_pod(self, key: str) -> None:
         self._drop(key)
 
-    def assume(self, pod: Pod, node: str) -> None:
-        self._put(pod.key, _entry(pod, node, assumed=True))
+    def assume(self, pod: Pod, node: str, *, requests: Resources | None = None,
+               nonzero: tuple[int, int] | None = None) -> None:
+        """Count `pod` on `node` now; `requests`/`nonzero` save recomputing what the decision computed."""
+        if requests is None or nonzero is None:
+            self._put(pod.key, _entry(pod, node, assumed=True))
+        else:
+            self._put(pod.key, _PodEntry(node, requests, nonzero, True, host_ports(pod)))
 
     def forget(self, key: str) -> None:
         entry = self._pods.get(key)

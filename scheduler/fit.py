@@ -4,6 +4,10 @@ Filters run in kube-scheduler's order (NodeUnschedulable, NodeName, TaintTolerat
 NodePorts, NodeResourcesFit) and a node's verdict is the first filter that fails, with all of that
 filter's reasons — so one node can be "Insufficient cpu" and "Insufficient memory" at once, but never
 both tainted and short of cpu. No clock, no I/O, no globals.
+
+`PodContext` is what kube-scheduler's PreFilter step computes once per scheduling cycle (the pod's
+requests, its relevant tolerations, its parsed affinity): `filter_node()` then costs a handful of
+comparisons per node, which is what lets a decision look at hundreds of nodes.
 """
 
 from __future__ import annotations
@@ -13,13 +17,25 @@ from typing import Any
 from kubelab.models import Node, Pod, Taint, Toleration
 
 from .cache import NodeInfo, host_ports
-from .resources import Resources, pod_requests
+from .resources import Resources, pod_nonzero_requests, pod_requests
+
+# Plugin names, as they appear in kube-scheduler's configuration and logs.
+NODE_UNSCHEDULABLE_PLUGIN = "NodeUnschedulable"
+NODE_NAME_PLUGIN = "NodeName"
+TAINT_TOLERATION_PLUGIN = "TaintToleration"
+NODE_AFFINITY_PLUGIN = "NodeAffinity"
+NODE_PORTS_PLUGIN = "NodePorts"
+NODE_RESOURCES_FIT_PLUGIN = "NodeResourcesFit"
 
 UNSCHEDULABLE = "node(s) were unschedulable"
 NODE_NAME = "node(s) didn't match the requested node name"
 NODE_AFFINITY = "node(s) didn't match Pod's node affinity/selector"
 NODE_PORTS = "node(s) didn't have free ports for the requested pod ports"
 TOO_MANY_PODS = "Too many pods"
+# NodeAffinity's PreFilter: every required term pins metadata.name, and the pins do not intersect.
+AFFINITY_CONFLICT = "pod affinity terms conflict"
+NO_NODES = "no nodes available to schedule pods"
+UNSCHEDULABLE_TAINT = Taint(key="node.kubernetes.io/unschedulable", effect="NoSchedule")
 
 
 def toleration_matches(toleration: Toleration, taint: Taint) -> bool:
@@ -36,14 +52,23 @@ def toleration_matches(toleration: Toleration, taint: Taint) -> bool:
     return False
 
 
-def untolerated_taint(pod: Pod, node: Node) -> Taint | None:
-    tolerations = (pod.spec.tolerations if pod.spec else None) or []
-    for taint in (node.spec.taints if node.spec else None) or []:
-        if taint.effect not in ("NoSchedule", "NoExecute"):
-            continue
+def _first_untolerated(taints: tuple[Taint, ...] | list[Taint], tolerations: list[Toleration]) -> Taint | None:
+    for taint in taints:
         if not any(toleration_matches(t, taint) for t in tolerations):
             return taint
     return None
+
+
+def untolerated_taint(pod: Pod, node: Node) -> Taint | None:
+    """The first NoSchedule/NoExecute taint, in spec order, that no toleration of the pod matches."""
+    tolerations = (pod.spec.tolerations if pod.spec else None) or []
+    taints = [t for t in (node.spec.taints if node.spec else None) or [] if t.effect in ("NoSchedule", "NoExecute")]
+    return _first_untolerated(taints, tolerations)
+
+
+def taint_reason(taint: Taint) -> str:
+    # An empty value still gets its ": " — `{node.kubernetes.io/not-ready: }`, as Go's %v prints it.
+    return f"node(s) had untolerated taint {{{taint.key}: {taint.value or ''}}}"
 
 
 def _match_expression(expr: dict[str, Any], labels: dict[str, str]) -> bool:
@@ -65,34 +90,65 @@ def _match_expression(expr: dict[str, Any], labels: dict[str, str]) -> bool:
     return False
 
 
-def _term_matches(term: dict[str, Any], node: Node) -> bool:
+def term_matches(term: dict[str, Any], labels: dict[str, str], name: str) -> bool:
+    """A NodeSelectorTerm: its expressions ANDed; matchFields knows only metadata.name; empty matches nothing."""
     exprs = term.get("matchExpressions") or []
     fields = term.get("matchFields") or []
     if not exprs and not fields:
-        return False  # an empty term matches nothing
-    labels = node.metadata.labels or {}
+        return False
     if not all(_match_expression(e, labels) for e in exprs):
         return False
-    return all(_match_expression(f, {"metadata.name": node.metadata.name or ""}) for f in fields)
+    return all(_match_expression(f, {"metadata.name": name}) for f in fields)
+
+
+def _required_terms(pod: Pod) -> list[dict[str, Any]] | None:
+    affinity = (pod.spec.affinity if pod.spec else None) or {}
+    required = (affinity.get("nodeAffinity") or {}).get("requiredDuringSchedulingIgnoredDuringExecution")
+    if not required:
+        return None
+    terms: list[dict[str, Any]] = required.get("nodeSelectorTerms") or []
+    return terms
+
+
+def preferred_terms(pod: Pod) -> list[tuple[int, dict[str, Any]]]:
+    """(weight, preference) of the pod's preferred node affinity; weight-0 terms never count."""
+    affinity = (pod.spec.affinity if pod.spec else None) or {}
+    preferred = (affinity.get("nodeAffinity") or {}).get("preferredDuringSchedulingIgnoredDuringExecution") or []
+    return [(int(p.get("weight") or 0), p.get("preference") or {}) for p in preferred if p.get("weight")]
 
 
 def matches_node_affinity(pod: Pod, node: Node) -> bool:
-    spec = pod.spec
-    if spec is None:
-        return True
+    """nodeSelector (every pair must be a node label) AND required node affinity (terms ORed)."""
     labels = node.metadata.labels or {}
-    for key, value in (spec.node_selector or {}).items():
+    for key, value in ((pod.spec.node_selector if pod.spec else None) or {}).items():
         if labels.get(key) != value:
             return False
-    required = (((spec.affinity or {}).get("nodeAffinity") or {})
-                .get("requiredDuringSchedulingIgnoredDuringExecution"))
-    if required:
-        terms = required.get("nodeSelectorTerms") or []
-        return any(_term_matches(t, node) for t in terms)
+    terms = _required_terms(pod)
+    if terms is not None:
+        return any(term_matches(t, labels, node.metadata.name or "") for t in terms)
     return True
 
 
-def port_conflicts(wanted: frozenset[tuple[str, str, int]], used: set[tuple[str, str, int]]) -> bool:
+def pinned_node_names(pod: Pod) -> frozenset[str] | None:
+    """NodeAffinity's PreFilterResult: when every required term pins `metadata.name In [...]` (how
+    DaemonSet pods are placed), only those nodes need to be looked at. None means every node."""
+    terms = _required_terms(pod)
+    if not terms:
+        return None
+    names: set[str] = set()
+    for term in terms:
+        term_names: set[str] | None = None
+        for field in term.get("matchFields") or []:
+            if field.get("key") == "metadata.name" and field.get("operator") == "In":
+                values = set(field.get("values") or [])
+                term_names = values if term_names is None else term_names & values
+        if term_names is None:
+            return None  # this term allows any node, and terms are ORed
+        names |= term_names
+    return frozenset(names)
+
+
+def port_conflicts(wanted: frozenset[tuple[str, str, int]], used: set[tuple[str, str, int]] | Any) -> bool:
     """HostPortInfo.CheckConflict: 0.0.0.0 on either side clashes with any IP on the same protocol/port;
     otherwise only the same IP does."""
     for proto, ip, port in wanted:
@@ -122,43 +178,102 @@ def insufficient_resources(request: Resources, info: NodeInfo) -> list[str]:
     return reasons
 
 
-def fits(pod: Pod, info: NodeInfo, *, request: Resources | None = None,
-         used_host_ports: set[tuple[str, str, int]] | None = None) -> list[str]:
-    """The reasons `pod` cannot run on `info`'s node; empty when it fits.
+class PodContext:
+    """Everything the filters and scores need from one pod, computed once per scheduling cycle."""
 
-    Host ports are checked against the node's bound and assumed pods (`info.used_ports`) unless the
-    caller passes `used_host_ports` itself.
-    """
-    node = info.node
-    spec = pod.spec
-    if node.spec and node.spec.unschedulable:
-        unschedulable_taint = Taint(key="node.kubernetes.io/unschedulable", effect="NoSchedule")
-        if not any(toleration_matches(t, unschedulable_taint) for t in (spec.tolerations if spec else None) or []):
-            return [UNSCHEDULABLE]
-    if spec and spec.node_name and spec.node_name != node.metadata.name:
-        return [NODE_NAME]
-    taint = untolerated_taint(pod, node)
-    if taint is not None:
-        return [f"node(s) had untolerated taint {{{taint.key}: {taint.value or ''}}}"]
-    if not matches_node_affinity(pod, node):
-        return [NODE_AFFINITY]
-    used = used_host_ports if used_host_ports is not None else set(info.used_ports)
-    if port_conflicts(host_ports(pod), used):
-        return [NODE_PORTS]
-    return insufficient_resources(request if request is not None else pod_requests(pod), info)
+    __slots__ = (
+        "host_ports",
+        "node_name",
+        "node_selector",
+        "nonzero",
+        "pinned",
+        "pod",
+        "preferred",
+        "request",
+        "required_terms",
+        "tolerates_unschedulable",
+        "tolerations",
+    )
+
+    def __init__(self, pod: Pod) -> None:
+        spec = pod.spec
+        self.pod = pod
+        self.request = pod_requests(pod)
+        self.nonzero = pod_nonzero_requests(pod)
+        self.tolerations: list[Toleration] = list((spec.tolerations if spec else None) or [])
+        self.tolerates_unschedulable = any(toleration_matches(t, UNSCHEDULABLE_TAINT) for t in self.tolerations)
+        self.node_name = (spec.node_name if spec else None) or ""
+        self.node_selector = (spec.node_selector if spec else None) or {}
+        self.required_terms = _required_terms(pod)
+        self.preferred = preferred_terms(pod)
+        self.host_ports = host_ports(pod)
+        self.pinned = pinned_node_names(pod)
 
 
-def failure_message(total_nodes: int, reasons_by_node: dict[str, list[str]]) -> str:
+def filter_node(ctx: PodContext, info: NodeInfo) -> tuple[str, list[str]] | None:
+    """Run the filters in order on one node: None if the pod fits, else (plugin, reasons) of the
+    first filter that rejects it (RunFilterPlugins stops at the first non-success)."""
+    if info.unschedulable and not ctx.tolerates_unschedulable:
+        return NODE_UNSCHEDULABLE_PLUGIN, [UNSCHEDULABLE]
+    if ctx.node_name and ctx.node_name != info.name:
+        return NODE_NAME_PLUGIN, [NODE_NAME]
+    if info.filter_taints:
+        taint = _first_untolerated(info.filter_taints, ctx.tolerations)
+        if taint is not None:
+            return TAINT_TOLERATION_PLUGIN, [taint_reason(taint)]
+    if ctx.node_selector or ctx.required_terms is not None:
+        labels = info.labels
+        if any(labels.get(k) != v for k, v in ctx.node_selector.items()) or (
+                ctx.required_terms is not None
+                and not any(term_matches(t, labels, info.name) for t in ctx.required_terms)):
+            return NODE_AFFINITY_PLUGIN, [NODE_AFFINITY]
+    if ctx.host_ports and port_conflicts(ctx.host_ports, info.used_ports):
+        return NODE_PORTS_PLUGIN, [NODE_PORTS]
+    # NodeResourcesFit, with the common case (cpu and memory only) spelled out for speed; the general
+    # function below gives the same answer.
+    request, alloc, used = ctx.request, info.allocatable, info.requested
+    if (used.pods < alloc.pods and request.milli_cpu <= alloc.milli_cpu - used.milli_cpu
+            and request.memory <= alloc.memory - used.memory and not request.ephemeral_storage
+            and not request.scalar):
+        return None
+    reasons = insufficient_resources(request, info)
+    return (NODE_RESOURCES_FIT_PLUGIN, reasons) if reasons else None
+
+
+def fits(pod: Pod, info: NodeInfo, *, request: Resources | None = None) -> list[str]:
+    """The reasons `pod` cannot run on `info`'s node; empty when it fits."""
+    ctx = PodContext(pod)
+    if request is not None:
+        ctx.request = request
+    verdict = filter_node(ctx, info)
+    return verdict[1] if verdict is not None else []
+
+
+def failure_message(total_nodes: int, reasons_by_node: dict[str, list[str]], *,
+                    absent_reason: str | None = None, prefilter_message: str | None = None) -> str:
     """FitError.Error(): `0/3 nodes are available: 1 Insufficient cpu, 2 node(s) had untolerated taint {...}.`
 
     Each reason is counted over nodes, entries are `<count> <reason>` sorted as plain strings (so "10 x"
-    sorts before "2 y", as in Go) and joined with ", ".
+    sorts before "2 y", as in Go) and joined with ", ". Nodes a PreFilter left out count under
+    `absent_reason`; a PreFilter rejection replaces the whole list with its own message.
     """
     if total_nodes == 0:
-        return "no nodes available to schedule pods"
+        return NO_NODES
+    if prefilter_message:
+        return f"0/{total_nodes} nodes are available: {prefilter_message}."
     counts: dict[str, int] = {}
     for reasons in reasons_by_node.values():
         for reason in reasons:
             counts[reason] = counts.get(reason, 0) + 1
+    if absent_reason and len(reasons_by_node) < total_nodes:
+        counts[absent_reason] = counts.get(absent_reason, 0) + total_nodes - len(reasons_by_node)
     entries = sorted(f"{n} {reason}" for reason, n in counts.items())
     return f"0/{total_nodes} nodes are available: {', '.join(entries)}."
+
+
+def truncate_note(message: str, limit: int = 1024) -> str:
+    """schedule_one.go truncateMessage: an event note is at most 1024 bytes, the tail replaced by ` ...`."""
+    data = message.encode()
+    if len(data) <= limit:
+        return message
+    return data[:limit - 4].decode(errors="ignore") + " ..."

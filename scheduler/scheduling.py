@@ -1,9 +1,11 @@
-"""The scheduling loop: pop a pending pod, filter and score every node, assume, bind.
+"""The scheduling loop: pop a pending pod, decide, assume, bind — kube-scheduler's scheduleOne.
 
-One decision at a time, like kube-scheduler's scheduleOne; the binding itself runs in the background
-so the next decision does not wait for the API server. Pods that fit nowhere get kube-scheduler's
-FailedScheduling event and PodScheduled=False condition and wait until a node or pod change could
-make room, or their backoff (1 s doubling to 10 s) runs out.
+Informer handlers keep the node cache and the scheduling queue up to date and turn cluster changes
+into queue moves (a node added, a taint removed, an assigned pod deleted). One decision runs at a
+time and never awaits: the decision and the assumption it leads to are atomic with respect to
+informer events. Bindings run in the background, at most `parallelism` at once (kube-scheduler's
+default parallelism is 16), so the next decision does not wait for the API server; events and status
+patches are posted by `reporting.Reporter`, off the decision path too.
 """
 
 from __future__ import annotations
@@ -11,93 +13,103 @@ from __future__ import annotations
 import asyncio
 import logging
 import random
-from dataclasses import dataclass
+import time
+from collections.abc import Callable
 
-from kubelab import kinds, timeutil
-from kubelab.client import ApiClient, ApiError, Informer, WorkQueue
-from kubelab.events import EventRecorder
+from kubelab import kinds
+from kubelab.client import ApiClient, ApiError, Informer
 from kubelab.models import Node, Pod
 
-from . import score
+from . import queue as q
+from .algorithm import Decision, decide
 from .cache import Cache, NodeInfo
-from .fit import failure_message, fits
-from .resources import pod_nonzero_requests, pod_requests
+from .fit import PodContext, filter_node, truncate_note
+from .reporting import Reporter
+from .resources import node_allocatable
+from .score import LEAST_ALLOCATED, STRATEGIES
 
 log = logging.getLogger(__name__)
 
 SCHEDULER_NAME = "default-scheduler"
+DEFAULT_PARALLELISM = 16
+
+__all__ = ["SCHEDULER_NAME", "Decision", "Scheduler", "decide", "node_change_events", "run"]
 
 
-@dataclass(frozen=True)
-class Decision:
-    node: str | None
-    reasons: dict[str, list[str]]
-    scores: dict[str, int]
-    message: str = ""
+def node_change_events(old: Node, new: Node) -> set[str]:
+    """nodeSchedulingPropertiesChange: which of a node update's changes could help a parked pod.
+    A heartbeat (conditions, annotations) changes nothing the filters read, so it moves nobody."""
+    events = set()
+    if old.spec and old.spec.unschedulable and not (new.spec and new.spec.unschedulable):
+        events.add(q.NODE_SCHEDULABLE)
+    before, after = node_allocatable(old), node_allocatable(new)
+    if (after.milli_cpu > before.milli_cpu or after.memory > before.memory or after.pods > before.pods
+            or after.ephemeral_storage > before.ephemeral_storage
+            or any(v > before.scalar.get(k, 0) for k, v in after.scalar.items())):
+        events.add(q.NODE_ALLOCATABLE_INCREASE)
+    if (old.metadata.labels or {}) != (new.metadata.labels or {}):
+        events.add(q.NODE_LABEL_CHANGE)
+    if [t.to_dict() for t in (old.spec.taints if old.spec else None) or []] != \
+            [t.to_dict() for t in (new.spec.taints if new.spec else None) or []]:
+        events.add(q.NODE_TAINT_CHANGE)
+    return events
 
 
-def decide(pod: Pod, nodes: list[NodeInfo], *, strategy: str = "LeastAllocated",
-           rng: random.Random | None = None) -> Decision:
-    """Filter every node, score the feasible ones, pick the best (ties at random). Pure but for `rng`."""
-    request = pod_requests(pod)
-    nonzero = pod_nonzero_requests(pod)
-    reasons: dict[str, list[str]] = {}
-    feasible: list[NodeInfo] = []
-    for info in nodes:
-        why = fits(pod, info, request=request)
-        if why:
-            reasons[info.name] = why
-        else:
-            feasible.append(info)
-    if not feasible:
-        return Decision(None, reasons, {}, failure_message(len(nodes), reasons))
-    if len(feasible) == 1:
-        return Decision(feasible[0].name, reasons, {feasible[0].name: 0})
-    fit_score = score.most_allocated if strategy == "MostAllocated" else score.least_allocated
-    scores = {info.name: fit_score(nonzero, info) + score.balanced_allocation(request, info) for info in feasible}
-    best = max(scores.values())
-    winners = [name for name, s in scores.items() if s == best]
-    return Decision((rng or random).choice(winners), reasons, scores)
+def fits_now(info: NodeInfo) -> Callable[[Pod], bool]:
+    """The queueing hint for an event about one node: would the pod pass every filter there now?"""
+    return lambda pod: filter_node(PodContext(pod), info) is None
 
 
 class Scheduler:
-    def __init__(self, api: ApiClient, *, name: str = SCHEDULER_NAME, strategy: str = "LeastAllocated",
-                 seed: int | None = None) -> None:
+    def __init__(self, api: ApiClient, *, name: str = SCHEDULER_NAME, strategy: str = LEAST_ALLOCATED,
+                 seed: int | None = None, percentage_of_nodes_to_score: int = 0,
+                 parallelism: int = DEFAULT_PARALLELISM, clock: Callable[[], float] = time.monotonic) -> None:
+        if strategy not in STRATEGIES:
+            raise ValueError(f"unknown scoring strategy {strategy!r} (known: {', '.join(STRATEGIES)})")
         self.api = api
         self.name = name
         self.strategy = strategy
+        self.percentage = percentage_of_nodes_to_score
         self.rng = random.Random(seed)
         self.cache = Cache()
+        self.queue = q.SchedulingQueue(clock=clock)
         self.pods: Informer[Pod] = Informer(api, kinds.PODS, name="scheduler-pods",
                                             field_selector="status.phase!=Succeeded,status.phase!=Failed")
         self.nodes: Informer[Node] = Informer(api, kinds.NODES, name="scheduler-nodes")
-        self.queue = WorkQueue("scheduler", base_delay=1.0, max_delay=10.0)
-        self.unschedulable: set[str] = set()
-        self.events = EventRecorder(api, name)
+        self.reporter = Reporter(api, name)
+        self._bind_slots = asyncio.Semaphore(parallelism)
         self._binding: set[asyncio.Task[None]] = set()
+        self._next_start = 0
+        self.decisions = 0
+        self.bound = 0
         self.pods.add_handler(self._on_pod)
         self.nodes.add_handler(self._on_node)
 
-    # --- event handlers: update the cache, enqueue keys ------------------------------------------
+    # --- informer handlers: cache first, then the queue ------------------------------------------
 
-    def _is_pending(self, pod: Pod) -> bool:
-        return (not pod.node_name and not pod.metadata.deletion_timestamp and not pod.is_terminal()
-                and (pod.spec.scheduler_name if pod.spec else None) in (None, self.name))
+    def _responsible(self, pod: Pod) -> bool:
+        return (pod.spec.scheduler_name if pod.spec else None) in (None, "", self.name)
 
     def _on_pod(self, event: str, old: Pod | None, new: Pod | None) -> None:
-        if new is None:
+        if new is None:  # deleted, or terminal (it left the informer's field selector)
             assert old is not None
+            node = self.cache.node_of(old.key)
             self.cache.remove_pod(old.key)
-            self.unschedulable.discard(old.key)
-            self._retry_unschedulable()  # an assigned pod's removal may free room
+            self.queue.delete(old.key)
+            info = self.cache.nodes.get(node) if node else None
+            if info is not None:
+                self.queue.move([q.ASSIGNED_POD_DELETE], fits_now(info))
             return
-        self.cache.set_pod(new)
-        if self._is_pending(new):
-            self.queue.add(new.key)
+        if new.node_name or new.is_terminal() or not self._responsible(new):
+            self.cache.set_pod(new)
+            self.queue.delete(new.key)
+            return
+        if self.cache.is_assumed(new.key):
+            return  # our binding is on its way; this is an older version of the pod
+        if old is None:
+            self.queue.add(new)
         else:
-            self.unschedulable.discard(new.key)
-            if new.is_terminal():
-                self._retry_unschedulable()
+            self.queue.update(old, new)
 
     def _on_node(self, event: str, old: Node | None, new: Node | None) -> None:
         if new is None:
@@ -105,92 +117,94 @@ class Scheduler:
             self.cache.remove_node(old.metadata.name or "")
             return
         self.cache.set_node(new)
-        self._retry_unschedulable()
+        info = self.cache.nodes[new.metadata.name or ""]
+        events = {q.NODE_ADD} if old is None else node_change_events(old, new)
+        if events:
+            self.queue.move(events, fits_now(info))
 
-    def _retry_unschedulable(self) -> None:
-        for key in list(self.unschedulable):
-            self.queue.add(key)
+    # --- one scheduling cycle ---------------------------------------------------------------------
 
-    # --- the loop --------------------------------------------------------------------------------
-
-    async def schedule(self, key: str) -> None:
+    def schedule_one(self, qp: q.QueuedPod) -> Decision | None:
+        """Decide for one popped pod, assume it and start its binding. Never awaits."""
+        key = qp.key
         pod = self.pods.get(key)
-        if pod is None or not self._is_pending(pod) or self.cache.is_assumed_or_bound(key):
-            self.unschedulable.discard(key)
-            return
-        decision = decide(pod, list(self.cache.nodes.values()), strategy=self.strategy, rng=self.rng)
+        if pod is None or pod.node_name or not self._responsible(pod) or self.cache.is_assumed_or_bound(key):
+            self.queue.done(key)
+            return None
+        if pod.metadata.deletion_timestamp:  # skipPodSchedule
+            self.queue.done(key)
+            self.reporter.event(pod, "Warning", "FailedScheduling", f"skip schedule deleting pod: {key}",
+                                "Scheduling")
+            return None
+        qp.pod = pod
+        decision = decide(pod, self.cache.node_list(), strategy=self.strategy, rng=self.rng,
+                          percentage=self.percentage, start=self._next_start)
+        self._next_start = decision.next_start
+        self.decisions += 1
         if decision.node is None:
-            self.unschedulable.add(key)
-            await self._record_failure(pod, decision.message)
-            self.queue.add_rate_limited(key)
-            return
-        self.unschedulable.discard(key)
-        self.queue.forget(key)
-        self.cache.assume(pod, decision.node)
-        task = asyncio.get_running_loop().create_task(self._bind(pod, decision.node))
+            self.queue.add_unschedulable(qp, decision.unschedulable_plugins)
+            self._report_failure(pod, "Unschedulable", decision.message)
+            return decision
+        ctx = decision.context
+        self.cache.assume(pod, decision.node, requests=ctx.request if ctx else None, nonzero=ctx.nonzero if ctx else None)
+        self.queue.done(key)
+        task = asyncio.get_running_loop().create_task(self._bind(qp, pod, decision.node))
         self._binding.add(task)
         task.add_done_callback(self._binding.discard)
+        return decision
 
-    async def _bind(self, pod: Pod, node: str) -> None:
-        try:
-            await self.api.bind(pod, node)
-        except ApiError as exc:
-            log.warning("scheduler: binding %s to %s failed: %s", pod.key, node, exc)
-            self.cache.forget(pod.key)
-            if exc.code != 404:
-                self.events.event(pod, "Warning", "FailedScheduling", f"Binding rejected: {exc.message}",
-                                  action="Scheduling")
-                self.queue.add_rate_limited(pod.key)
-            return
-        except Exception as exc:  # noqa: BLE001 - a lost connection: forget and try again later
-            log.warning("scheduler: binding %s to %s failed: %s", pod.key, node, exc)
-            self.cache.forget(pod.key)
-            self.queue.add_rate_limited(pod.key)
-            return
-        log.info("scheduler: assigned %s to %s", pod.key, node)
-        self.events.event(pod, "Normal", "Scheduled", f"Successfully assigned {pod.key} to {node}",
-                          action="Binding")
+    def _report_failure(self, pod: Pod, reason: str, message: str) -> None:
+        log.info("scheduler: %s not scheduled: %s", pod.key, message)
+        self.reporter.event(pod, "Warning", "FailedScheduling", truncate_note(message), "Scheduling")
+        self.reporter.pod_scheduled_false(pod, reason, message)
 
-    async def _record_failure(self, pod: Pod, message: str) -> None:
-        log.info("scheduler: %s unschedulable: %s", pod.key, message)
-        self.events.event(pod, "Warning", "FailedScheduling", message[:1024], action="Scheduling")
-        current = pod.condition("PodScheduled")
-        if current is not None and current.status == "False" and current.message == message:
-            return
-        condition = {"type": "PodScheduled", "status": "False", "reason": "Unschedulable", "message": message,
-                     "lastProbeTime": None,
-                     "lastTransitionTime": current.last_transition_time if current is not None and
-                     current.status == "False" else timeutil.rfc3339()}
+    async def _bind(self, qp: q.QueuedPod, pod: Pod, node: str) -> None:
         try:
-            await self.api.patch(kinds.PODS, pod.metadata.name or "", {"status": {"conditions": [condition]}},
-                                 pod.metadata.namespace, subresource="status",
-                                 content_type="application/strategic-merge-patch+json")
-        except ApiError as exc:
-            log.debug("scheduler: could not update %s status: %s", pod.key, exc)
+            async with self._bind_slots:
+                await self.api.bind(pod, node)
+        except Exception as exc:  # noqa: BLE001 - any failure: forget the assumption, retry later
+            self._binding_failed(qp, pod, node, exc)
+            return
+        self.bound += 1
+        log.debug("scheduler: assigned %s to %s", pod.key, node)
+        self.reporter.event(pod, "Normal", "Scheduled", f"Successfully assigned {pod.key} to {node}", "Binding")
+
+    def _binding_failed(self, qp: q.QueuedPod, pod: Pod, node: str, exc: Exception) -> None:
+        """handleBindingCycleError: ForgetPod, let other parked pods try the room it held, and send
+        the pod back through backoffQ with reason SchedulerError."""
+        log.warning("scheduler: binding %s to %s failed: %s", pod.key, node, exc)
+        self.cache.forget(pod.key)
+        info = self.cache.nodes.get(node)
+        if info is not None:
+            self.queue.move([q.ASSIGNED_POD_DELETE], fits_now(info))
+        current = self.pods.get(pod.key)
+        if current is not None and not current.node_name:
+            self.queue.add_after_error(qp)
+        detail = exc.message if isinstance(exc, ApiError) else (str(exc) or type(exc).__name__)
+        self._report_failure(current or pod, "SchedulerError", f'running Bind plugin "DefaultBinder": {detail}')
+
+    # --- running ----------------------------------------------------------------------------------
 
     async def run(self) -> None:
         async with asyncio.TaskGroup() as tg:
             tg.create_task(self.nodes.run(), name="scheduler-nodes-informer")
             tg.create_task(self.pods.run(), name="scheduler-pods-informer")
+            tg.create_task(self.reporter.run(), name="scheduler-reporter")
             await self.nodes.wait_synced()
             await self.pods.wait_synced()
             log.info("scheduler: caches synced (%d nodes, %d pods)", len(self.nodes.cache), len(self.pods.cache))
-            tg.create_task(self._worker(), name="scheduler-worker")
+            tg.create_task(self.queue.run(), name="scheduler-queue")
+            tg.create_task(self._loop(), name="scheduler-loop")
 
-    async def _worker(self) -> None:
-        # Not WorkQueue.run_worker: an unschedulable pod is not an error, yet its backoff must grow,
-        # so schedule() decides itself when to forget a key's failures.
+    async def _loop(self) -> None:
         while True:
-            key = await self.queue.get()
+            qp = await self.queue.pop()
             try:
-                await self.schedule(key)
-            except asyncio.CancelledError:
-                raise
-            except Exception:  # noqa: BLE001 - one broken pod must not stop scheduling
-                log.exception("scheduler: scheduling %s failed", key)
-                self.queue.add_rate_limited(key)
-            finally:
-                self.queue.done(key)
+                self.schedule_one(qp)
+            except Exception:
+                log.exception("scheduler: scheduling %s failed", qp.key)
+                self.queue.add_unschedulable(qp, frozenset())
+            await asyncio.sleep(0)  # let informers and bindings run between decisions
 
 
 async def run(api: ApiClient, **kwargs: object) -> None:

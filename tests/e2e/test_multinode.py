@@ -74,6 +74,18 @@ def test_nodeport_from_another_node_and_from_outside(cluster: Cluster, web: dict
              interval=0)
 
 
+def test_loadbalancer_ip_from_outside(cluster: Cluster, web: dict[str, str]) -> None:
+    """The lab's "cloud" gives the LoadBalancer Service an ingress IP from its pool; the outside client,
+    whose route to the pool goes through node-1 as a cloud LB forwards to nodes, reaches every pod."""
+    lb_ip = wait_for("an ingress IP for web-lb", lambda: cluster.kubectl(
+        "get", "svc", "web-lb", "-o", "jsonpath={.status.loadBalancer.ingress[0].ip}").stdout)
+    assert lb_ip.startswith("172.18.255."), lb_ip
+    assert lb_ip in cluster.kubectl("get", "svc", "web-lb").stdout  # the EXTERNAL-IP column
+    seen: set[str] = set()
+    wait_for(f"{lb_ip}:80 from the client to reach every pod",
+             lambda: seen.add(cluster.curl("client", f"http://{lb_ip}:80/")) or set(PODS) <= seen, interval=0)
+
+
 def test_load_is_spread_evenly(cluster: Cluster, web: dict[str, str]) -> None:
     """300 requests through the ClusterIP: kube-proxy's 1/3, 1/2, 1 probabilities give each pod about a third."""
     ip = cluster.kubectl("get", "svc", "web", "-o", "jsonpath={.spec.clusterIP}").stdout

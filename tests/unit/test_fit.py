@@ -4,13 +4,15 @@ cache's assume/forget accounting that keeps a burst of decisions from over-commi
 
 from __future__ import annotations
 
+import random
 from typing import Any
 
 import pytest
 
 from kubelab.models import Node, Pod, Taint, Toleration
 from scheduler.cache import Cache, NodeInfo
-from scheduler.fit import failure_message, fits, toleration_matches
+from scheduler.algorithm import num_feasible_nodes_to_find
+from scheduler.fit import failure_message, fits, toleration_matches, truncate_note
 from scheduler.resources import pod_nonzero_requests, pod_requests
 from scheduler.scheduling import decide
 
@@ -404,3 +406,100 @@ def test_assumed_host_port_is_taken_until_forgotten() -> None:
     assert fits(second, cache.nodes["n1"]) == ["node(s) didn't have free ports for the requested pod ports"]
     cache.forget("default/a")
     assert fits(second, cache.nodes["n1"]) == []
+
+
+# --- node readiness, PreFilter, sampling ---------------------------------------------------------
+
+def with_conditions(n: Node, ready: str | None) -> Node:
+    data = n.to_dict()
+    data["status"]["conditions"] = [{"type": "Ready", "status": ready}] if ready is not None else []
+    return Node.from_dict(data)
+
+
+@pytest.mark.parametrize(("n", "reasons"), [
+    pytest.param(with_conditions(node(), None), [], id="never posted a Ready condition, no taint yet"),
+    pytest.param(with_conditions(node(), "False"), [], id="Ready=False before the controller taints it"),
+    pytest.param(with_conditions(node(taints=[taint("node.kubernetes.io/not-ready")]), "False"),
+                 ["node(s) had untolerated taint {node.kubernetes.io/not-ready: }"],
+                 id="the lifecycle controller's not-ready taint"),
+    pytest.param(with_conditions(node(taints=[taint("node.kubernetes.io/unreachable", effect="NoExecute")]), "Unknown"),
+                 ["node(s) had untolerated taint {node.kubernetes.io/unreachable: }"],
+                 id="unreachable NoExecute without the default toleration"),
+])
+def test_readiness_is_read_from_taints_only(n: Node, reasons: list[str]) -> None:
+    assert fits(pod(), info(n)) == reasons
+
+
+def pinned(*names: str) -> dict[str, Any]:
+    return required_affinity(*({"matchFields": [expr("metadata.name", "In", name)]} for name in names))
+
+
+def test_prefilter_narrows_to_pinned_nodes() -> None:
+    nodes = [info(node(f"n{i}", cpu="1")) for i in range(1, 5)]
+    decision = decide(pod(containers=[container(cpu="2")], affinity=pinned("n2", "n9")), nodes)
+    # n2 is evaluated and short of cpu; the other three never are; n9 does not exist.
+    assert decision.reasons == {"n2": ["Insufficient cpu"]}
+    assert decision.message == ("0/4 nodes are available: 1 Insufficient cpu, "
+                                "3 node(s) didn't satisfy plugin(s) [NodeAffinity].")
+    assert decide(pod(affinity=pinned("n3")), nodes).node == "n3"
+
+
+def test_prefilter_conflicting_pins() -> None:
+    term = {"matchFields": [expr("metadata.name", "In", "n1"), expr("metadata.name", "In", "n2")]}
+    decision = decide(pod(affinity=required_affinity(term)), [info(node("n1")), info(node("n2"))])
+    assert decision.node is None
+    assert decision.message == "0/2 nodes are available: pod affinity terms conflict."
+    assert decision.unschedulable_plugins == frozenset()
+
+
+def test_a_term_without_pins_keeps_every_node() -> None:
+    affinity = required_affinity({"matchFields": [expr("metadata.name", "In", "n1")]},
+                                 {"matchExpressions": [expr("zone", "In", "a")]})
+    nodes = [info(node("n1")), info(node("n2", labels={"zone": "a"})), info(node("n3"))]
+    decision = decide(pod(affinity=affinity), nodes, rng=random.Random(3))
+    assert decision.reasons == {"n3": ["node(s) didn't match Pod's node affinity/selector"]}
+    assert decision.plugins == {"n3": "NodeAffinity"}
+
+
+@pytest.mark.parametrize(("nodes", "percentage", "wanted"), [
+    pytest.param(50, 0, 50, id="under 100 nodes: all"),
+    pytest.param(100, 0, 100, id="100 nodes: 49% but at least 100"),
+    pytest.param(500, 0, 230, id="500 nodes: 46%"),
+    pytest.param(1000, 0, 420, id="1000 nodes: 42%"),
+    pytest.param(5000, 0, 500, id="5000 nodes: 10%"),
+    pytest.param(6000, 0, 300, id="6000 nodes: 2% is raised to 5%"),
+    pytest.param(5000, 1, 100, id="configured 1%: floor of 100"),
+    pytest.param(5000, 100, 5000, id="configured 100%"),
+])
+def test_num_feasible_nodes_to_find(nodes: int, percentage: int, wanted: int) -> None:
+    assert num_feasible_nodes_to_find(nodes, percentage) == wanted
+
+
+def test_sampling_starts_where_the_last_decision_stopped() -> None:
+    nodes = [info(node(f"n{i:03}")) for i in range(500)]
+    first = decide(pod(), nodes, start=0)
+    assert len(first.scores) == 230 and first.next_start == 230
+    assert set(first.scores) == {f"n{i:03}" for i in range(230)}
+    second = decide(pod(), nodes, start=first.next_start)
+    assert second.next_start == 460
+    assert set(second.scores) == {f"n{i:03}" for i in range(230, 460)}
+    third = decide(pod(), nodes, start=second.next_start)  # wraps around
+    assert set(third.scores) == {f"n{i:03}" for i in (*range(460, 500), *range(0, 190))}
+
+
+def test_rejected_nodes_count_as_processed() -> None:
+    nodes = [info(node(f"n{i:03}", cpu="1" if i < 10 else "4")) for i in range(200)]
+    decision = decide(pod(containers=[container(cpu="2")]), nodes, start=0)
+    # 200 nodes -> 48% -> 96 -> at least 100 feasible; the 10 small ones were looked at too.
+    assert len(decision.reasons) == 10 and len(decision.scores) == 100
+    assert decision.next_start == 110
+
+
+@pytest.mark.parametrize(("message", "expected"), [
+    pytest.param("x" * 1024, "x" * 1024, id="exactly 1024 bytes: kept"),
+    pytest.param("x" * 1025, "x" * 1020 + " ...", id="one byte over: tail replaced"),
+    pytest.param("é" * 600, "é" * 510 + " ...", id="counted in bytes, not characters"),
+])
+def test_event_note_truncation(message: str, expected: str) -> None:
+    assert truncate_note(message) == expected
+    assert len(truncate_note(message).encode()) <= 1024

@@ -13,6 +13,8 @@ from kubelab.models import Node, Pod
 from scheduler import score
 from scheduler.cache import Cache, NodeInfo
 from scheduler.resources import pod_nonzero_requests, pod_requests
+from scheduler.algorithm import score_feasible
+from scheduler.fit import PodContext
 from scheduler.scheduling import decide
 
 
@@ -85,17 +87,18 @@ def two_nodes() -> list[NodeInfo]:
 
 
 def test_least_allocated_prefers_the_emptier_node() -> None:
-    # n1: least (75+87)//2 = 81, balanced 0.25/0.125 -> 93: 174; n2: least (25+37)//2 = 31 + 93 = 124
+    # n1: least (75+87)//2 = 81, balanced 0.25/0.125 -> 93: 174; n2: least (25+37)//2 = 31 + 93 = 124;
+    # plus TaintToleration 100 x 3 on both (no PreferNoSchedule taints anywhere)
     decision = decide(pod(cpu="1", memory="1Gi"), two_nodes())
-    assert decision.scores == {"n1": 174, "n2": 124}
+    assert decision.scores == {"n1": 474, "n2": 424}
     assert decision.node == "n1"
     assert decision.reasons == {}
 
 
 def test_most_allocated_packs_the_fuller_node() -> None:
-    # n1: most (25+12)//2 = 18 + 93 = 111; n2: most (75+62)//2 = 68 + 93 = 161
+    # n1: most (25+12)//2 = 18 + 93 = 111; n2: most (75+62)//2 = 68 + 93 = 161; + 300 TaintToleration
     decision = decide(pod(cpu="1", memory="1Gi"), two_nodes(), strategy="MostAllocated")
-    assert decision.scores == {"n1": 111, "n2": 161}
+    assert decision.scores == {"n1": 411, "n2": 461}
     assert decision.node == "n2"
 
 
@@ -112,3 +115,64 @@ def test_ties_are_broken_at_random() -> None:
     assert picks == {"n1", "n2", "n3"}
     again = {decide(pod(cpu="1"), nodes, rng=random.Random(7)).node for _ in range(5)}
     assert len(again) == 1  # the same seed, the same pick
+
+
+# --- TaintToleration and NodeAffinity scores, and the one-pass total ------------------------------
+
+def tainted(name: str, *taints: tuple[str, str], labels: dict[str, str] | None = None) -> NodeInfo:
+    cache = Cache()
+    cache.set_node(Node.from_dict({"metadata": {"name": name, "labels": labels or {}},
+                                   "spec": {"taints": [{"key": k, "value": v, "effect": "PreferNoSchedule"}
+                                                       for k, v in taints]},
+                                   "status": {"allocatable": {"cpu": "4", "memory": "8Gi", "pods": "110"}}}))
+    return cache.nodes[name]
+
+
+def with_spec(p: Pod, **spec: Any) -> Pod:
+    return Pod.from_dict({**p.to_dict(), "spec": {**p.to_dict()["spec"], **spec}})
+
+
+@pytest.mark.parametrize(("p", "expected"), [
+    # raw counts 0, 1, 2 -> max 2 -> 100 - 100*c/2, reversed
+    pytest.param(pod(), {"a": 100, "b": 50, "c": 0}, id="fewer untolerated PreferNoSchedule taints is better"),
+    pytest.param(with_spec(pod(), tolerations=[{"key": "x", "operator": "Exists", "effect": "PreferNoSchedule"}]),
+                 {"a": 100, "b": 100, "c": 0}, id="a tolerated taint does not count"),
+    pytest.param(with_spec(pod(), tolerations=[{"key": "x", "operator": "Exists", "effect": "NoSchedule"}]),
+                 {"a": 100, "b": 50, "c": 0}, id="only empty or PreferNoSchedule tolerations count"),
+    pytest.param(with_spec(pod(), tolerations=[{"operator": "Exists"}]), {"a": 100, "b": 100, "c": 100},
+                 id="tolerating everything: all zero reversed to 100"),
+])
+def test_taint_toleration_score(p: Pod, expected: dict[str, int]) -> None:
+    nodes = [tainted("a"), tainted("b", ("x", "1")), tainted("c", ("x", "1"), ("y", "2"))]
+    assert score.plugin_scores(PodContext(p), nodes)[score.TAINT_TOLERATION] == expected
+
+
+def test_node_affinity_preferred_score() -> None:
+    preferred = {"nodeAffinity": {"preferredDuringSchedulingIgnoredDuringExecution": [
+        {"weight": 30, "preference": {"matchExpressions": [{"key": "disk", "operator": "In", "values": ["ssd"]}]}},
+        {"weight": 10, "preference": {"matchExpressions": [{"key": "zone", "operator": "Exists"}]}}]}}
+    nodes = [tainted("ssd-zoned", labels={"disk": "ssd", "zone": "a"}), tainted("ssd", labels={"disk": "ssd"}),
+             tainted("zoned", labels={"zone": "a"}), tainted("plain")]
+    ctx = PodContext(with_spec(pod(cpu="1"), affinity=preferred))
+    # raw 40, 30, 10, 0 -> 100*s/40
+    assert score.plugin_scores(ctx, nodes)[score.NODE_AFFINITY] == {"ssd-zoned": 100, "ssd": 75, "zoned": 25,
+                                                                    "plain": 0}
+    assert decide(ctx.pod, nodes).node == "ssd-zoned"
+    assert score.NODE_AFFINITY not in score.plugin_scores(PodContext(pod(cpu="1")), nodes)  # PreScore: Skip
+
+
+@pytest.mark.parametrize("strategy", ["LeastAllocated", "MostAllocated"])
+def test_one_pass_totals_match_the_plugins(strategy: str) -> None:
+    rng = random.Random(42)
+    for round_ in range(30):
+        nodes = []
+        for i in range(12):
+            bound = [pod(f"b{round_}-{i}-{j}", f"{rng.randint(0, 900)}m", f"{rng.randint(0, 900)}Mi")
+                     for j in range(rng.randint(0, 3))]
+            nodes.append(info(str(rng.choice(["1", "2", "4"])), rng.choice(["1Gi", "2Gi", "0"]), *bound,
+                              name=f"n{i}"))
+        nodes[3] = tainted("n3", ("x", "1"))
+        p = pod("p", rng.choice([None, "100m", "1"]), rng.choice([None, "64Mi", "1Gi"]))
+        ctx = PodContext(p)
+        expected = score.total_scores(score.plugin_scores(ctx, nodes, strategy))
+        assert score_feasible(ctx, nodes, strategy) == expected

@@ -1,0 +1,110 @@
+"""What the scheduler tells the API server besides bindings: events and the PodScheduled condition.
+
+Neither may hold up a decision. Events go through a bounded queue posted one at a time, as
+client-go's event broadcaster does (1000 queued events at most; further ones are dropped, never
+waited for). PodScheduled=False patches are coalesced per pod — only the latest wish is sent — and
+written by a couple of background workers; a patch that would change nothing is never sent
+(schedule_one.go updatePod).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections import deque
+from dataclasses import dataclass
+
+from kubelab import kinds, timeutil
+from kubelab.client import ApiClient, ApiError
+from kubelab.events import EventRecorder
+from kubelab.models import Pod
+
+log = logging.getLogger(__name__)
+
+MAX_QUEUED_EVENTS = 1000   # client-go tools/events maxQueuedEvents
+STATUS_WORKERS = 2
+
+
+@dataclass(frozen=True)
+class _Event:
+    pod: Pod
+    type: str
+    reason: str
+    message: str
+    action: str
+
+
+def condition_unchanged(pod: Pod, reason: str, message: str) -> bool:
+    """podutil.UpdatePodCondition found nothing to change: same status, reason and message."""
+    current = pod.condition("PodScheduled")
+    return (current is not None and current.status == "False" and current.reason == reason
+            and current.message == message)
+
+
+def scheduled_false(pod: Pod, reason: str, message: str) -> dict[str, object]:
+    """The condition to patch: lastTransitionTime moves only when the status changes."""
+    current = pod.condition("PodScheduled")
+    since = current.last_transition_time if current is not None and current.status == "False" else None
+    return {"type": "PodScheduled", "status": "False", "reason": reason, "message": message,
+            "lastProbeTime": None, "lastTransitionTime": since or timeutil.rfc3339()}
+
+
+class Reporter:
+    def __init__(self, api: ApiClient, component: str) -> None:
+        self.api = api
+        self.recorder = EventRecorder(api, component)
+        self._events: deque[_Event] = deque()
+        self._events_ready = asyncio.Event()
+        self.dropped_events = 0
+        self._conditions: dict[str, tuple[Pod, dict[str, object]]] = {}
+        self._conditions_ready = asyncio.Event()
+
+    # --- called from the scheduling loop: never blocks ------------------------------------------
+
+    def event(self, pod: Pod, event_type: str, reason: str, message: str, action: str) -> None:
+        if len(self._events) >= MAX_QUEUED_EVENTS:
+            self.dropped_events += 1  # DropIfChannelFull
+            return
+        self._events.append(_Event(pod, event_type, reason, message, action))
+        self._events_ready.set()
+
+    def pod_scheduled_false(self, pod: Pod, reason: str, message: str) -> None:
+        if condition_unchanged(pod, reason, message):
+            return
+        self._conditions[pod.key] = (pod, scheduled_false(pod, reason, message))
+        self._conditions_ready.set()
+
+    def pending(self) -> int:
+        return len(self._events) + len(self._conditions)
+
+    # --- background workers ------------------------------------------------------------------------
+
+    async def _post_events(self) -> None:
+        while True:
+            while not self._events:
+                self._events_ready.clear()
+                await self._events_ready.wait()
+            e = self._events.popleft()
+            await self.recorder.post(e.pod, e.type, e.reason, e.message, action=e.action)
+
+    async def _patch_conditions(self) -> None:
+        while True:
+            while not self._conditions:
+                self._conditions_ready.clear()
+                await self._conditions_ready.wait()
+            key = next(iter(self._conditions))
+            pod, condition = self._conditions.pop(key)
+            try:
+                await self.api.patch(kinds.PODS, pod.metadata.name or "", {"status": {"conditions": [condition]}},
+                                     pod.metadata.namespace, subresource="status",
+                                     content_type="application/strategic-merge-patch+json")
+            except ApiError as exc:
+                log.debug("scheduler: could not update %s status: %s", key, exc)
+            except Exception as exc:  # noqa: BLE001 - a lost connection: the next failure patches again
+                log.warning("scheduler: could not update %s status: %s", key, exc)
+
+    async def run(self) -> None:
+        async with asyncio.TaskGroup() as tg:
+            tg.create_task(self._post_events(), name="scheduler-events")
+            for i in range(STATUS_WORKERS):
+                tg.create_task(self._patch_conditions(), name=f"scheduler-status-{i}")
