@@ -12,14 +12,16 @@ from fastapi import FastAPI, Request
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.responses import Response
 
-from kubelab import addressing, kinds
+from kubelab import addressing, kinds, tokenfile
 from kubelab.kinds import ResourceType
 
 from . import codecs, errors
+from .auth import AuthMiddleware
 from .bootstrap import bootstrap
 from .registry import Registry, default_strategies
 from .routers import discovery, health, resources
-from .storage import Storage
+from .storage import RequestTooLarge, Storage, StorageError
+from .storage import Timeout as StorageTimeout
 
 log = logging.getLogger(__name__)
 
@@ -31,6 +33,21 @@ class Config:
     port: int = 8080
     service_cidr: str = addressing.SERVICE_CIDR
     resources: tuple[ResourceType, ...] = field(default_factory=lambda: kinds.BUILTIN)
+    # kube-apiserver's --min-request-timeout: a watch without timeoutSeconds ends after a random time
+    # between this and twice this, so long-lived watches re-list and rebalance (clients resume).
+    min_request_timeout: float = 1800.0
+    # kube-apiserver's --token-auth-file: with it, requests authenticate with bearer tokens and node
+    # users are restricted (auth.py); without it, the API is open to whoever reaches it.
+    token_auth_file: str | None = None
+
+
+def storage_status(exc: StorageError) -> errors.StatusError:
+    """The Status for a storage failure that reached the top (never a 500: none is a server bug)."""
+    if isinstance(exc, RequestTooLarge):
+        return errors.StatusError(413, "RequestEntityTooLarge", f"Request entity too large: {exc}")
+    if isinstance(exc, StorageTimeout):
+        return errors.timeout(f"Timeout: request did not complete within the allotted timeout ({exc})")
+    return errors.unavailable(f"etcd is unavailable: {exc}")
 
 
 def create_app(config: Config) -> FastAPI:
@@ -52,13 +69,23 @@ def create_app(config: Config) -> FastAPI:
     app = FastAPI(title="kubelab apiserver", lifespan=lifespan, openapi_url=None, docs_url=None, redoc_url=None)
     app.state.resources = config.resources
     app.state.config = config
+    if config.token_auth_file:
+        # Read now, so a bad file stops the API server before it serves anything (TokenFileError).
+        app.add_middleware(AuthMiddleware, tokens=tokenfile.load(config.token_auth_file), state=app.state)
     app.include_router(health.router)
     app.include_router(discovery.router)
     app.include_router(resources.router)
 
     @app.exception_handler(errors.StatusError)
     async def status_error(request: Request, exc: errors.StatusError) -> Response:
+        if exc.code == 503 and isinstance(exc.__cause__, StorageTimeout):
+            # The registry says "unavailable"; a timeout is kube-apiserver's 504 (the write may yet land).
+            return codecs.status_response(storage_status(exc.__cause__))
         return codecs.status_response(exc)
+
+    @app.exception_handler(StorageError)
+    async def storage_error(request: Request, exc: StorageError) -> Response:
+        return codecs.status_response(storage_status(exc))
 
     @app.exception_handler(StarletteHTTPException)
     async def http_error(request: Request, exc: StarletteHTTPException) -> Response:

@@ -1,4 +1,5 @@
-"""Request bodies in (JSON, YAML; size-limited, alias-bomb-safe) and responses out (JSON, YAML)."""
+"""Request bodies in (JSON, YAML, Kubernetes protobuf; size-limited, alias-bomb-safe) and responses out
+(JSON, YAML)."""
 
 from __future__ import annotations
 
@@ -10,8 +11,9 @@ import yaml
 from starlette.requests import Request
 from starlette.responses import Response
 
-from . import errors
+from . import errors, protobuf
 
+PROTOBUF = "application/vnd.kubernetes.protobuf"
 MAX_BODY = 3 * 1024 * 1024  # kube-apiserver's request body limit (3 MiB)
 # How much alias expansion a YAML body may add: anchors reused a few times are fine, a "billion laughs"
 # (nine aliases of nine aliases of ...) is refused before anything walks the expanded document.
@@ -158,6 +160,13 @@ def decode(content_type: str, raw: bytes) -> Any:
         except ValueError as exc:
             raise errors.bad_request(f"couldn't get version/kind; json parse error: {exc}") from exc
         return value
+    if content_type == PROTOBUF:
+        # kubectl 1.32+ sends its generators' objects as protobuf; they become the JSON dict the same
+        # object would have been, and go through the same decoding and validation.
+        try:
+            return protobuf.decode_object(raw)
+        except protobuf.ProtobufError as exc:
+            raise errors.bad_request(f"the object provided is unrecognized: {exc}") from exc
     raise errors.unsupported_media_type(content_type)
 
 

@@ -75,6 +75,21 @@ def conflict(rt: ResourceType, name: str, detail: str, *, subresource: str | Non
     return StatusError(409, "Conflict", f'Operation cannot be fulfilled on {resource} "{name}": {detail}', details)
 
 
+def apply_conflict(message: str, causes: Sequence[tuple[str, str]]) -> StatusError:
+    """NewApplyConflict: 409 Conflict whose causes (reason FieldManagerConflict) name the manager
+    and the field; kubectl prints the message and its --force-conflicts advice."""
+    return StatusError(409, "Conflict", message, {"causes": [
+        {"reason": "FieldManagerConflict", "message": text, "field": field} for text, field in causes]})
+
+
+def invalid_options(kind: str, errors: Sequence[FieldError]) -> StatusError:
+    """422 for bad request options, e.g. `PatchOptions.meta.k8s.io "" is invalid: fieldManager: ...`."""
+    text = "; ".join(str(e) for e in errors) if len(errors) == 1 else "[" + ", ".join(str(e) for e in errors) + "]"
+    return StatusError(422, "Invalid", f'{kind}.meta.k8s.io "" is invalid: {text}',
+                       {"group": "meta.k8s.io", "kind": kind,
+                        "causes": [{"reason": e.reason, "message": e.body, "field": e.field} for e in errors]})
+
+
 def stale_update(rt: ResourceType, name: str) -> StatusError:
     return conflict(rt, name, "the object has been modified; please apply your changes to the latest version "
                               "and try again")

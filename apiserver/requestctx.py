@@ -24,7 +24,28 @@ def warn(message: str) -> None:
         collected.append(message)
 
 
+# kube-apiserver's warning recorder: past 4096 characters in all, each warning is cut to 256, and what
+# still does not fit is dropped (k8s.io/apiserver/pkg/endpoints/filters/warning.go).
+WARNINGS_TOTAL = 4096
+WARNING_ITEM = 256
+_CONTROL = dict.fromkeys([*range(0x20), 0x7F], " ")
+
+
 def warning_headers(collected: list[str]) -> list[tuple[str, str]]:
     """RFC 7234 warn-code 299 with the text quoted, as kube-apiserver writes them (kubectl prints
-    each as `Warning: <text>`)."""
-    return [("Warning", '299 - "' + text.replace("\\", "\\\\").replace('"', '\\"') + '"') for text in collected]
+    each as `Warning: <text>`). The text comes from the request (unknown field names), so control
+    characters become spaces, as Go's header writer does, and it goes out as UTF-8 bytes, as Go sends
+    it (Starlette encodes header values as latin-1, hence the round trip): a hostile field name can
+    neither split the header nor fail the response."""
+    texts = [text.translate(_CONTROL) for text in collected]
+    if sum(len(t) for t in texts) > WARNINGS_TOTAL:
+        texts = [t[:WARNING_ITEM] for t in texts]
+        kept, total = [], 0
+        for text in texts:
+            if total + len(text) > WARNINGS_TOTAL:
+                break
+            kept.append(text)
+            total += len(text)
+        texts = kept
+    return [("Warning", ('299 - "' + text.replace("\\", "\\\\").replace('"', '\\"') + '"')
+             .encode("utf-8", "replace").decode("latin-1")) for text in texts]

@@ -66,10 +66,43 @@ class Unavailable(StorageError):
     """etcd could not be reached or did not answer in time."""
 
 
+class Timeout(Unavailable):
+    """etcd did not answer within the storage timeout. Unlike a refused connection, a write that timed
+    out may still be applied (it can sit in a hung etcd's socket), so the API answers 504, not 503."""
+
+
+class RequestTooLarge(StorageError):
+    """etcd refused a write for its size (--max-request-bytes, 1.5 MiB by default): a client's mistake,
+    not an outage."""
+
+
 def _translate(exc: Exception) -> StorageError:
     if isinstance(exc, StorageError):
         return exc
-    return Unavailable(str(exc) or type(exc).__name__)
+    text = str(exc) or type(exc).__name__
+    if "request is too large" in text or "received message larger than max" in text:
+        return RequestTooLarge(text)
+    return Unavailable(text)
+
+
+# gRPC channel options. The default reconnect backoff grows to 120 s, so after a long etcd outage
+# the API server kept answering 503 for up to two minutes after etcd was back; reconnecting at least
+# every second bounds that. Keepalive pings find a dead or hung etcd under an open watch stream
+# (which otherwise waits forever): a ping every 10 s, given up after 5 s (gRPC core enforces
+# ping_timeout_ms; keepalive_timeout_ms alone did not end the stream). etcd accepts pings every 5 s
+# (--grpc-keepalive-min-time) while a stream is open, and pings are only sent then.
+CHANNEL_OPTIONS: dict[str, int] = {
+    "grpc.initial_reconnect_backoff_ms": 500,
+    "grpc.min_reconnect_backoff_ms": 500,
+    "grpc.max_reconnect_backoff_ms": 1000,
+    "grpc.keepalive_time_ms": 10_000,
+    "grpc.keepalive_timeout_ms": 5_000,
+    "grpc.http2.ping_timeout_ms": 5_000,
+    "grpc.http2.max_pings_without_data": 0,
+    # gRPC's default 4 MiB receive limit fails a list of ~4,000 pods; etcd's own request limit is
+    # 1.5 MiB per object, so whole-prefix reads need room (kube-apiserver raises it the same way).
+    "grpc.max_receive_message_length": 2**31 - 1,
+}
 
 
 # --- data ----------------------------------------------------------------------------------------
@@ -145,7 +178,8 @@ class Storage:
 
     def _make_client(self) -> aetcd.Client:
         url = urlparse(self.servers[self._index % len(self.servers)])
-        return aetcd.Client(host=url.hostname or "127.0.0.1", port=url.port or 2379, timeout=self.timeout)
+        return aetcd.Client(host=url.hostname or "127.0.0.1", port=url.port or 2379, timeout=self.timeout,
+                            options=dict(CHANNEL_OPTIONS))
 
     @property
     def client(self) -> aetcd.Client:
@@ -173,8 +207,12 @@ class Storage:
             return await asyncio.wait_for(op, self.timeout)
         except StorageError:
             raise
-        except (aetcd.exceptions.ConnectionFailedError, aetcd.exceptions.ConnectionTimeoutError,
-                asyncio.TimeoutError, OSError) as exc:
+        except (aetcd.exceptions.ConnectionTimeoutError, asyncio.TimeoutError) as exc:
+            if len(self.servers) > 1:
+                await self._failover()
+            raise Timeout(f"etcd did not answer within {self.timeout:g}s ({str(exc) or type(exc).__name__})"
+                          ) from exc
+        except (aetcd.exceptions.ConnectionFailedError, OSError) as exc:
             if len(self.servers) > 1:
                 await self._failover()
             raise Unavailable(str(exc) or type(exc).__name__) from exc
@@ -244,15 +282,18 @@ class Storage:
         for key, resp in zip(checks, responses, strict=False):
             found[key] = bool(resp)
         if extra is not None:
-            for key in extra.create:
-                if found.get(key):
-                    return KeyExists(key)
+            # Required and forbidden keys first: they are the namespace checks, which kube-apiserver's
+            # admission makes before allocation, so a create into a missing namespace is a 404 even
+            # when it also asks for a NodePort that is taken.
             for key in extra.require:
                 if not found.get(key):
                     return RequiredKeyMissing(key)
             for key in extra.absent:
                 if found.get(key):
                     return ForbiddenKeyPresent(key)
+            for key in extra.create:
+                if found.get(key):
+                    return KeyExists(key)
         return None
 
     @staticmethod
@@ -352,7 +393,22 @@ class Storage:
         except Exception as exc:  # noqa: BLE001 - any failure to open the stream means etcd is not there
             raise Unavailable(str(exc)) from exc
         try:
-            async for response in call:
+            responses = call.__aiter__()
+            # etcd answers a create request at once (created, or compact_revision for a revision that
+            # was compacted). A hung etcd does not, and the watch would wait forever without a word.
+            try:
+                first = await asyncio.wait_for(anext(responses), self.timeout)
+            except StopAsyncIteration:
+                raise Unavailable("etcd ended the watch stream") from None
+            except asyncio.TimeoutError:
+                raise Timeout(f"etcd did not open the watch within {self.timeout:g}s") from None
+
+            async def rest() -> AsyncIterator[Any]:
+                yield first
+                async for more in responses:
+                    yield more
+
+            async for response in rest():
                 if response.compact_revision:
                     raise Compacted(start_revision, int(response.compact_revision))
                 if response.canceled:

@@ -195,6 +195,14 @@ def _configmap_row(obj: dict[str, Any]) -> Row:
     return [_meta(obj).get("name"), len(obj.get("data") or {}) + len(obj.get("binaryData") or {}), _age(obj)]
 
 
+def _secret_row(obj: dict[str, Any]) -> Row:
+    return [_meta(obj).get("name"), obj.get("type") or "", len(obj.get("data") or {}), _age(obj)]
+
+
+def _service_account_row(obj: dict[str, Any]) -> Row:
+    return [_meta(obj).get("name"), len(obj.get("secrets") or []), _age(obj)]
+
+
 def _lease_row(obj: dict[str, Any]) -> Row:
     return [_meta(obj).get("name"), (obj.get("spec") or {}).get("holderIdentity") or "<unknown>", _age(obj)]
 
@@ -229,6 +237,8 @@ PRINTERS: dict[ResourceType, tuple[list[Column], Callable[[dict[str, Any]], Row]
                          ("Ready", "integer", 0, ""), AGE, ("Containers", "string", 1, ""),
                          ("Images", "string", 1, ""), ("Selector", "string", 1, "")], _replicaset_row),
     kinds.CONFIGMAPS: ([NAME, ("Data", "integer", 0, ""), AGE], _configmap_row),
+    kinds.SECRETS: ([NAME, ("Type", "string", 0, ""), ("Data", "integer", 0, ""), AGE], _secret_row),
+    kinds.SERVICEACCOUNTS: ([NAME, ("Secrets", "integer", 0, ""), AGE], _service_account_row),
 }
 DEFAULT_PRINTER: tuple[list[Column], Callable[[dict[str, Any]], Row]] = (
     [NAME, ("Created At", "date", 0, "")], _default_row)

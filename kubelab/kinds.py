@@ -76,13 +76,16 @@ ENDPOINTSLICES = ResourceType("discovery.k8s.io", "v1", "endpointslices", "Endpo
                               models.EndpointSlice)
 LEASES = ResourceType("coordination.k8s.io", "v1", "leases", "Lease", True, models.Lease)
 CONFIGMAPS = ResourceType("", "v1", "configmaps", "ConfigMap", True, models.ConfigMap, short_names=("cm",))
+SECRETS = ResourceType("", "v1", "secrets", "Secret", True, models.Secret)
+SERVICEACCOUNTS = ResourceType("", "v1", "serviceaccounts", "ServiceAccount", True, models.ServiceAccount,
+                               short_names=("sa",))
 DEPLOYMENTS = ResourceType("apps", "v1", "deployments", "Deployment", True, models.Deployment,
                            short_names=("deploy",), categories=("all",), subresources=("status", "scale"))
 REPLICASETS = ResourceType("apps", "v1", "replicasets", "ReplicaSet", True, models.ReplicaSet,
                            short_names=("rs",), categories=("all",), subresources=("status", "scale"))
 
-BUILTIN: tuple[ResourceType, ...] = (NAMESPACES, NODES, PODS, SERVICES, ENDPOINTS, EVENTS, CONFIGMAPS, ENDPOINTSLICES,
-                                     LEASES, DEPLOYMENTS, REPLICASETS)
+BUILTIN: tuple[ResourceType, ...] = (NAMESPACES, NODES, PODS, SERVICES, ENDPOINTS, EVENTS, CONFIGMAPS, SECRETS,
+                                     SERVICEACCOUNTS, ENDPOINTSLICES, LEASES, DEPLOYMENTS, REPLICASETS)
 
 
 def by_kind(api_version: str, kind: str) -> ResourceType | None:

@@ -8,8 +8,9 @@
                           (`http://127.0.0.1:PORT`) once /readyz answers `ok`, and stops the server
                           at the end of the module, whatever happened.
     api        (function) an `httpx.Client` on that base URL (10 s timeout), closed after the test.
-    start_apiserver       the `run_apiserver(etcd_url)` context manager below, for a test that needs a
-                          second server, or one it can stop (`with start_apiserver(etcd.url) as url:`).
+    start_apiserver       the `run_apiserver(etcd_url, **config)` context manager below, for a test that
+                          needs a second server, one it can stop, or one with other `Config` settings
+                          (`with start_apiserver(etcd.url, min_request_timeout=1) as url:`).
 
 All modules share one etcd, hence one key space: the bootstrap objects (namespaces, the `kubernetes`
 Service) are there for everyone, and tests give their objects unique names so they neither see nor
@@ -25,6 +26,7 @@ import time
 from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager, contextmanager
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
@@ -35,7 +37,7 @@ from kubelab.etcd import Etcd
 
 
 @contextmanager
-def run_apiserver(etcd_url: str, *, startup_timeout: float = 30.0) -> Iterator[str]:
+def run_apiserver(etcd_url: str, *, startup_timeout: float = 30.0, **config: Any) -> Iterator[str]:
     """Serve the API server app in a background thread; yield its base URL once ready; always stop it.
 
     The listening socket is bound here (port 0) and handed to uvicorn, so there is no window in which
@@ -45,7 +47,7 @@ def run_apiserver(etcd_url: str, *, startup_timeout: float = 30.0) -> Iterator[s
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     sock.bind(("127.0.0.1", 0))
     port = sock.getsockname()[1]
-    app = create_app(Config([etcd_url], port=port))
+    app = create_app(Config([etcd_url], port=port, **config))
     # Open watch streams would hold a graceful shutdown forever; give them a few seconds.
     config = uvicorn.Config(app, log_level="warning", access_log=False, timeout_graceful_shutdown=3)
     server = uvicorn.Server(config)

@@ -10,6 +10,7 @@ from .cluster import NamespaceStrategy, NodeStrategy
 from .events import EventStrategy, LeaseStrategy
 from .networking import EndpointSliceStrategy, EndpointsStrategy
 from .pods import PodStrategy
+from .secrets import SecretStrategy, ServiceAccountStrategy
 from .services import ServiceStrategy
 from .store import Registry, WatchEvent
 from .strategy import Strategy
@@ -29,6 +30,8 @@ def default_strategies(*, service_cidr: str | None = None) -> dict[kinds.Resourc
         kinds.ENDPOINTSLICES: EndpointSliceStrategy(kinds.ENDPOINTSLICES),
         kinds.LEASES: LeaseStrategy(kinds.LEASES),
         kinds.CONFIGMAPS: ConfigMapStrategy(kinds.CONFIGMAPS),
+        kinds.SECRETS: SecretStrategy(kinds.SECRETS),
+        kinds.SERVICEACCOUNTS: ServiceAccountStrategy(kinds.SERVICEACCOUNTS),
         kinds.DEPLOYMENTS: DeploymentsStrategy(kinds.DEPLOYMENTS, pods),
         kinds.REPLICASETS: ReplicaSetsStrategy(kinds.REPLICASETS, pods),
     }

@@ -15,12 +15,12 @@ from typing import Any
 
 import pydantic
 
-from kubelab import schema
+from kubelab import schema, timeutil
 from kubelab.kinds import NAMESPACES, ResourceType
 from kubelab.models import TypedObject
 from kubelab.selectors import FieldSelector, Selector
 
-from .. import errors, requestctx
+from .. import errors, managedfields, requestctx
 from ..storage import (Compacted, ForbiddenKeyPresent, KeyExists, KeyNotFound, RequiredKeyMissing, RevisionConflict,
                        Storage, StorageEvent, Txn, Unavailable)
 from . import decoding
@@ -155,20 +155,69 @@ class Registry:
 
     # --- create ----------------------------------------------------------------------------------
 
-    async def create(self, rt: ResourceType, namespace: str | None, body: Any, *, dry_run: bool = False
-                     ) -> dict[str, Any]:
+    async def create(self, rt: ResourceType, namespace: str | None, body: Any, *, dry_run: bool = False,
+                     manager: str | None = None) -> dict[str, Any]:
+        """`manager` names the field manager of the write (fieldManager, or the client's user agent);
+        None leaves managedFields as the body has them (the API server's own writes, applies)."""
         obj = self.decode(rt, body, namespace)
         strategy = self.strategy(rt)
         if rt.namespaced and not obj.metadata.namespace:
             raise errors.bad_request("the server could not find the requested resource (namespace is required)")
+        if manager:
+            # Before PrepareForCreate, as kube-apiserver's field manager runs before the strategy: the
+            # creator owns what it sent and the defaults, not what the server fills in (uid, clusterIP).
+            self._track(rt, None, obj, manager, None)
         strategy.prepare_create(obj)
         generated = not obj.metadata.name
         if generated and obj.metadata.generate_name:
             obj.metadata.name = generate_name(obj.metadata.generate_name)
         errs = strategy.validate_create(obj)
         if errs:
+            await self._check_namespace(rt, obj)
             raise errors.invalid(rt, obj.metadata.name or obj.metadata.generate_name or "", errs)
+        if dry_run:
+            await self._check_namespace(rt, obj)
         return await self._store_new(rt, strategy, obj, generated=generated, dry_run=dry_run)
+
+    @staticmethod
+    def _track(rt: ResourceType, old: dict[str, Any] | None, new: TypedObject, manager: str,
+               subresource: str | None) -> None:
+        """Field ownership of an update (managedfields.track_update), written into `new`. A body
+        without managedFields keeps the stored ones. metadata, spec and status are compared as
+        existing even when absent, as the Go types' zero values have them: the creator owns
+        `spec.type`, not `spec` as a whole."""
+        data = new.to_dict()
+        raw = new.metadata.managed_fields
+        if raw is None and old is not None:
+            raw = (old.get("metadata") or {}).get("managedFields")
+        before = dict(old or {})
+        for key in ("metadata", "spec", "status"):
+            if isinstance(data.get(key), dict):
+                before.setdefault(key, {})
+        entries = managedfields.track_update(rt.kind, before, data, managedfields.decode_entries(raw),
+                                             manager=manager, api_version=rt.api_version,
+                                             subresource=subresource or "", now=timeutil.rfc3339())
+        new.metadata.managed_fields = managedfields.encode_entries(entries)
+
+    async def _check_namespace(self, rt: ResourceType, obj: TypedObject) -> None:
+        """NamespaceLifecycle admission, which kube-apiserver runs before validation: a create into a
+        missing namespace is `namespaces "x" not found` whatever else is wrong with the object. The
+        write itself checks the same in its etcd transaction; this read only runs on the paths that
+        answer without writing (an invalid object, a dry run, a refused allocation)."""
+        namespace = obj.metadata.namespace
+        if not rt.namespaced or not namespace:
+            return
+        try:
+            await self.storage.get(self.key(NAMESPACES, None, namespace))
+        except KeyNotFound:
+            raise errors.namespace_not_found(namespace) from None
+        except Unavailable as exc:
+            raise errors.unavailable(f"etcd is unavailable: {exc}") from exc
+        try:
+            await self.storage.get(terminating_key(namespace))
+        except KeyNotFound:
+            return
+        raise errors.namespace_terminating(rt, obj.metadata.name or "", namespace)
 
     async def _store_new(self, rt: ResourceType, strategy: Strategy, obj: TypedObject, *, generated: bool,
                          dry_run: bool) -> dict[str, Any]:
@@ -178,6 +227,7 @@ class Registry:
             attempt = base.model_copy(deep=True)
             alloc = strategy.allocate(attempt, None, avoid=avoid)
             if alloc.errors:
+                await self._check_namespace(rt, attempt)
                 raise errors.invalid(rt, attempt.metadata.name or "", alloc.errors)
             data = attempt.to_dict()
             if dry_run:
@@ -214,7 +264,8 @@ class Registry:
     # --- update and patch ------------------------------------------------------------------------
 
     async def update(self, rt: ResourceType, namespace: str | None, name: str, body: Any, *,
-                     subresource: str | None = None, dry_run: bool = False) -> dict[str, Any]:
+                     subresource: str | None = None, dry_run: bool = False, manager: str | None = None
+                     ) -> dict[str, Any]:
         new_obj = self.decode(rt, body, namespace)
         if new_obj.metadata.name and new_obj.metadata.name != name:
             raise errors.bad_request(f"the name of the object ({new_obj.metadata.name}) does not match the name "
@@ -222,13 +273,17 @@ class Registry:
         new_obj.metadata.name = name
         precondition = new_obj.metadata.resource_version or None
         return await self.guaranteed_update(rt, namespace, name, lambda _current: new_obj.model_copy(deep=True),
-                                            subresource=subresource, dry_run=dry_run, precondition=precondition)
+                                            subresource=subresource, dry_run=dry_run, precondition=precondition,
+                                            manager=manager)
 
     async def guaranteed_update(self, rt: ResourceType, namespace: str | None, name: str,
                                 mutate: Callable[[dict[str, Any]], TypedObject | dict[str, Any]], *,
                                 subresource: str | None = None, dry_run: bool = False,
-                                precondition: str | None = None) -> dict[str, Any]:
-        """Read, mutate, validate, write; retry on a storage conflict unless the caller named a version."""
+                                precondition: str | None = None, manager: str | None = None,
+                                field_subresource: str | None = None) -> dict[str, Any]:
+        """Read, mutate, validate, write; retry on a storage conflict unless the caller named a version.
+        With a `manager`, the fields the write changed become that manager's in managedFields, under
+        `field_subresource` when the write came through one the strategy does not see (scale)."""
         strategy = self.strategy(rt)
         key = self.key(rt, namespace, name)
         avoid: set[str] = set()
@@ -250,6 +305,8 @@ class Registry:
             elif new.metadata.resource_version and new.metadata.resource_version != str(stored.mod_revision):
                 raise errors.stale_update(rt, name)
             strategy.prepare_update(new, old, subresource)
+            if manager:
+                self._track(rt, stored.obj, new, manager, field_subresource or subresource)
             errs = strategy.validate_update(new, old, subresource)
             if errs:
                 raise errors.invalid(rt, name, errs)
@@ -323,6 +380,7 @@ class Registry:
                 raise errors.conflict(rt, name, f"Precondition failed: ResourceVersion in precondition: {rv}, "
                                                 f"ResourceVersion in object meta: {stored.mod_revision}")
             obj = self._to_model(rt, stored.obj)
+            strategy.set_gc_finalizers(obj, options)
             marking = strategy.mark_for_deletion(obj, options)
             if marking is not None:
                 data = obj.to_dict()

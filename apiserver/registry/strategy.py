@@ -37,6 +37,26 @@ class Allocation:
     taken_errors: dict[str, FieldError] = field(default_factory=dict)
 
 
+ORPHAN_FINALIZER = "orphan"
+FOREGROUND_FINALIZER = "foregroundDeletion"
+
+
+def gc_policy(options: dict[str, Any], finalizers: list[str], default: str) -> str:
+    """The propagation policy of one DELETE (shouldOrphanDependents / shouldDeleteDependents)."""
+    orphan = options.get("orphanDependents")
+    if orphan is not None:
+        return "Orphan" if orphan else "Background"
+    policy = options.get("propagationPolicy")
+    if policy in ("Orphan", "Background", "Foreground"):
+        return str(policy)
+    for finalizer in finalizers:
+        if finalizer == ORPHAN_FINALIZER:
+            return "Orphan"
+        if finalizer == FOREGROUND_FINALIZER:
+            return "Foreground"
+    return default
+
+
 def generate_name(base: str) -> str:
     return base[:58] + "".join(secrets.choice(_NAME_ALPHABET) for _ in range(5))
 
@@ -105,6 +125,29 @@ class Strategy:
 
     # --- delete ----------------------------------------------------------------------------------
 
+    # The resource's DefaultGarbageCollectionPolicy: Background ("DeleteDependents") for every kind
+    # kubelab serves (only v1 ReplicationController and old apps/extensions versions default to Orphan);
+    # None for kinds whose deletion the garbage collector does not take part in.
+    default_gc_policy: str | None = "Background"
+
+    def set_gc_finalizers(self, obj: TypedObject, options: dict[str, Any]) -> None:
+        """deletionFinalizersForGarbageCollection: the `orphan` / `foregroundDeletion` finalizers a DELETE
+        asks for. First match wins: orphanDependents, propagationPolicy, a finalizer already on the
+        object, the kind's default. The garbage collector then orphans or deletes the dependents and
+        removes the finalizer, which completes the deletion."""
+        if self.default_gc_policy is None:
+            return
+        meta = obj.metadata
+        current = list(meta.finalizers or [])
+        policy = gc_policy(options, current, self.default_gc_policy)
+        wanted = [f for f in current if f not in (ORPHAN_FINALIZER, FOREGROUND_FINALIZER)]
+        if policy == "Orphan":
+            wanted.append(ORPHAN_FINALIZER)
+        elif policy == "Foreground":
+            wanted.append(FOREGROUND_FINALIZER)
+        if set(wanted) != set(current):
+            meta.finalizers = wanted or None
+
     def mark_for_deletion(self, obj: TypedObject, options: dict[str, Any]) -> Txn | None:
         """kube's BeforeDelete: whether a DELETE leaves `obj` in place, marked, instead of removing it.
 
@@ -114,9 +157,12 @@ class Strategy:
         meta = obj.metadata
         if not meta.finalizers:
             return None
-        if not meta.deletion_timestamp:
-            meta.deletion_timestamp = timeutil.rfc3339()
-            meta.deletion_grace_period_seconds = 0
+        # markAsDeleting: the timestamp is now (or kept if earlier) and the grace period 0, also for a
+        # pod whose graceful deletion ends here, so removing the last finalizer completes the deletion.
+        now = timeutil.rfc3339()
+        if not meta.deletion_timestamp or meta.deletion_timestamp > now:
+            meta.deletion_timestamp = now
+        meta.deletion_grace_period_seconds = 0
         return Txn()
 
     def should_delete_on_update(self, obj: TypedObject) -> bool:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import asyncio
+
 from fastapi import APIRouter, Request
 from starlette.responses import PlainTextResponse
 
@@ -9,12 +11,15 @@ from ..storage import StorageError
 
 router = APIRouter()
 
+# kube-apiserver's --etcd-healthcheck-timeout: a hung etcd fails the check in 2 s, not the storage timeout.
+ETCD_HEALTHCHECK_TIMEOUT = 2.0
+
 
 async def _check(request: Request, verbose: bool) -> PlainTextResponse:
     checks = {"ping": True, "etcd": True}
     try:
-        await request.app.state.registry.storage.revision()
-    except StorageError:
+        await asyncio.wait_for(request.app.state.registry.storage.revision(), ETCD_HEALTHCHECK_TIMEOUT)
+    except (StorageError, TimeoutError):
         checks["etcd"] = False
     ok = all(checks.values())
     if verbose or not ok:

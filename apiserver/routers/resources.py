@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import random
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from typing import Any
@@ -18,13 +19,14 @@ import pydantic
 from fastapi import APIRouter, Request
 from starlette.responses import Response, StreamingResponse
 
-from kubelab import kinds, validation
+from kubelab import kinds, timeutil, validation
 from kubelab.kinds import ResourceType
 from kubelab.models import Binding
 from kubelab.selectors import SelectorError, parse_field_selector, parse_label_selector
 
-from .. import codecs, errors, requestctx, tables
-from ..patch import PATCH_TYPES, apply_patch
+from .. import codecs, errors, managedfields, requestctx, tables
+from ..managedfields.fieldpath import path_string
+from ..patch import PATCH_TYPES, apply_patch, strategic_merge_patch
 from ..registry import Registry, decoding
 from ..registry.apps import scale_of
 from ..registry.pods import bind
@@ -207,7 +209,11 @@ async def watch(request: Request, target: Target) -> Response:
     as_table = _table_requested(request)
     include_object = q.get("includeObject", "Metadata")
     timeout = q.get("timeoutSeconds")
-    deadline = float(timeout) if timeout and timeout.isdigit() and int(timeout) > 0 else None
+    if timeout and timeout.isdigit() and int(timeout) > 0:
+        deadline = float(timeout)
+    else:
+        # No timeoutSeconds: kube-apiserver ends the watch after minRequestTimeout * [1, 2).
+        deadline = request.app.state.config.min_request_timeout * (1 + random.random())
 
     async def stream() -> AsyncIterator[bytes]:
         first = True
@@ -241,7 +247,8 @@ async def _body(request: Request) -> Any:
 
 async def create(request: Request, target: Target) -> Response:
     body = await _body(request)
-    obj = await _registry(request).create(target.rt, target.namespace, body, dry_run=_dry_run(request))
+    obj = await _registry(request).create(target.rt, target.namespace, body, dry_run=_dry_run(request),
+                                          manager=field_manager(request))
     return codecs.respond(request, obj, 201)
 
 
@@ -262,7 +269,8 @@ async def _rescale(request: Request, target: Target, replicas_of: Any, precondit
         return {**current, "spec": {**(current.get("spec") or {}), "replicas": replicas}}
 
     obj = await _registry(request).guaranteed_update(target.rt, target.namespace, target.name or "", mutate,
-                                                     dry_run=_dry_run(request), precondition=precondition)
+                                                     dry_run=_dry_run(request), precondition=precondition,
+                                                     manager=field_manager(request), field_subresource="scale")
     return codecs.respond(request, scale_of(obj, (target.rt.api_version, target.rt.kind)))
 
 
@@ -277,7 +285,8 @@ async def replace(request: Request, target: Target) -> Response:
                               (body.get("metadata") or {}).get("resourceVersion") or None)
     body = await _body(request)
     obj = await _registry(request).update(target.rt, target.namespace, target.name or "", body,
-                                          subresource=target.subresource, dry_run=_dry_run(request))
+                                          subresource=target.subresource, dry_run=_dry_run(request),
+                                          manager=field_manager(request))
     return codecs.respond(request, obj)
 
 
@@ -295,18 +304,11 @@ async def patch(request: Request, target: Target) -> Response:
             patched = apply_patch(content_type, scale, patch_body, "Scale")
             return (patched.get("spec") or {}).get("replicas", 0)
         return await _rescale(request, target, replicas_of)
-    if content_type == "application/apply-patch+yaml":
-        if not isinstance(patch_body, dict):
-            raise errors.bad_request("apply patches must be objects")
-        try:
-            await registry.get(rt, target.namespace, target.name or "")
-        except errors.StatusError as exc:
-            if exc.code != 404 or target.subresource:
-                raise
-            body = dict(patch_body)
-            body.setdefault("metadata", {})["name"] = body.get("metadata", {}).get("name") or target.name
-            obj = await registry.create(rt, target.namespace, body, dry_run=dry_run)
-            return codecs.respond(request, obj, 201)
+    if content_type == APPLY_PATCH:
+        return await server_side_apply(request, target, patch_body, dry_run)
+    if request.query_params.get("force") is not None:
+        raise errors.invalid_options("PatchOptions", [validation.forbidden(
+            "force", "may not be specified for non-apply patch")])
 
     precondition = None
     if isinstance(patch_body, dict):
@@ -321,8 +323,67 @@ async def patch(request: Request, target: Target) -> Response:
 
     obj = await registry.guaranteed_update(rt, target.namespace, target.name or "", mutate,
                                            subresource=target.subresource, dry_run=dry_run,
-                                           precondition=precondition)
+                                           precondition=precondition, manager=field_manager(request))
     return codecs.respond(request, obj)
+
+
+APPLY_PATCH = "application/apply-patch+yaml"
+
+
+async def server_side_apply(request: Request, target: Target, config: Any, dry_run: bool) -> Response:
+    """PATCH with application/apply-patch+yaml: create or merge through the field manager, which
+    records `fieldManager`'s fields and refuses (409, FieldManagerConflict causes) to change fields
+    another manager owns unless `force=true`."""
+    q = request.query_params
+    manager = q.get("fieldManager") or ""
+    if not manager:
+        raise errors.invalid_options("PatchOptions", [validation.required(
+            "fieldManager", "is required for apply patch")])
+    if not isinstance(config, dict):
+        raise errors.bad_request("apply patches must be objects")
+    rt, registry = target.rt, _registry(request)
+    name = target.name or ""
+    meta = config.get("metadata") if isinstance(config.get("metadata"), dict) else None
+    if meta and meta.get("name") and meta["name"] != name:
+        # checkName: otherwise an apply to a missing object would create one of another name (and a node
+        # allowed to write only its own Node could create any).
+        raise errors.bad_request(f"the name of the object ({meta['name']}) does not match the name on the URL "
+                                 f"({name})")
+    config = {**config, "metadata": {**(meta or {}), "name": (meta or {}).get("name") or name}}
+    precondition = (meta or {}).get("resourceVersion")
+    subresource = target.subresource or ""
+
+    def applied(current: dict[str, Any] | None) -> dict[str, Any]:
+        entries = managedfields.decode_entries(((current or {}).get("metadata") or {}).get("managedFields"))
+        try:
+            return managedfields.apply(rt.kind, current, config, entries, manager=manager, api_version=rt.api_version,
+                                       force=q.get("force") == "true", now=timeutil.rfc3339(),
+                                       merge=lambda live, cfg: strategic_merge_patch(live, cfg, rt.kind),
+                                       subresource=subresource)
+        except managedfields.ApplyConflict as exc:
+            raise errors.apply_conflict(str(exc), [(f"conflict with {c.entry.describe()}", path_string(c.path))
+                                                   for c in exc.conflicts]) from None
+
+    try:
+        return codecs.respond(request, await registry.guaranteed_update(
+            rt, target.namespace, name, applied, subresource=target.subresource, dry_run=dry_run,
+            precondition=precondition))
+    except errors.StatusError as exc:
+        if exc.code != 404 or target.subresource or exc.details is None or exc.details.get("name") != name:
+            raise
+    # Apply to an object that does not exist creates it, owned by the applier.
+    obj = await registry.create(rt, target.namespace, applied(None), dry_run=dry_run)
+    return codecs.respond(request, obj, 201)
+
+
+def field_manager(request: Request) -> str:
+    """The request's field manager: fieldManager, else the user agent up to its first `/`
+    (kubectl/v1.32.4 ... -> "kubectl"), as kube-apiserver names unnamed managers."""
+    manager = request.query_params.get("fieldManager")
+    if manager:
+        return manager
+    agent = request.headers.get("user-agent") or ""
+    return agent.split("/", 1)[0][:128] or "unknown"
 
 
 # DeleteOptions fields with their JSON and Go types: a body the Go decoder would refuse is a 400 here too,

@@ -353,9 +353,29 @@ class Binding(TypedObject):
     target: ObjectReference | None = None
 
 
+# --- Secret, ServiceAccount ----------------------------------------------------------------------
+
+class Secret(TypedObject):
+    data: dict[str, str] | None = None  # base64 text, as on the wire
+    string_data: dict[str, str] | None = None
+    type: str | None = None
+    immutable: bool | None = None
+
+
+class LocalObjectReference(Model):
+    name: str | None = None
+
+
+class ServiceAccount(TypedObject):
+    secrets: list[ObjectReference] | None = None
+    image_pull_secrets: list[LocalObjectReference] | None = None
+    automount_service_account_token: bool | None = None
+
+
 __all__ = [
     "Binding", "ClientIPConfig", "Container", "ContainerPort", "ContainerStatus", "EndpointAddress",
     "EndpointPort", "EndpointSubset", "Endpoints", "Event", "EventSource", "LabelSelector", "ListMeta",
+    "LocalObjectReference", "Secret", "ServiceAccount",
     "LoadBalancerIngress", "LoadBalancerStatus", "Namespace", "NamespaceSpec", "NamespaceStatus", "Node",
     "NodeAddress", "NodeCondition", "NodeSpec", "NodeStatus", "NodeSystemInfo", "ObjectMeta",
     "ObjectReference", "Pod", "PodCondition", "PodIP", "PodSpec", "PodStatus", "ResourceRequirements",

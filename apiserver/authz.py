@@ -1,0 +1,256 @@
+"""Authorization of node identities: kube-apiserver's Node authorizer with the system:node rules, and
+the NodeRestriction admission plugin. Everything here is pure: decisions from a request's attributes,
+its body and the stored object it touches, which `auth.py` gathers.
+
+kubelab's policy, when a token file is configured (`auth.py`):
+
+* anonymous requests reach only /healthz, /livez, /readyz and /version (system:public-info-viewer);
+* a user named `system:node:<name>` in group `system:nodes` is a node: it may read everything, and
+  write only what a kubelet needs, as the system:node rules plus the Node authorizer allow and
+  NodeRestriction narrows (plugin/pkg/auth/authorizer/node, plugin/pkg/admission/noderestriction):
+  its own Node and Node status, its own Lease in kube-node-lease, the status of pods bound to it, the
+  delete of pods bound to it, mirror pods bound to it, and events;
+* every other authenticated user is a cluster-admin (kubelab has no RBAC).
+
+Differences from kube, on purpose: node reads are not narrowed (kube's Node authorizer limits which
+ConfigMaps, Secrets and Leases a node may get or list); NodeRestriction's rules on what a node may
+change in its own Node (taints, labels under kubernetes.io and k8s.io) are not enforced.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from kubelab.tokenfile import NODE_USER_PREFIX, NODES_GROUP, UserInfo
+
+from . import errors
+
+# system:public-info-viewer, bound to system:unauthenticated and system:authenticated.
+PUBLIC_PATHS = frozenset({"/healthz", "/livez", "/readyz", "/version", "/version/"})
+NODE_LEASE_NAMESPACE = "kube-node-lease"
+MIRROR_POD_ANNOTATION = "kubernetes.io/config.mirror"
+READ_VERBS = frozenset({"get", "list", "watch"})
+
+# The writes bootstrappolicy.NodeRules grants (reads are all allowed here): (group, resource) -> verbs.
+NODE_WRITES: Mapping[tuple[str, str], frozenset[str]] = {
+    ("", "nodes"): frozenset({"create", "update", "patch"}),
+    ("", "nodes/status"): frozenset({"update", "patch"}),
+    ("", "pods"): frozenset({"create", "delete"}),
+    ("", "pods/status"): frozenset({"update", "patch"}),
+    ("", "pods/eviction"): frozenset({"create"}),
+    ("", "events"): frozenset({"create", "update", "patch"}),
+    ("events.k8s.io", "events"): frozenset({"create", "update", "patch"}),
+    ("coordination.k8s.io", "leases"): frozenset({"get", "create", "update", "patch", "delete"}),
+}
+
+_METHOD_VERBS = {"POST": "create", "GET": "get", "HEAD": "get", "PUT": "update", "PATCH": "patch",
+                 "DELETE": "delete"}
+_NAMESPACE_SUBRESOURCES = frozenset({"status", "finalize"})
+
+
+@dataclass(frozen=True)
+class RequestInfo:
+    """What a request is about, parsed from its path as RequestInfoFactory does."""
+
+    path: str
+    verb: str
+    is_resource: bool = False
+    group: str = ""
+    version: str = ""
+    resource: str = ""
+    subresource: str = ""
+    namespace: str = ""
+    name: str = ""
+
+    @property
+    def group_resource(self) -> str:
+        return f"{self.resource}.{self.group}" if self.group else self.resource
+
+
+def request_info(method: str, path: str, query: Mapping[str, str]) -> RequestInfo:
+    """kube's RequestInfoFactory.NewRequestInfo: `/api/v1/namespaces/default/pods/web/status` is the
+    update of pods/status of default/web; a GET without a name is a list, or a watch with ?watch=true;
+    a DELETE without a name is a deletecollection; anything else is a non-resource request."""
+    parts = [p for p in path.strip("/").split("/") if p]
+    verb = _METHOD_VERBS.get(method.upper(), method.lower())
+    if len(parts) < 2 or parts[0] not in ("api", "apis") or (parts[0] == "apis" and len(parts) < 3):
+        return RequestInfo(path=path, verb=method.lower())
+    if parts[0] == "api":
+        group, version, rest = "", parts[1], parts[2:]
+    else:
+        group, version, rest = parts[1], parts[2], parts[3:]
+    if not rest:
+        return RequestInfo(path=path, verb=method.lower())
+    if rest[0] == "watch":
+        verb, rest = "watch", rest[1:]
+    namespace = ""
+    if rest and rest[0] == "namespaces" and len(rest) > 1:
+        namespace = rest[1]
+        if len(rest) > 2 and rest[2] not in _NAMESPACE_SUBRESOURCES:
+            rest = rest[2:]
+    resource = rest[0] if rest else ""
+    name = rest[1] if len(rest) > 1 else ""
+    subresource = rest[2] if len(rest) > 2 else ""
+    if not name and verb == "get":
+        verb = "watch" if query.get("watch") in ("true", "1") else "list"
+    if not name and verb == "delete":
+        verb = "deletecollection"
+    return RequestInfo(path=path, verb=verb, is_resource=True, group=group, version=version, resource=resource,
+                       subresource=subresource, namespace=namespace, name=name)
+
+
+def node_name(user: UserInfo) -> str | None:
+    """nodeidentifier.NodeIdentity: the node a user is ("" if it claims to be one but names none), or
+    None for a user that is not a node."""
+    if not user.name.startswith(NODE_USER_PREFIX) or NODES_GROUP not in user.groups:
+        return None
+    return user.name[len(NODE_USER_PREFIX):]
+
+
+# --- messages --------------------------------------------------------------------------------------
+
+def forbidden(info: RequestInfo, name: str, message: str) -> errors.StatusError:
+    """apierrors.NewForbidden(groupResource, name, err)."""
+    details: dict[str, Any] = {"kind": info.resource} if info.is_resource else {}
+    if name:
+        details["name"] = name
+    if info.group:
+        details["group"] = info.group
+    if not info.is_resource:
+        text = f"forbidden: {message}"
+    elif name:
+        text = f'{info.group_resource} "{name}" is forbidden: {message}'
+    else:
+        text = f"{info.group_resource} is forbidden: {message}"
+    return errors.StatusError(403, "Forbidden", text, details)
+
+
+def authorizer_denial(user: UserInfo, info: RequestInfo, reason: str = "") -> errors.StatusError:
+    """responsewriters.Forbidden: `User "x" cannot <verb> resource "<res>" in API group "<g>" ...`."""
+    if not info.is_resource:
+        message = f'User "{user.name}" cannot {info.verb} path "{info.path}"'
+    else:
+        resource = f"{info.resource}/{info.subresource}" if info.subresource else info.resource
+        where = f'in the namespace "{info.namespace}"' if info.namespace else "at the cluster scope"
+        message = f'User "{user.name}" cannot {info.verb} resource "{resource}" in API group "{info.group}" {where}'
+    if reason:
+        message = f"{message}: {reason}"
+    return forbidden(info, info.name, message)
+
+
+# --- the Node authorizer (with system:node's rules) ----------------------------------------------
+
+def authorize_node(user: UserInfo, node: str, info: RequestInfo) -> errors.StatusError | None:
+    """The request's verdict before its body is looked at: None to go on, else the 403."""
+    if not info.is_resource or info.verb in READ_VERBS:
+        return None  # kubelab lets nodes read everything (see the module docstring)
+    resource = f"{info.resource}/{info.subresource}" if info.subresource else info.resource
+    if (info.group, resource) == ("coordination.k8s.io", "leases"):
+        return _authorize_lease(user, node, info)
+    if info.verb in NODE_WRITES.get((info.group, resource), frozenset()):
+        return None
+    return authorizer_denial(user, info)
+
+
+def _authorize_lease(user: UserInfo, node: str, info: RequestInfo) -> errors.StatusError | None:
+    """NodeAuthorizer.authorizeLease."""
+    if info.verb not in NODE_WRITES[("coordination.k8s.io", "leases")]:
+        return authorizer_denial(user, info, "can only get, create, update, patch, or delete a node lease")
+    if info.namespace != NODE_LEASE_NAMESPACE:
+        return authorizer_denial(user, info, f'can only access leases in the "{NODE_LEASE_NAMESPACE}" system namespace')
+    # The name is not known on create; NodeRestriction checks it then (admit_node_write).
+    if info.verb != "create" and info.name != node:
+        return authorizer_denial(user, info, "can only access node lease with the same name as the requesting node")
+    return None
+
+
+# --- NodeRestriction -------------------------------------------------------------------------------
+
+def object_name(body: Any) -> str:
+    """The name admission reports for a create: the object's name, its generateName, else "Unknown"."""
+    meta = body.get("metadata") if isinstance(body, dict) else None
+    if isinstance(meta, dict):
+        for key in ("name", "generateName"):
+            if isinstance(meta.get(key), str) and meta[key]:
+                return str(meta[key])
+    return "Unknown"
+
+
+def admit_node_write(node: str, info: RequestInfo, *, body: Any = None, stored: dict[str, Any] | None = None,
+                     node_uid: str | None = None) -> errors.StatusError | None:
+    """NodeRestriction's Admit for a write the authorizer let through. `body` is the decoded request
+    body (creates), `stored` the object as stored (pod deletes and pod status writes; None when it does
+    not exist, which the registry then answers with 404), `node_uid` the uid of the node's own Node
+    (mirror pod creates)."""
+    creating = info.verb == "create"
+    name = object_name(body) if creating else info.name
+    if not node:
+        return forbidden(info, name, f'could not determine node from user "{NODE_USER_PREFIX}"')
+    if info.is_resource and (info.group, info.resource) == ("", "nodes"):
+        if name != node:
+            return forbidden(info, name, f'node "{node}" is not allowed to modify node "{name}"')
+        return None
+    if (info.group, info.resource) == ("coordination.k8s.io", "leases"):
+        if info.namespace != NODE_LEASE_NAMESPACE:
+            return forbidden(info, name, f'can only access leases in the "{NODE_LEASE_NAMESPACE}" system namespace')
+        if name != node:
+            return forbidden(info, name, "can only access node lease with the same name as the requesting node")
+        return None
+    if (info.group, info.resource) != ("", "pods"):
+        return None
+    if info.subresource == "status":
+        if stored is not None and (stored.get("spec") or {}).get("nodeName") != node:
+            return forbidden(info, name, f'node "{node}" can only update pod status for pods with spec.nodeName '
+                                         "set to itself")
+        return None
+    if info.subresource:
+        return forbidden(info, name, f"unexpected pod subresource \"{info.subresource}\", only 'status' and "
+                                     "'eviction' are allowed")
+    if info.verb == "delete":
+        if stored is not None and (stored.get("spec") or {}).get("nodeName") != node:
+            return forbidden(info, name, f'node "{node}" can only delete pods with spec.nodeName set to itself')
+        return None
+    if creating:
+        problem = _mirror_pod_problem(node, body if isinstance(body, dict) else {}, node_uid)
+        return forbidden(info, name, problem) if problem else None
+    return forbidden(info, name, f'unexpected operation "{info.verb.upper()}", node "{node}" can only create and '
+                                 "delete mirror pods")
+
+
+def _mirror_pod_problem(node: str, pod: dict[str, Any], node_uid: str | None) -> str | None:
+    """admitPodCreate: only mirror pods, bound to this node, owned by its Node, referencing nothing."""
+    meta = pod.get("metadata") if isinstance(pod.get("metadata"), dict) else {}
+    spec = pod.get("spec") if isinstance(pod.get("spec"), dict) else {}
+    if MIRROR_POD_ANNOTATION not in (meta.get("annotations") or {}):
+        return (f'pod does not have "{MIRROR_POD_ANNOTATION}" annotation, node "{node}" can only create mirror '
+                "pods")
+    if spec.get("nodeName") != node:
+        return f'node "{node}" can only create pods with spec.nodeName set to itself'
+    owners = meta.get("ownerReferences") or []
+    if not isinstance(owners, list) or len(owners) > 1:
+        return f'node "{node}" can only create pods with a single owner reference set to itself'
+    if not owners:
+        return f'node "{node}" can only create pods with an owner reference set to itself'
+    owner = owners[0] if isinstance(owners[0], dict) else {}
+    if (owner.get("apiVersion"), owner.get("kind"), owner.get("name")) != ("v1", "Node", node):
+        return f'node "{node}" can only create pods with an owner reference set to itself'
+    if owner.get("controller") is not True:
+        return f'node "{node}" can only create pods with a controller owner reference set to itself'
+    if owner.get("blockOwnerDeletion") is True:
+        return f'node "{node}" must not set blockOwnerDeletion on an owner reference'
+    if owner.get("uid") != node_uid:
+        return f"node {node} UID mismatch: expected {owner.get('uid')} got {node_uid}"
+    if spec.get("serviceAccountName"):
+        return f'node "{node}" can not create pods that reference a service account'
+    for volume in spec.get("volumes") or []:
+        if not isinstance(volume, dict):
+            continue
+        if "secret" in volume:
+            return f'node "{node}" can not create pods that reference secrets'
+        if "configMap" in volume:
+            return f'node "{node}" can not create pods that reference configmaps'
+        if "persistentVolumeClaim" in volume:
+            return f'node "{node}" can not create pods that reference persistentvolumeclaims'
+    return None

@@ -1,0 +1,315 @@
+"""Field paths and field sets over JSON objects, in structured-merge-diff's terms.
+
+A path is a tuple of elements written as in FieldsV1: `f:spec` (a field or map key),
+`k:{"port":80,"protocol":"TCP"}` (an item of an associative list, by its keys), `v:"a"` (an item of a
+set list), `i:3` (an item of an atomic list, unused here since atomic lists are leaves). A set of paths
+is a Python set; FieldsV1 is its trie, where `.` marks a node that is a member and has children.
+
+What the Go types would say through their OpenAPI extensions (listType=map with listMapKeys,
+listType=set, mapType/structType=atomic) is written down below for the kinds kubelab serves; a list
+not named here is atomic (a leaf), a dict not named here is granular. Pure functions, no I/O.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+import orjson
+
+Path = tuple[str, ...]
+SchemaPath = tuple[str, ...]  # field names only: ("spec", "ports")
+
+# --- what the Go types declare ------------------------------------------------------------------
+
+_POD_SPEC_LISTS: dict[SchemaPath, tuple[str, ...]] = {
+    ("containers",): ("name",),
+    ("initContainers",): ("name",),
+    ("ephemeralContainers",): ("name",),
+    ("containers", "ports"): ("containerPort", "protocol"),
+    ("initContainers", "ports"): ("containerPort", "protocol"),
+    ("containers", "env"): ("name",),
+    ("initContainers", "env"): ("name",),
+    ("containers", "volumeMounts"): ("mountPath",),
+    ("initContainers", "volumeMounts"): ("mountPath",),
+    ("containers", "volumeDevices"): ("devicePath",),
+    ("containers", "resources", "claims"): ("name",),
+    ("volumes",): ("name",),
+    ("imagePullSecrets",): ("name",),
+    ("hostAliases",): ("ip",),
+    ("topologySpreadConstraints",): ("topologyKey", "whenUnsatisfiable"),
+    ("resourceClaims",): ("name",),
+    ("schedulingGates",): ("name",),
+}
+
+
+def _prefixed(prefix: SchemaPath, table: dict[SchemaPath, Any]) -> dict[SchemaPath, Any]:
+    return {prefix + path: value for path, value in table.items()}
+
+
+_CONDITIONS: dict[SchemaPath, tuple[str, ...]] = {("status", "conditions"): ("type",)}
+
+# listType=map: the keys that identify an item.
+LIST_KEYS: dict[str, dict[SchemaPath, tuple[str, ...]]] = {
+    "Service": {("spec", "ports"): ("port", "protocol"), **_CONDITIONS},
+    "Pod": {**_prefixed(("spec",), _POD_SPEC_LISTS), **_CONDITIONS, ("status", "podIPs"): ("ip",)},
+    "Deployment": {**_prefixed(("spec", "template", "spec"), _POD_SPEC_LISTS), **_CONDITIONS},
+    "ReplicaSet": {**_prefixed(("spec", "template", "spec"), _POD_SPEC_LISTS), **_CONDITIONS},
+    "Node": {("status", "addresses"): ("type",), **_CONDITIONS},
+    "Namespace": dict(_CONDITIONS),
+}
+COMMON_LIST_KEYS: dict[SchemaPath, tuple[str, ...]] = {("metadata", "ownerReferences"): ("uid",)}
+# Key fields with a default, which structured-merge-diff fills in before it builds an item's key.
+KEY_DEFAULTS: dict[str, Any] = {"protocol": "TCP"}
+# listType=set.
+SET_LISTS: set[SchemaPath] = {("metadata", "finalizers"), ("spec", "podCIDRs")}
+# mapType=atomic / structType=atomic: owned as one leaf.
+_WORKLOAD_ATOMIC: set[SchemaPath] = {("spec", "selector"), ("spec", "template", "spec", "nodeSelector")}
+ATOMIC: dict[str, set[SchemaPath]] = {
+    "Service": {("spec", "selector")},
+    "Pod": {("spec", "nodeSelector")},
+    "Deployment": _WORKLOAD_ATOMIC,
+    "ReplicaSet": _WORKLOAD_ATOMIC,
+}
+
+# Never part of anyone's field set (the field manager's stripMeta).
+STRIPPED: frozenset[Path] = frozenset({
+    ("f:apiVersion",), ("f:kind",), ("f:metadata",), ("f:metadata", "f:name"), ("f:metadata", "f:namespace"),
+    ("f:metadata", "f:creationTimestamp"), ("f:metadata", "f:selfLink"), ("f:metadata", "f:uid"),
+    ("f:metadata", "f:clusterName"), ("f:metadata", "f:generation"), ("f:metadata", "f:managedFields"),
+    ("f:metadata", "f:resourceVersion"),
+})
+
+
+def list_keys(kind: str, spath: SchemaPath) -> tuple[str, ...] | None:
+    return LIST_KEYS.get(kind, {}).get(spath) or COMMON_LIST_KEYS.get(spath)
+
+
+def is_atomic(kind: str, spath: SchemaPath) -> bool:
+    return spath in ATOMIC.get(kind, ())
+
+
+# --- path elements -------------------------------------------------------------------------------
+
+def _json(value: Any) -> str:
+    return orjson.dumps(value, option=orjson.OPT_SORT_KEYS).decode()
+
+
+def item_element(kind: str, spath: SchemaPath, item: Any) -> str | None:
+    """The element naming one item of the list at `spath`, or None for an atomic list."""
+    keys = list_keys(kind, spath)
+    if keys is not None:
+        if not isinstance(item, dict):
+            return None
+        key = {k: item.get(k, KEY_DEFAULTS.get(k)) for k in keys if k in item or k in KEY_DEFAULTS}
+        return "k:" + _json(key)
+    if spath in SET_LISTS:
+        return "v:" + _json(item)
+    return None
+
+
+def _element_string(element: str) -> str:
+    """fieldpath.PathElement.String(): `.name`, `[port=80,protocol="TCP"]`, `[="a"]`, `[3]`."""
+    kind, text = element[:2], element[2:]
+    if kind == "f:":
+        return "." + text
+    if kind == "k:":
+        key = orjson.loads(text)
+        return "[" + ",".join(f"{k}={_json(v)}" for k, v in sorted(key.items())) + "]"
+    if kind == "v:":
+        return f"[={text}]"
+    return f"[{text}]"
+
+
+def path_string(path: Path) -> str:
+    """How kube-apiserver prints a path in conflict messages: `.spec.ports[port=80,protocol="TCP"].name`."""
+    return "".join(_element_string(e) for e in path)
+
+
+# --- walking objects -----------------------------------------------------------------------------
+
+def _children(value: Any, kind: str, spath: SchemaPath) -> Iterator[tuple[str, SchemaPath, Any]]:
+    """The child elements of a granular dict or an associative/set list, with their values."""
+    if isinstance(value, dict):
+        for key, child in value.items():
+            yield "f:" + key, spath + (key,), child
+    elif isinstance(value, list):
+        for item in value:
+            element = item_element(kind, spath, item)
+            if element is not None:
+                yield element, spath, item
+
+
+def _is_leaf(value: Any, kind: str, spath: SchemaPath) -> bool:
+    if isinstance(value, dict):
+        return is_atomic(kind, spath)
+    if isinstance(value, list):
+        return list_keys(kind, spath) is None and spath not in SET_LISTS
+    return True
+
+
+def to_field_set(obj: dict[str, Any], kind: str) -> set[Path]:
+    """ToFieldSet of an applied configuration: every leaf, every list item, every empty dict."""
+    found: set[Path] = set()
+
+    def walk(value: Any, path: Path, spath: SchemaPath) -> None:
+        if _is_leaf(value, kind, spath) or (isinstance(value, dict) and not value):
+            found.add(path)
+            return
+        for element, child_spath, child in _children(value, kind, spath):
+            child_path = path + (element,)
+            if not element.startswith("f:"):
+                found.add(child_path)  # a list item is a member in its own right
+            walk(child, child_path, child_spath)
+
+    walk(obj, (), ())
+    return found - STRIPPED
+
+
+@dataclass
+class Comparison:
+    added: set[Path] = field(default_factory=set)
+    modified: set[Path] = field(default_factory=set)
+    removed: set[Path] = field(default_factory=set)
+
+
+def compare(old: dict[str, Any], new: dict[str, Any], kind: str) -> Comparison:
+    """TypedValue.Compare: leaves added, modified or removed, and the containers (dicts, list items)
+    that appeared or vanished as a whole."""
+    result = Comparison()
+    missing = object()
+
+    def walk(lhs: Any, rhs: Any, path: Path, spath: SchemaPath) -> None:
+        if lhs is missing and rhs is missing or lhs == rhs:
+            return  # equal subtrees hold no change (a status write leaves spec alone: one C-speed compare)
+        leaf = _is_leaf(rhs if rhs is not missing else lhs, kind, spath)
+        empty = all(v is missing or v in ({}, [], None) for v in (lhs, rhs))
+        if leaf or empty or type(lhs) is not type(rhs) and missing not in (lhs, rhs):
+            if lhs is missing:
+                result.added.add(path)
+            elif rhs is missing:
+                result.removed.add(path)
+            elif lhs != rhs:
+                result.modified.add(path)
+            return
+        left = dict(_elements(lhs, kind, spath)) if lhs is not missing else {}
+        right = dict(_elements(rhs, kind, spath)) if rhs is not missing else {}
+        for element in list(left) + [e for e in right if e not in left]:
+            l_spath, l_value = left.get(element, (None, missing))
+            r_spath, r_value = right.get(element, (None, missing))
+            walk(l_value, r_value, path + (element,), r_spath or l_spath or spath)
+        if path:
+            if lhs is missing:
+                result.added.add(path)
+            elif rhs is missing:
+                result.removed.add(path)
+
+    walk(old, new, (), ())
+    for group in (result.added, result.modified, result.removed):
+        group -= STRIPPED
+    return result
+
+
+def _elements(value: Any, kind: str, spath: SchemaPath) -> Iterator[tuple[str, tuple[SchemaPath, Any]]]:
+    for element, child_spath, child in _children(value, kind, spath):
+        yield element, (child_spath, child)
+
+
+# --- editing objects by path ---------------------------------------------------------------------
+
+def _step(container: Any, element: str, kind: str, spath: SchemaPath) -> tuple[Any, SchemaPath] | None:
+    if element.startswith("f:"):
+        if isinstance(container, dict) and element[2:] in container:
+            return container[element[2:]], spath + (element[2:],)
+        return None
+    if isinstance(container, list):
+        for item in container:
+            if item_element(kind, spath, item) == element:
+                return item, spath
+    return None
+
+
+def get(obj: Any, path: Path, kind: str) -> tuple[bool, Any]:
+    current: Any = obj
+    spath: SchemaPath = ()
+    for element in path:
+        found = _step(current, element, kind, spath)
+        if found is None:
+            return False, None
+        current, spath = found
+    return True, current
+
+
+def remove(obj: dict[str, Any], path: Path, kind: str) -> None:
+    """Take the field or list item at `path` out of `obj` (in place); a missing path is fine."""
+    if not path:
+        return
+    exists, parent = get(obj, path[:-1], kind)
+    if not exists:
+        return
+    element = path[-1]
+    spath = _schema_path(path[:-1])
+    if element.startswith("f:") and isinstance(parent, dict):
+        parent.pop(element[2:], None)
+    elif isinstance(parent, list):
+        parent[:] = [item for item in parent if item_element(kind, spath, item) != element]
+
+
+def _schema_path(path: Path) -> SchemaPath:
+    return tuple(e[2:] for e in path if e.startswith("f:"))
+
+
+def owns_at_or_below(owned: Iterable[Path], path: Path) -> bool:
+    """Whether `owned` holds `path` itself or a path below it (EnsureNamedFieldsAreMembers: owning a
+    field keeps the fields that contain it)."""
+    return any(p[:len(path)] == path for p in owned)
+
+
+# --- FieldsV1 ------------------------------------------------------------------------------------
+
+def to_fields_v1(paths: Iterable[Path]) -> dict[str, Any]:
+    """The FieldsV1 trie of a set: `{"f:spec": {"f:ports": {".": {}, "k:{...}": {...}}}}`."""
+    root: dict[str, Any] = {}
+    members: set[Path] = set()
+    for path in paths:
+        members.add(path)
+        node = root
+        for element in path:
+            node = node.setdefault(element, {})
+
+    def mark(node: dict[str, Any], path: Path) -> None:
+        for element, child in list(node.items()):
+            child_path = path + (element,)
+            if child:
+                mark(child, child_path)
+                if child_path in members:
+                    child["."] = {}
+
+    mark(root, ())
+    return _sorted(root)
+
+
+def _sorted(node: dict[str, Any]) -> dict[str, Any]:
+    # "." first, then the elements in byte order, as the Go serializer writes them.
+    return {k: _sorted(node[k]) for k in sorted(node, key=lambda k: (k != ".", k))}
+
+
+def from_fields_v1(fields: Any) -> set[Path]:
+    result: set[Path] = set()
+
+    def walk(node: Any, path: Path) -> None:
+        if not isinstance(node, dict):
+            return
+        for element, child in node.items():
+            if element == ".":
+                result.add(path)
+                continue
+            child_path = path + (element,)
+            if not child:
+                result.add(child_path)
+            else:
+                walk(child, child_path)
+
+    walk(fields, ())
+    return result

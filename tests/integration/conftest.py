@@ -1,0 +1,37 @@
+"""Fixtures for the tests that drive the real kubectl against the module's API server.
+
+    kubeconfig   (module)   a kubeconfig for the `apiserver` fixture, in a tmp dir
+    kubectl_for  (module)   kubectl_for("1.29") -> a Kubectl for that binary; one discovery cache
+                            per version per module (a fresh server port, so never stale)
+    kubectl      (function) the dispatcher, /usr/bin/kubectl, as users type it
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+from kubectltools import Kubectl, write_kubeconfig
+
+
+@pytest.fixture(scope="module")
+def kubeconfig(apiserver: str, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return write_kubeconfig(tmp_path_factory.mktemp("kubeconfig"), apiserver)
+
+
+@pytest.fixture(scope="module")
+def kubectl_for(kubeconfig: Path, tmp_path_factory: pytest.TempPathFactory) -> Callable[[str], Kubectl]:
+    caches: dict[str, Path] = {}
+
+    def make(version: str) -> Kubectl:
+        if version not in caches:
+            caches[version] = tmp_path_factory.mktemp(f"kubectl-cache-{version}")
+        return Kubectl(version, kubeconfig, caches[version])
+
+    return make
+
+
+@pytest.fixture
+def kubectl(kubectl_for: Callable[[str], Kubectl]) -> Kubectl:
+    return kubectl_for("dispatcher")
