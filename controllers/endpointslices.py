@@ -136,11 +136,14 @@ class EndpointSliceController:
         service = self.informers.services.get(key)
         existing = self.owned_slices(namespace, name)
         if service is None:
-            for old in existing:  # ownerReference GC would do this; kubelab deletes them directly
-                await self._delete(old)
+            # The slices' ownerReference (controller, blockOwnerDeletion) hands them to the garbage
+            # collector, as in kube: it deletes them once the Service's UID is gone, and holds a
+            # Service deleted in the foreground until they are.
             return
         if not selects_pods(service):
             return
+        if service.metadata.deletion_timestamp:
+            return  # deleted in the foreground: no new slices while the garbage collector removes these
         for old in [s for s in existing if not any(o.uid == service.metadata.uid for o in s.metadata.owner_references or [])]:
             await self._delete(old)  # left over from an earlier Service of the same name
             existing.remove(old)

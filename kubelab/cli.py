@@ -38,7 +38,9 @@ def cmd_up(args: argparse.Namespace) -> int:
     options = UpOptions(nodes=args.nodes, listen=args.listen, etcd_servers=_servers(args.etcd_servers),
                         data_dir=Path(args.data_dir), dataplane=dataplane, min_sync_period=args.min_sync_period,
                         node_monitor_grace_period=args.node_monitor_grace_period,
-                        lb_pool=args.lb_pool or None)
+                        lb_pool=args.lb_pool or None,
+                        token_auth_file=Path(args.token_auth_file) if args.token_auth_file else None)
+    _warn_if_open(args.listen, args.token_auth_file)
     data_dir = Path(args.data_dir)
 
     def ready(state: dict[str, Any]) -> None:
@@ -51,9 +53,11 @@ def cmd_up(args: argparse.Namespace) -> int:
                  if dataplane == "netns" else "")
               + "Ctrl-C stops everything and removes what kubelab created.\n", flush=True)
 
+    from .tokenfile import TokenFileError
+
     try:
         return run_until_interrupted(lambda: up(options, ready=ready))
-    except (PermissionError, RuntimeError, FileNotFoundError) as exc:
+    except (PermissionError, RuntimeError, FileNotFoundError, TokenFileError) as exc:
         print(f"kubelab up: {exc}", file=sys.stderr)
         return 1
 
@@ -72,18 +76,53 @@ def cmd_apiserver(args: argparse.Namespace) -> int:
         print("kubelab apiserver: --etcd-servers is required", file=sys.stderr)
         return 2
     host, port = split_listen(args.listen)
-    app = create_app(Config(servers, advertise_ip=args.advertise_address or (host if host != "0.0.0.0" else "127.0.0.1"),
-                            port=port))
+    from .tokenfile import TokenFileError
+
+    try:
+        app = create_app(Config(servers, advertise_ip=args.advertise_address or (host if host != "0.0.0.0" else "127.0.0.1"),
+                                port=port, token_auth_file=args.token_auth_file))
+    except TokenFileError as exc:
+        print(f"kubelab apiserver: {exc}", file=sys.stderr)
+        return 2
+    _warn_if_open(args.listen, args.token_auth_file)
     uvicorn.run(app, host=host, port=port, log_level="warning", access_log=False)
     return 0
+
+
+def _token(args: argparse.Namespace) -> str | None:
+    """The bearer token a component sends: --token, or the content of --token-file."""
+    from .tokenfile import read_token
+
+    if getattr(args, "token_file", None):
+        return read_token(args.token_file)
+    return getattr(args, "token", None) or None
+
+
+def _warn_if_open(listen: str, token_auth_file: str | None) -> None:
+    """The API binds to loopback unless told otherwise; told otherwise without tokens, say what it means."""
+    from .runner import split_listen
+
+    host, _ = split_listen(listen)
+    if not token_auth_file and host not in ("127.0.0.1", "localhost", "::1"):
+        logging.getLogger("kubelab").warning(
+            "the API server listens on %s without authentication: whoever reaches it is cluster-admin "
+            "(give it --token-auth-file)", host)
 
 
 def _run_client_component(args: argparse.Namespace, make: Any) -> int:
     from .client import ApiClient
     from .runner import run_until_interrupted
+    from .tokenfile import TokenFileError
+
+    try:
+        token = _token(args)
+    except TokenFileError as exc:
+        print(f"kubelab {args.command}: {exc}", file=sys.stderr)
+        return 2
 
     async def main() -> None:
-        api = ApiClient(args.server, user_agent=f"kubelab-{args.command}", fast_requests=args.command == "scheduler")
+        api = ApiClient(args.server, token=token, user_agent=f"kubelab-{args.command}",
+                        fast_requests=args.command == "scheduler")
         try:
             await make(api)
         finally:
@@ -238,10 +277,14 @@ def cmd_status(args: argparse.Namespace) -> int:
         return 1
     print(f"cluster     pid {state['pid']}, dataplane {state['dataplane']}, kubeconfig {state['kubeconfig']}")
     print(f"etcd        {', '.join(state['etcd'])}")
+    from .kubeconfig import token_of
+
+    token = token_of(Path(state["kubeconfig"]))
+    auth = {"Authorization": f"Bearer {token}"} if token else {}
     try:
         ready = httpx.get(f"{state['server']}/readyz", timeout=5)
         print(f"apiserver   {state['server']} ({'ready' if ready.status_code == 200 else 'NOT ready: ' + ready.text})")
-        nodes = httpx.get(f"{state['server']}/api/v1/nodes", timeout=5).json().get("items", [])
+        nodes = httpx.get(f"{state['server']}/api/v1/nodes", timeout=5, headers=auth).json().get("items", [])
     except httpx.HTTPError as exc:
         print(f"apiserver   {state['server']} (unreachable: {exc})")
         return 1
@@ -348,17 +391,20 @@ def cmd_explain(args: argparse.Namespace) -> int:
     from .client import ApiClient, ApiError
 
     server = args.server
+    token = None
     if server is None:
+        from .kubeconfig import token_of
         from .runner import read_state
 
         try:
-            server = read_state(Path(args.data_dir))["server"]
+            state = read_state(Path(args.data_dir))
         except FileNotFoundError as exc:
             print(f"kubelab explain: {exc}", file=sys.stderr)
             return 1
+        server, token = state["server"], token_of(Path(state["kubeconfig"]))
 
     async def fetch() -> tuple[Any, list[Any], list[Any]]:
-        async with ApiClient(server, user_agent="kubelab-explain") as api:
+        async with ApiClient(server, token=token, user_agent="kubelab-explain") as api:
             pod = await api.get(kinds.PODS, args.name, args.namespace)
             nodes, _ = await api.list(kinds.NODES)
             pods, _ = await api.list(kinds.PODS, field_selector="status.phase!=Succeeded,status.phase!=Failed")
@@ -377,6 +423,12 @@ def cmd_explain(args: argparse.Namespace) -> int:
 
 
 # --- parser --------------------------------------------------------------------------------------
+
+def _token_args(p: argparse.ArgumentParser) -> None:
+    who = p.add_mutually_exclusive_group()
+    who.add_argument("--token", help="bearer token to present to the API server (one of its --token-auth-file)")
+    who.add_argument("--token-file", metavar="PATH", help="read the bearer token from this file")
+
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="kubelab", description="A Kubernetes control plane in miniature: "
@@ -403,18 +455,28 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--lb-pool", default=addressing.LB_POOL,
                    help=f"addresses LoadBalancer Services get, FIRST-LAST or a CIDR (default {addressing.LB_POOL}; "
                         "'' turns the LoadBalancer controller off)")
+    p.add_argument("--token-auth-file", metavar="FILE",
+                   help="require bearer tokens from this CSV (token,user,uid[,\"group1,group2\"]); tokens for "
+                        "kubelab's own components and an admin are added to it when missing, and the admin's goes "
+                        "into the kubeconfig")
     p.set_defaults(func=cmd_up)
 
     p = sub.add_parser("apiserver", help="run only the API server")
     p.add_argument("--etcd-servers", required=True, help="etcd URL[,URL]")
     p.add_argument("--listen", default="127.0.0.1:8080", help="address to serve on (default 127.0.0.1:8080)")
     p.add_argument("--advertise-address", help="IP the kubernetes Service's endpoints point at")
+    p.add_argument("--token-auth-file", metavar="FILE",
+                   help="kube-apiserver's static token file (token,user,uid[,\"group1,group2\"]): requests must "
+                        "carry `Authorization: Bearer <token>`; users system:node:<name> in group system:nodes may "
+                        "write only what their kubelet needs; anonymous requests reach /healthz, /livez, /readyz "
+                        "and /version only. Without it the API is open to whoever can reach it")
     p.set_defaults(func=cmd_apiserver)
 
     for name, func, text in (("scheduler", cmd_scheduler, "run only the scheduler"),
                              ("controllers", cmd_controllers, "run only the endpoints and endpointslice controllers")):
         p = sub.add_parser(name, help=text)
         p.add_argument("--server", default="http://127.0.0.1:8080", help="API server URL")
+        _token_args(p)
         if name == "scheduler":
             p.add_argument("--scoring", choices=["LeastAllocated", "MostAllocated"], default="LeastAllocated",
                            help="NodeResourcesFit scoring strategy (default LeastAllocated)")
@@ -428,6 +490,7 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("node", help="run one node: kubelet stub + proxy agent")
     p.add_argument("--name", required=True, help="node name")
     p.add_argument("--server", default="http://127.0.0.1:8080", help="API server URL")
+    _token_args(p)
     p.add_argument("--index", type=int, default=1, help="node number N: IP 10.240.0.(10+N), pods 10.244.N.0/24")
     p.add_argument("--node-ip", help="InternalIP (default from --index)")
     p.add_argument("--pod-cidr", help="pod CIDR (default from --index)")
@@ -455,6 +518,7 @@ def build_parser() -> argparse.ArgumentParser:
                                    "With --advertise-address its Endpoints point there, so pods reach this "
                                    "server through the ClusterIP. Names outside the domain are refused.")
     p.add_argument("--server", default="http://127.0.0.1:8080", help="API server URL")
+    _token_args(p)
     p.add_argument("--listen", default="0.0.0.0:53", help="address to serve DNS on (default 0.0.0.0:53)")
     p.add_argument("--netns", help="open the sockets inside this named network namespace")
     p.add_argument("--metrics-port", type=int, default=9153,

@@ -25,3 +25,16 @@ def write(path: Path, server: str, *, token: str | None = None) -> Path:
     path.write_text(render(server, token=token))
     path.chmod(0o600)
     return path
+
+
+def token_of(path: Path) -> str | None:
+    """The bearer token of the current context's user in a kubeconfig kubelab wrote (None if none)."""
+    try:
+        config = yaml.safe_load(path.read_text()) or {}
+    except (OSError, yaml.YAMLError):
+        return None
+    context = next((c.get("context") or {} for c in config.get("contexts") or []
+                    if c.get("name") == config.get("current-context")), {})
+    user = next((u.get("user") or {} for u in config.get("users") or [] if u.get("name") == context.get("user")), {})
+    token = user.get("token")
+    return str(token) if token else None

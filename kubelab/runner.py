@@ -48,6 +48,9 @@ class UpOptions:
     node_max_pods: int = 110
     node_monitor_grace_period: float = 50.0
     lb_pool: str | None = addressing.LB_POOL
+    # --token-auth-file: the API server requires tokens from it; kubelab's components get theirs (added to
+    # the file when missing) and the kubeconfig gets the admin's.
+    token_auth_file: Path | None = None
 
 
 def split_listen(listen: str) -> tuple[str, int]:
@@ -110,8 +113,15 @@ async def up(options: UpOptions, *, ready: Callable[[dict[str, Any]], None] | No
             await asyncio.to_thread(etcd.start)
             etcd_servers = [etcd.url]
             _log("etcd").info("ready at %s (private, data in %s) [%s]", etcd.url, etcd.data_dir, timer)
+        tokens = None
+        if options.token_auth_file is not None:
+            from .tokenfile import ensure_component_tokens
+
+            tokens = ensure_component_tokens(options.token_auth_file.resolve(),
+                                             [addressing.node_name(i) for i in range(1, options.nodes + 1)])
         app = create_app(Config(etcd_servers, advertise_ip=host if host not in ("0.0.0.0", "") else "127.0.0.1",
-                                port=port))
+                                port=port, token_auth_file=str(options.token_auth_file.resolve())
+                                if options.token_auth_file is not None else None))
         server = uvicorn.Server(uvicorn.Config(app, host=host, port=port, log_level="warning", lifespan="on",
                                                access_log=False, timeout_graceful_shutdown=2))
         # uvicorn would take SIGINT/SIGTERM for itself; here they cancel the whole cluster instead.
@@ -125,7 +135,7 @@ async def up(options: UpOptions, *, ready: Callable[[dict[str, Any]], None] | No
                                        "is the port in use? try --listen 127.0.0.1:PORT)")
                 await asyncio.sleep(0.05)
             _log("apiserver").info("ready at %s [%s]", server_url, timer)
-            config_path = kubeconfig.write(data_dir / "kubeconfig", server_url)
+            config_path = kubeconfig.write(data_dir / "kubeconfig", server_url, token=tokens.admin if tokens else None)
             state: dict[str, Any] = {"pid": os.getpid(), "server": server_url, "kubeconfig": str(config_path),
                                      "dataplane": options.dataplane, "etcd": etcd_servers, "nodes": {}}
             if options.dataplane == "netns":
@@ -147,7 +157,8 @@ async def up(options: UpOptions, *, ready: Callable[[dict[str, Any]], None] | No
             try:
                 async with asyncio.TaskGroup() as tg:
                     tg.create_task(_watch_apiserver(serving), name="apiserver-watchdog")
-                    await _run_components(tg, options, server_url, data_dir, state, lab, timer, ready, clients)
+                    await _run_components(tg, options, server_url, data_dir, state, lab, timer, ready, clients,
+                                          tokens=tokens)
             finally:
                 for api in clients:  # only now: every component using them has stopped
                     with contextlib.suppress(Exception):
@@ -236,7 +247,8 @@ class _Node:
 
 async def _run_components(tg: asyncio.TaskGroup, options: UpOptions, server_url: str, data_dir: Path,
                           state: dict[str, Any], lab: Any, timer: Timer,
-                          ready: Callable[[dict[str, Any]], None] | None, clients: list[Any]) -> None:
+                          ready: Callable[[dict[str, Any]], None] | None, clients: list[Any], *,
+                          tokens: Any = None) -> None:
     import controllers
     import scheduler
     from kubeletstub.dataplane import NetnsDataplane, RenderDataplane
@@ -248,7 +260,8 @@ async def _run_components(tg: asyncio.TaskGroup, options: UpOptions, server_url:
     from .client import ApiClient
 
     def client(agent: str, **options: Any) -> ApiClient:
-        api = ApiClient(server_url, user_agent=f"kubelab-{agent}", **options)
+        api = ApiClient(server_url, token=tokens.for_component(agent) if tokens else None,
+                        user_agent=f"kubelab-{agent}", **options)
         clients.append(api)
         return api
 

@@ -17,7 +17,8 @@ class Dataplane(Protocol):
 
     async def start_node(self) -> None: ...
 
-    async def start_pod(self, pod_key: str, ip: str, ports: Sequence[tuple[int, str]]) -> None: ...
+    async def start_pod(self, pod_key: str, ip: str, ports: Sequence[tuple[int, str]], *,
+                        resolv_conf: str | None = None) -> None: ...
 
     async def stop_pod(self, pod_key: str) -> None: ...
 
@@ -41,7 +42,8 @@ class RenderDataplane:
     async def start_node(self) -> None:
         return None
 
-    async def start_pod(self, pod_key: str, ip: str, ports: Sequence[tuple[int, str]]) -> None:
+    async def start_pod(self, pod_key: str, ip: str, ports: Sequence[tuple[int, str]], *,
+                        resolv_conf: str | None = None) -> None:
         self._pods.add(pod_key)
 
     async def stop_pod(self, pod_key: str) -> None:
@@ -76,12 +78,13 @@ class NetnsDataplane:
     async def start_node(self) -> None:
         await asyncio.to_thread(self.lab.add_node, self.node, self.ip, self.pod_cidr)
 
-    async def start_pod(self, pod_key: str, ip: str, ports: Sequence[tuple[int, str]]) -> None:
+    async def start_pod(self, pod_key: str, ip: str, ports: Sequence[tuple[int, str]], *,
+                        resolv_conf: str | None = None) -> None:
         from .podprocess import ServedPort
 
         served = [ServedPort(port, "UDP" if proto == "UDP" else "TCP") for port, proto in ports
                   if proto in ("TCP", "UDP")]
-        await asyncio.to_thread(self.lab.add_pod, self.node, pod_key, ip, ports=served)
+        await asyncio.to_thread(self.lab.add_pod, self.node, pod_key, ip, ports=served, resolv_conf=resolv_conf)
 
     async def stop_pod(self, pod_key: str) -> None:
         await asyncio.to_thread(self.lab.remove_pod, self.node, pod_key)

@@ -28,7 +28,7 @@ class Kubelet:
         self.nodes: Informer[Node] = Informer(api, kinds.NODES, name=f"kubelet-{config.name}-nodes")
         self.queue = WorkQueue(f"kubelet-{config.name}")
         self.manager = PodManager(api, config.name, config.ip, config.pod_cidr, self.dataplane, self.events,
-                                  requeue=self.queue.add)
+                                  requeue=self.queue.add, dns=(config.cluster_dns, config.cluster_domain))
         self.pods.add_handler(self._on_pod)
         self.nodes.add_handler(lambda *_: self._routes_changed.set())
         self._routes_changed = asyncio.Event()

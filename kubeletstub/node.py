@@ -13,7 +13,7 @@ import platform
 import uuid
 from dataclasses import dataclass, field
 
-from kubelab import kinds, quantity, timeutil
+from kubelab import addressing, kinds, quantity, timeutil
 from kubelab.client import ApiClient, NotFound
 from kubelab.models import (Lease, LeaseSpec, Node, NodeAddress, NodeCondition, NodeSpec, NodeStatus, NodeSystemInfo,
                             ObjectMeta, OwnerReference, Taint)
@@ -42,6 +42,8 @@ class NodeConfig:
     status_report_interval: float = 300.0  # kubelet's nodeStatusReportFrequency (5 min)
     lease_renew_interval: float = 10.0     # a quarter of the lease's 40 s duration
     lease_duration: int = 40
+    cluster_dns: tuple[str, ...] = (addressing.CLUSTER_DNS_IP,)  # the kubelet's --cluster-dns
+    cluster_domain: str = addressing.CLUSTER_DOMAIN  # the kubelet's --cluster-domain
 
 
 def _ki(text: str) -> str:

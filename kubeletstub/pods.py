@@ -20,6 +20,7 @@ from kubelab.events import EventRecorder
 from kubelab.models import Container, ContainerStatus, Pod, PodCondition, PodIP, PodStatus
 
 from .dataplane import Dataplane
+from .dns import pod_resolv_conf
 from .ipam import PodIPAllocator
 from .prober import Prober, run_probe
 
@@ -133,9 +134,14 @@ def _same(have: PodStatus | None, want: PodStatus) -> bool:
     return strip(have) == strip(want)
 
 
+# Seconds before a termination that failed (its status write or its final DELETE) is tried again.
+TERMINATE_RETRY_DELAY = 1.0
+
+
 class PodManager:
     def __init__(self, api: ApiClient, node_name: str, node_ip: str, pod_cidr: str, dataplane: Dataplane,
-                 events: EventRecorder, requeue: Any = None) -> None:
+                 events: EventRecorder, requeue: Any = None,
+                 dns: tuple[tuple[str, ...], str] | None = None) -> None:
         self.api = api
         self.node_name = node_name
         self.node_ip = node_ip
@@ -143,6 +149,7 @@ class PodManager:
         self.dataplane = dataplane
         self.events = events
         self.requeue = requeue or (lambda key: None)
+        self.dns = dns  # (cluster DNS IPs, cluster domain) for pods' resolv.conf; None: leave the node's
         self.cache: dict[str, Pod] = {}
         self._running: set[str] = set()
         self._terminating: dict[str, asyncio.Task[None]] = {}
@@ -170,7 +177,8 @@ class PodManager:
             if key not in self._terminating:
                 task = asyncio.get_running_loop().create_task(self._terminate(pod), name=f"terminate-{key}")
                 self._terminating[key] = task
-                task.add_done_callback(lambda _t, key=key: self._terminating.pop(key, None))
+                task.add_done_callback(lambda t, key=key: self._terminating.pop(key, None)
+                                       if self._terminating.get(key) is t else None)
             return
         if pod.is_terminal():
             await self._stop(key)
@@ -198,7 +206,8 @@ class PodManager:
         if first and (pod.status is None or pod.status.phase != "Pending" or not pod.status.container_statuses):
             await self._write_status(pod, pending_status(pod))
         ip = self.ipam.ip_of(key) or self.ipam.allocate(key)
-        await self.dataplane.start_pod(key, ip, declared_ports(pod))
+        resolv_conf = pod_resolv_conf(pod, self.dns[0], self.dns[1]) if self.dns else None
+        await self.dataplane.start_pod(key, ip, declared_ports(pod), resolv_conf=resolv_conf)
         if first:
             for c in _containers(pod):
                 path = f"spec.containers{{{c.name}}}"
@@ -248,6 +257,12 @@ class PodManager:
             await self._stop(key)
         except Exception as exc:  # noqa: BLE001 - try again on the next sync of this pod
             log.warning("kubelet %s: terminating %s failed: %s", self.node_name, key, exc)
+            # The API may be out (etcd restarting): wait before trying again rather than spin. Then this
+            # termination is over *before* the requeue, or the sync it causes could find it still going
+            # and do nothing, and the pod would stay terminating, its final DELETE never retried.
+            await asyncio.sleep(TERMINATE_RETRY_DELAY)
+            if self._terminating.get(key) is asyncio.current_task():
+                del self._terminating[key]
             self.requeue(key)
 
     async def _pre_stop(self, pod: Pod) -> None:

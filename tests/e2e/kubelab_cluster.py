@@ -100,6 +100,8 @@ class Cluster:
         if prefix:
             names = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout.split()
             found += [f"netns {n}" for n in names if n.startswith(f"{prefix}-")]
+            etc = Path("/etc/netns")  # pods' resolv.conf, bind-mounted by `ip netns exec`
+            found += [f"file {p}" for p in (etc.glob(f"{prefix}-*") if etc.exists() else [])]
         ps = subprocess.run(["ps", "-eo", "pid=,args="], capture_output=True, text=True).stdout
         for line in ps.splitlines():
             if str(self.data_dir / "etcd") in line and "etcd" in line:
@@ -113,6 +115,12 @@ class Cluster:
         from kubeletstub.netns import cleanup
 
         cleanup(self.data_dir / "netns", force=True)
+        prefix = self.state.get("netnsPrefix")
+        etc = Path("/etc/netns")
+        if prefix and etc.exists():
+            for directory in etc.glob(f"{prefix}-*"):
+                (directory / "resolv.conf").unlink(missing_ok=True)
+                directory.rmdir()
         ps = subprocess.run(["ps", "-eo", "pid=,args="], capture_output=True, text=True).stdout
         for line in ps.splitlines():
             pid, _, args = line.strip().partition(" ")
