@@ -3,7 +3,7 @@ PYTHON ?= python3
 VENV ?= .venv
 ARGS ?=
 
-.PHONY: up test venv system-deps clean
+.PHONY: up test bench venv system-deps clean
 
 $(VENV)/.installed: pyproject.toml
 	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "kubelab needs Python >= 3.11")'
@@ -34,6 +34,10 @@ up: venv
 
 test: venv system-deps
 	$(VENV)/bin/pytest -q
+
+# Every benchmark, one after the other (bench/run_all.py; numbers and commands in BENCHMARKS.md).
+bench: venv system-deps
+	$(VENV)/bin/python bench/run_all.py $(ARGS)
 
 clean:
 	rm -rf $(VENV) .kubelab .pytest_cache

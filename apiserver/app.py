@@ -18,10 +18,13 @@ from kubelab.kinds import ResourceType
 from . import codecs, errors
 from .auth import AuthMiddleware
 from .bootstrap import bootstrap
+from .cacher import Cacher
+from .metrics import ApiserverMetrics
 from .registry import Registry, default_strategies
-from .routers import discovery, health, resources
+from .routers import discovery, health, observability, resources
 from .storage import RequestTooLarge, Storage, StorageError
 from .storage import Timeout as StorageTimeout
+from .traces import TraceRecorder
 
 log = logging.getLogger(__name__)
 
@@ -39,6 +42,8 @@ class Config:
     # kube-apiserver's --token-auth-file: with it, requests authenticate with bearer tokens and node
     # users are restricted (auth.py); without it, the API is open to whoever reaches it.
     token_auth_file: str | None = None
+    # kube-apiserver's --watch-cache: watches are served from one etcd watch per resource (cacher.py).
+    watch_cache: bool = True
 
 
 def storage_status(exc: StorageError) -> errors.StatusError:
@@ -54,7 +59,10 @@ def create_app(config: Config) -> FastAPI:
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         storage = Storage(config.etcd_servers)
-        registry = Registry(storage, default_strategies(service_cidr=config.service_cidr))
+        storage.observe = app.state.metrics.observe_etcd
+        cacher = Cacher(storage, metrics=app.state.metrics) if config.watch_cache else None
+        registry = Registry(storage, default_strategies(service_cidr=config.service_cidr), cacher=cacher,
+                            on_write=app.state.traces.accept)
         app.state.registry = registry
         await registry.wait_for_storage()
         import ipaddress
@@ -64,17 +72,25 @@ def create_app(config: Config) -> FastAPI:
         try:
             yield
         finally:
+            if cacher is not None:
+                await cacher.stop()
             await storage.close()
 
     app = FastAPI(title="kubelab apiserver", lifespan=lifespan, openapi_url=None, docs_url=None, redoc_url=None)
     app.state.resources = config.resources
     app.state.config = config
+    app.state.metrics = ApiserverMetrics()
+    app.state.traces = TraceRecorder()
     if config.token_auth_file:
         # Read now, so a bad file stops the API server before it serves anything (TokenFileError).
         app.add_middleware(AuthMiddleware, tokens=tokenfile.load(config.token_auth_file), state=app.state)
     app.include_router(health.router)
     app.include_router(discovery.router)
-    app.include_router(resources.router)
+    # The resource routes match only /api/<v>/... and /apis/<g>/<v>/...; they go first, as plain
+    # Starlette routes, so the hot paths skip matching every other route (resources.py). The trace
+    # endpoint goes before them (kubelab.dev would be a 404 there).
+    app.router.routes[0:0] = [*observability.routes, *resources.routes]
+    app.include_router(observability.router)
 
     @app.exception_handler(errors.StatusError)
     async def status_error(request: Request, exc: errors.StatusError) -> Response:

@@ -43,6 +43,8 @@ NODE_WRITES: Mapping[tuple[str, str], frozenset[str]] = {
     ("", "events"): frozenset({"create", "update", "patch"}),
     ("events.k8s.io", "events"): frozenset({"create", "update", "patch"}),
     ("coordination.k8s.io", "leases"): frozenset({"get", "create", "update", "patch", "delete"}),
+    # kubelab's own: a node's proxy agent reports its syncs for `kubelab trace` (apiserver/traces.py).
+    ("kubelab.dev", "traces"): frozenset({"create"}),
 }
 
 _METHOD_VERBS = {"POST": "create", "GET": "get", "HEAD": "get", "PUT": "update", "PATCH": "patch",
@@ -221,8 +223,8 @@ def admit_node_write(node: str, info: RequestInfo, *, body: Any = None, stored: 
 
 def _mirror_pod_problem(node: str, pod: dict[str, Any], node_uid: str | None) -> str | None:
     """admitPodCreate: only mirror pods, bound to this node, owned by its Node, referencing nothing."""
-    meta = pod.get("metadata") if isinstance(pod.get("metadata"), dict) else {}
-    spec = pod.get("spec") if isinstance(pod.get("spec"), dict) else {}
+    meta: dict[str, Any] = pod["metadata"] if isinstance(pod.get("metadata"), dict) else {}
+    spec: dict[str, Any] = pod["spec"] if isinstance(pod.get("spec"), dict) else {}
     if MIRROR_POD_ANNOTATION not in (meta.get("annotations") or {}):
         return (f'pod does not have "{MIRROR_POD_ANNOTATION}" annotation, node "{node}" can only create mirror '
                 "pods")

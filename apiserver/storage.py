@@ -14,7 +14,8 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import AsyncIterator, Sequence
+import time
+from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import urlparse
@@ -175,6 +176,8 @@ class Storage:
         self.timeout = timeout
         self._client: aetcd.Client | None = None
         self._index = 0
+        # observe(operation, key, seconds, ok): etcd_request_duration_seconds and friends (apiserver/metrics.py).
+        self.observe: Callable[[str, str, float, bool], None] | None = None
 
     def _make_client(self) -> aetcd.Client:
         url = urlparse(self.servers[self._index % len(self.servers)])
@@ -202,7 +205,18 @@ class Storage:
             await self._client.close()
             self._client = None
 
-    async def _call(self, op: Any) -> Any:
+    async def _call(self, op: Any, metric: tuple[str, str] | None = None) -> Any:
+        if metric is None or self.observe is None:
+            return await self._call_unobserved(op)
+        start, ok = time.perf_counter(), False
+        try:
+            result = await self._call_unobserved(op)
+            ok = True
+            return result
+        finally:
+            self.observe(metric[0], metric[1], time.perf_counter() - start, ok)
+
+    async def _call_unobserved(self, op: Any) -> Any:
         try:
             return await asyncio.wait_for(op, self.timeout)
         except StorageError:
@@ -227,17 +241,35 @@ class Storage:
         return int(result.header.revision)
 
     async def get(self, key: str) -> Stored:
-        resp = await self._call(self.client.get(key.encode()))
+        resp = await self._call(self.client.get(key.encode()), ("get", key))
         if resp is None:
             raise KeyNotFound(key)
         return Stored(key, decode(resp.value, resp.mod_revision), resp.mod_revision, resp.create_revision)
 
     async def list(self, prefix: str) -> tuple[list[Stored], int]:
         """Every object under `prefix` (which should end in '/'), and the store revision of the read."""
-        result = await self._call(self.client.get_prefix(prefix.encode()))
+        result = await self._call(self.client.get_prefix(prefix.encode()), ("list", prefix))
         items = [Stored(kv.key.decode(), decode(kv.value, kv.mod_revision), kv.mod_revision, kv.create_revision)
                  for kv in result]
         return items, int(result.header.revision)
+
+    async def compacted(self, revision: int) -> bool:
+        """Whether etcd compacted `revision` away (a read at it is refused). The watch cache asks before
+        replaying from its own history, so a compacted revision still answers 410 Gone."""
+        client = self.client
+        await self._call(client.connect())
+        request = aetcd.rpc.RangeRequest(key=b"/kubelab-revision", revision=revision, count_only=True)
+        try:
+            await self._call(client.kvstub.Range(request, timeout=self.timeout, metadata=client.metadata))
+        except aetcd.rpc.AioRpcError as exc:
+            if "compacted" in (exc.details() or ""):
+                return True
+            raise Unavailable(exc.details() or str(exc.code())) from exc
+        except StorageError as exc:
+            if "compacted" in str(exc):
+                return True
+            raise
+        return False
 
     async def count(self, prefix: str) -> int:
         result = await self._call(self.client.get_prefix(prefix.encode(), keys_only=True))
@@ -249,10 +281,11 @@ class Storage:
 
     # --- writes ----------------------------------------------------------------------------------
 
-    async def _txn(self, compares: list[Any], ops: list[Any], check_keys: list[str]) -> tuple[bool, Any]:
+    async def _txn(self, compares: list[Any], ops: list[Any], check_keys: list[str],
+                   metric: tuple[str, str] | None = None) -> tuple[bool, Any]:
         t = self.client.transactions
         failure = [t.get(k.encode()) for k in check_keys]
-        return await self._call(self.client.transaction(compare=compares, success=ops, failure=failure))
+        return await self._call(self.client.transaction(compare=compares, success=ops, failure=failure), metric)
 
     def _extra(self, extra: Txn | None) -> tuple[list[Any], list[Any], list[str]]:
         t = self.client.transactions
@@ -307,7 +340,7 @@ class Storage:
         compares.insert(0, t.create(key.encode()) == 0)
         ops.insert(0, t.put(key.encode(), encode(obj)))
         checks.insert(0, key)
-        ok, responses = await self._txn(compares, ops, checks)
+        ok, responses = await self._txn(compares, ops, checks, ("create", key))
         if ok:
             return self._put_revision(responses)
         if responses and responses[0]:
@@ -322,7 +355,7 @@ class Storage:
         compares.insert(0, t.mod(key.encode()) == expected_revision)
         ops.insert(0, t.put(key.encode(), encode(obj)))
         checks.insert(0, key)
-        ok, responses = await self._txn(compares, ops, checks)
+        ok, responses = await self._txn(compares, ops, checks, ("update", key))
         if ok:
             return self._put_revision(responses)
         current = responses[0] if responses else None
@@ -343,7 +376,7 @@ class Storage:
             compares.insert(0, t.create(key.encode()) > 0)
         ops.insert(0, t.delete(key.encode()))
         checks.insert(0, key)
-        ok, responses = await self._txn(compares, ops, checks)
+        ok, responses = await self._txn(compares, ops, checks, ("delete", key))
         if ok:
             resp = responses[0].response_delete_range
             if resp.deleted == 0:
@@ -365,7 +398,8 @@ class Storage:
 
     # --- watch -----------------------------------------------------------------------------------
 
-    async def watch(self, prefix: str, start_revision: int, *, progress_notify: bool = False
+    async def watch(self, prefix: str, start_revision: int, *, progress_notify: bool = False,
+                    progress_requests: asyncio.Queue[None] | None = None, prev_kv: bool = True
                     ) -> AsyncIterator[StorageEvent]:
         """Changes under `prefix` from `start_revision` (inclusive). Raises Compacted if too old.
 
@@ -373,16 +407,32 @@ class Storage:
         etcd serves many streams well, and a stream is cancelled cleanly when the HTTP client that
         asked for it goes away. A progress notification (no events) is yielded as a StorageEvent of
         type PROGRESS carrying the store revision, which the API server turns into a BOOKMARK.
+        Each item put on `progress_requests` asks etcd for one (WatchProgressRequest): the watch
+        cache uses the answer to know it has seen everything up to a revision. Without `prev_kv`,
+        events carry no previous object (the watch cache keeps its own).
         """
         key = prefix.encode()
         create = aetcd.rpc.WatchCreateRequest(key=key, range_end=aetcd.utils.prefix_range_end(key),
-                                              start_revision=start_revision, prev_kv=True,
+                                              start_revision=start_revision, prev_kv=prev_kv,
                                               progress_notify=progress_notify)
         done = asyncio.Event()
 
         async def requests() -> AsyncIterator[Any]:
             yield aetcd.rpc.WatchRequest(create_request=create)
-            await done.wait()
+            if progress_requests is None:
+                await done.wait()
+                return
+            finished = asyncio.ensure_future(done.wait())
+            try:
+                while True:
+                    asked = asyncio.ensure_future(progress_requests.get())
+                    await asyncio.wait({finished, asked}, return_when=asyncio.FIRST_COMPLETED)
+                    if finished.done():
+                        asked.cancel()
+                        return
+                    yield aetcd.rpc.WatchRequest(progress_request=aetcd.rpc.WatchProgressRequest())
+            finally:
+                finished.cancel()
 
         try:
             client = self.client
@@ -419,7 +469,8 @@ class Storage:
                     continue
                 for event in response.events:
                     kv = event.kv
-                    prev = decode(event.prev_kv.value, event.prev_kv.mod_revision) if event.prev_kv.key else None
+                    prev = decode(event.prev_kv.value, event.prev_kv.mod_revision) if prev_kv and event.prev_kv.key \
+                        else None
                     if event.type == aetcd.rpc.Event.PUT:
                         yield StorageEvent("PUT", kv.key.decode(), decode(kv.value, kv.mod_revision), prev,
                                            kv.mod_revision, kv.create_revision == kv.mod_revision)

@@ -7,11 +7,21 @@ import math
 
 from kubelab import kinds
 from kubelab.client import ApiClient, NotFound
-from kubelab.models import (EndpointAddress, EndpointPort, Endpoints, EndpointSubset, ObjectMeta, ObjectReference,
-                            Pod, Service)
+from kubelab.models import (
+    EndpointAddress,
+    EndpointPort,
+    Endpoints,
+    EndpointSubset,
+    ObjectMeta,
+    ObjectReference,
+    Pod,
+    Service,
+)
 from kubelab.selectors import selector_from_map
 
 from .podutil import find_port, is_headless, should_include
+from .triggertime import ANNOTATION as TRIGGER_TIME
+from .triggertime import TriggerTimeTracker, format_time, report, trigger_revision
 
 log = logging.getLogger(__name__)
 
@@ -139,12 +149,15 @@ class EndpointsController:
         assert isinstance(informers, SharedInformers)
         self.api = api
         self.informers = informers
+        self.triggers = TriggerTimeTracker()
+        self.traces: object = None  # kubelab.client.tracereport.TraceReporter, set by the manager
 
     async def reconcile(self, key: str) -> None:
         namespace, name = key.split("/", 1)
         service = self.informers.services.get(key)
         current = self.informers.endpoints.get(key)
         if service is None:
+            self.triggers.forget(key)
             if current is not None:
                 try:
                     await self.api.delete(kinds.ENDPOINTS, name, namespace)
@@ -157,16 +170,25 @@ class EndpointsController:
         selector = selector_from_map(service.spec.selector if service.spec else None)
         pods = [p for p in self.informers.pods_in(namespace) if selector.matches(p.metadata.labels)]
         desired = desired_endpoints(service, pods)
+        trigger = self.triggers.compute(service, pods)
         if current is None:
+            if trigger is not None:
+                desired.metadata.annotations = {**(desired.metadata.annotations or {}),
+                                                TRIGGER_TIME: format_time(trigger)}
             log.info("endpoints: creating %s", key)
-            await self.api.create(kinds.ENDPOINTS, desired, namespace)
+            written = await self.api.create(kinds.ENDPOINTS, desired, namespace)
+            report(self.traces, self.name, key, "endpoints", written, trigger_revision(service, pods))
             return
         if _comparable(current) == _comparable(desired):
             return
         current.subsets = desired.subsets
         current.metadata.labels = desired.metadata.labels
-        annotations = {k: v for k, v in (current.metadata.annotations or {}).items() if k != OVER_CAPACITY}
+        annotations = {k: v for k, v in (current.metadata.annotations or {}).items()
+                       if k not in (OVER_CAPACITY, TRIGGER_TIME)}
         annotations.update(desired.metadata.annotations or {})
+        if trigger is not None:
+            annotations[TRIGGER_TIME] = format_time(trigger)
         current.metadata.annotations = annotations or None
         log.info("endpoints: updating %s", key)
-        await self.api.update(kinds.ENDPOINTS, current)
+        written = await self.api.update(kinds.ENDPOINTS, current)
+        report(self.traces, self.name, key, "endpoints", written, trigger_revision(service, pods))

@@ -12,11 +12,23 @@ from typing import Any
 
 from kubelab import kinds
 from kubelab.client import ApiClient, NotFound
-from kubelab.models import (Endpoint, EndpointConditions, EndpointSlice, EndpointSlicePort, Node, ObjectMeta,
-                            ObjectReference, OwnerReference, Pod, Service)
+from kubelab.models import (
+    Endpoint,
+    EndpointConditions,
+    EndpointSlice,
+    EndpointSlicePort,
+    Node,
+    ObjectMeta,
+    ObjectReference,
+    OwnerReference,
+    Pod,
+    Service,
+)
 from kubelab.selectors import selector_from_map
 
 from .podutil import find_port, is_headless, selects_pods, should_include
+from .triggertime import ANNOTATION as TRIGGER_TIME
+from .triggertime import TriggerTimeTracker, format_time, report, trigger_revision
 
 log = logging.getLogger(__name__)
 
@@ -109,6 +121,14 @@ def _port_key(slice_: EndpointSlice) -> PortKey:
     return tuple((p.name or "", p.port or 0, p.protocol or "TCP", p.app_protocol or "") for p in slice_.ports or [])
 
 
+def _with_trigger_time(annotations: dict[str, str] | None, when: str | None) -> dict[str, str] | None:
+    """Set (or, with nothing changed, remove) the trigger time; a change of it alone is never written."""
+    result = {k: v for k, v in (annotations or {}).items() if k != TRIGGER_TIME}
+    if when is not None:
+        result[TRIGGER_TIME] = when
+    return result or None
+
+
 def _content(slice_: EndpointSlice) -> dict[str, Any]:
     data = slice_.to_dict()
     meta = data.get("metadata") or {}
@@ -124,6 +144,28 @@ class EndpointSliceController:
         assert isinstance(informers, SharedInformers)
         self.api = api
         self.informers = informers
+        self.triggers = TriggerTimeTracker()
+        self.traces: object = None  # kubelab.client.tracereport.TraceReporter, set by the manager
+        # endpointSliceTracker: the resourceVersion of every slice this controller wrote, by service key,
+        # so a sync never acts on an informer cache that has not seen those writes yet (it would create a
+        # second slice for the same endpoints). The slice's own event enqueues the service again.
+        self._written: dict[str, dict[str, int]] = {}
+        informers.slices.add_handler(self._on_slice)
+
+    def _on_slice(self, event: str, old: EndpointSlice | None, new: EndpointSlice | None) -> None:
+        if new is None and old is not None:
+            service = (old.metadata.labels or {}).get(SERVICE_NAME_LABEL)
+            self._written.get(f"{old.metadata.namespace}/{service}", {}).pop(old.metadata.name or "", None)
+
+    def _track(self, key: str, written: EndpointSlice) -> None:
+        self._written.setdefault(key, {})[written.metadata.name or ""] = int(written.metadata.resource_version or 0)
+
+    def _cache_is_stale(self, key: str, existing: list[EndpointSlice]) -> bool:
+        written = self._written.get(key)
+        if not written:
+            return False
+        seen = {s.metadata.name: int(s.metadata.resource_version or 0) for s in existing}
+        return any(seen.get(name, 0) < rv for name, rv in written.items())
 
     def owned_slices(self, namespace: str, service_name: str) -> list[EndpointSlice]:
         return [s for s in self.informers.slices_in(namespace)
@@ -136,6 +178,8 @@ class EndpointSliceController:
         service = self.informers.services.get(key)
         existing = self.owned_slices(namespace, name)
         if service is None:
+            self.triggers.forget(key)
+            self._written.pop(key, None)
             # The slices' ownerReference (controller, blockOwnerDeletion) hands them to the garbage
             # collector, as in kube: it deletes them once the Service's UID is gone, and holds a
             # Service deleted in the foreground until they are.
@@ -147,9 +191,15 @@ class EndpointSliceController:
         for old in [s for s in existing if not any(o.uid == service.metadata.uid for o in s.metadata.owner_references or [])]:
             await self._delete(old)  # left over from an earlier Service of the same name
             existing.remove(old)
+        if self._cache_is_stale(key, existing):
+            log.debug("endpointslices: informer cache behind this controller's writes for %s; waiting", key)
+            return
         selector = selector_from_map(service.spec.selector if service.spec else None)
         pods = [p for p in self.informers.pods_in(namespace) if selector.matches(p.metadata.labels)]
         desired = desired_slices(service, pods, self.informers.nodes_by_name())
+        trigger = self.triggers.compute(service, pods)
+        trigger_text = format_time(trigger) if trigger is not None else None
+        inputs = trigger_revision(service, pods)
         # Reuse existing slices for the same port set in name order, so unchanged slices stay unchanged.
         pool: dict[PortKey, list[EndpointSlice]] = {}
         for s in sorted(existing, key=lambda s: s.metadata.name or ""):
@@ -162,11 +212,17 @@ class EndpointSliceController:
                     have.endpoints, have.ports = want.endpoints, want.ports
                     have.metadata.labels = want.metadata.labels
                     have.metadata.owner_references = want.metadata.owner_references
+                    have.metadata.annotations = _with_trigger_time(have.metadata.annotations, trigger_text)
                     log.info("endpointslices: updating %s/%s", namespace, have.metadata.name)
-                    await self.api.update(kinds.ENDPOINTSLICES, have)
+                    written = await self.api.update(kinds.ENDPOINTSLICES, have)
+                    self._track(key, written)
+                    report(self.traces, self.name, key, "endpointslices", written, inputs)
             else:
+                want.metadata.annotations = _with_trigger_time(want.metadata.annotations, trigger_text)
                 created = await self.api.create(kinds.ENDPOINTSLICES, want, namespace)
+                self._track(key, created)
                 log.info("endpointslices: created %s/%s for %s", namespace, created.metadata.name, key)
+                report(self.traces, self.name, key, "endpointslices", created, inputs)
         for leftovers in pool.values():
             for old in leftovers:
                 await self._delete(old)

@@ -8,7 +8,9 @@ from typing import Any, Protocol
 
 from kubelab import kinds
 from kubelab.client import ApiClient, Informer, WorkQueue
-from kubelab.models import Deployment, EndpointSlice, Endpoints, Namespace, Node, Pod, ReplicaSet, Service
+from kubelab.client.queuemetrics import WorkQueueMetricsProvider
+from kubelab.client.tracereport import TraceReporter
+from kubelab.models import Deployment, Endpoints, EndpointSlice, Namespace, Node, Pod, ReplicaSet, Service
 from kubelab.selectors import selector_from_map
 
 log = logging.getLogger(__name__)
@@ -92,9 +94,11 @@ def _service_handlers(informers: SharedInformers, queue: WorkQueue) -> None:
 
 
 async def run(api: ApiClient, *, workers: int = 2, node_monitor_grace_period: float = 50.0,
-              node_monitor_period: float = 5.0, lb_pool: str | None = "172.18.255.200-172.18.255.250") -> None:
+              node_monitor_period: float = 5.0, lb_pool: str | None = "172.18.255.200-172.18.255.250",
+              metrics: WorkQueueMetricsProvider | None = None) -> None:
     """`lb_pool`: the addresses the LoadBalancer controller hands out ("FIRST-LAST" or a CIDR);
-    None runs no LoadBalancer controller (LoadBalancer Services then stay <pending>)."""
+    None runs no LoadBalancer controller (LoadBalancer Services then stay <pending>). `metrics`
+    receives every work queue's workqueue_* metrics (the caller serves its registry)."""
     from . import garbagecollector
     from .deployment import DeploymentController
     from .endpoints import EndpointsController
@@ -112,15 +116,20 @@ async def run(api: ApiClient, *, workers: int = 2, node_monitor_grace_period: fl
     gc_informers = [shared.get(rt) or Informer(api, rt, name=f"gc-{rt.plural}") for rt in kinds.BUILTIN]
     gc = garbagecollector.GarbageCollector(api, gc_informers)
     controllers: list[tuple[Controller, WorkQueue]] = []
+    traces = TraceReporter(api)
     for controller_class, owned in ((EndpointsController, informers.endpoints),
                                     (EndpointSliceController, informers.slices)):
         controller = controller_class(api, informers)
+        controller.traces = traces
         queue = WorkQueue(controller.name)
         on_owned = _service_handlers(informers, queue)
         owned.add_handler(on_owned)  # type: ignore[arg-type]
         controllers.append((controller, queue))
     lb_controller = LoadBalancerController(api, informers.services, Pool.parse(lb_pool)) if lb_pool else None
     lb_queue = WorkQueue("loadbalancer-controller")
+    if metrics is not None:
+        for queue in [q for _, q in controllers] + [lb_queue, gc.queue] + [w.queue for w in workloads]:
+            queue.metrics = metrics.for_queue(queue.name)
     if lb_controller is not None:
         def on_lb_service(event: str, old: Service | None, new: Service | None) -> None:
             for key in lb_controller.keys_to_reconcile(old, new):
@@ -128,6 +137,7 @@ async def run(api: ApiClient, *, workers: int = 2, node_monitor_grace_period: fl
 
         informers.services.add_handler(on_lb_service)
     async with asyncio.TaskGroup() as tg:
+        tg.create_task(traces.run(), name="controllers-trace-reporter")
         for informer in informers.all():
             tg.create_task(informer.run(), name=f"{informer.name}-informer")
         for informer in informers.all():

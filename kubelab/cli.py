@@ -51,6 +51,9 @@ def cmd_up(args: argparse.Namespace) -> int:
               f"  kubelab iptables --data-dir {data_dir} node-1      # the rules node-1's proxy agent applied\n"
               + (f"  kubelab exec --data-dir {data_dir} node-1 -- curl -s http://<cluster-ip>:<port>\n"
                  if dataplane == "netns" else "")
+              + (f"Token authentication is on ({args.token_auth_file}); the kubeconfig holds the admin's token. "
+                 "kubectl sends tokens only over TLS, which kubelab does not serve: use the Python client, or "
+                 "curl -H 'Authorization: Bearer <token>'.\n" if args.token_auth_file else "")
               + "Ctrl-C stops everything and removes what kubelab created.\n", flush=True)
 
     from .tokenfile import TokenFileError
@@ -78,6 +81,13 @@ def cmd_apiserver(args: argparse.Namespace) -> int:
     host, port = split_listen(args.listen)
     from .tokenfile import TokenFileError
 
+    if bool(args.tls_cert_file) != bool(args.tls_private_key_file):
+        print("kubelab apiserver: --tls-cert-file and --tls-private-key-file go together", file=sys.stderr)
+        return 2
+    for path in (args.tls_cert_file, args.tls_private_key_file):
+        if path and not os.access(path, os.R_OK):
+            print(f"kubelab apiserver: cannot read {path}", file=sys.stderr)
+            return 2
     try:
         app = create_app(Config(servers, advertise_ip=args.advertise_address or (host if host != "0.0.0.0" else "127.0.0.1"),
                                 port=port, token_auth_file=args.token_auth_file))
@@ -85,7 +95,10 @@ def cmd_apiserver(args: argparse.Namespace) -> int:
         print(f"kubelab apiserver: {exc}", file=sys.stderr)
         return 2
     _warn_if_open(args.listen, args.token_auth_file)
-    uvicorn.run(app, host=host, port=port, log_level="warning", access_log=False)
+    # With a certificate the port serves HTTPS, as kube-apiserver's secure port does: kubectl sends
+    # bearer tokens only over TLS (kubernetes/kubectl#744).
+    uvicorn.run(app, host=host, port=port, log_level="warning", access_log=False,
+                ssl_certfile=args.tls_cert_file or None, ssl_keyfile=args.tls_private_key_file or None)
     return 0
 
 
@@ -119,10 +132,21 @@ def _run_client_component(args: argparse.Namespace, make: Any) -> int:
     except TokenFileError as exc:
         print(f"kubelab {args.command}: {exc}", file=sys.stderr)
         return 2
+    ca_file = getattr(args, "certificate_authority", None)
+    if ca_file:
+        import ssl
+
+        try:
+            ssl.create_default_context(cafile=ca_file)
+        except (OSError, ssl.SSLError) as exc:
+            print(f"kubelab {args.command}: --certificate-authority {ca_file}: {exc}", file=sys.stderr)
+            return 2
 
     async def main() -> None:
-        api = ApiClient(args.server, token=token, user_agent=f"kubelab-{args.command}",
-                        fast_requests=args.command == "scheduler")
+        # A node's user agent names the node, so `kubelab trace` tells its watch deliveries apart.
+        agent = f"kubelab-{args.command}" + (f"-{args.name}" if args.command == "node" else "")
+        api = ApiClient(args.server, token=token, user_agent=agent, fast_requests=args.command == "scheduler",
+                        ca_file=ca_file)
         try:
             await make(api)
         finally:
@@ -131,17 +155,62 @@ def _run_client_component(args: argparse.Namespace, make: Any) -> int:
     return run_until_interrupted(main)
 
 
-def cmd_scheduler(args: argparse.Namespace) -> int:
-    import scheduler
+def _metrics_server(args: argparse.Namespace, registry: Any) -> Any:
+    """The component's --metrics-bind-address listener (None when empty)."""
+    from .metricsserver import MetricsServer, split_bind_address
 
-    return _run_client_component(args, lambda api: scheduler.run(api, strategy=args.scoring))
+    if not args.metrics_bind_address:
+        return None
+    host, port = split_bind_address(args.metrics_bind_address)
+    return MetricsServer(host, port, registry=registry, name=args.command)
+
+
+def _check_bind_address(args: argparse.Namespace) -> bool:
+    from .metricsserver import split_bind_address
+
+    try:
+        if args.metrics_bind_address:
+            split_bind_address(args.metrics_bind_address)
+    except ValueError as exc:
+        print(f"kubelab {args.command}: --metrics-bind-address: {exc}", file=sys.stderr)
+        return False
+    return True
+
+
+def cmd_scheduler(args: argparse.Namespace) -> int:
+    from scheduler import Scheduler
+
+    from .metricsserver import serve
+
+    if not _check_bind_address(args):
+        return 2
+
+    async def run(api: Any) -> None:
+        the_scheduler = Scheduler(api, strategy=args.scoring)
+        async with asyncio.TaskGroup() as tg:
+            tg.create_task(the_scheduler.run(), name="scheduler")
+            tg.create_task(serve(_metrics_server(args, the_scheduler.metrics.registry)), name="scheduler-metrics")
+
+    return _run_client_component(args, run)
 
 
 def cmd_controllers(args: argparse.Namespace) -> int:
     import controllers
 
-    return _run_client_component(args, lambda api: controllers.run(
-        api, node_monitor_grace_period=args.node_monitor_grace_period, lb_pool=args.lb_pool or None))
+    from .client.queuemetrics import WorkQueueMetricsProvider
+    from .metricsserver import serve
+
+    if not _check_bind_address(args):
+        return 2
+
+    async def run(api: Any) -> None:
+        provider = WorkQueueMetricsProvider()
+        async with asyncio.TaskGroup() as tg:
+            tg.create_task(controllers.run(api, node_monitor_grace_period=args.node_monitor_grace_period,
+                                           lb_pool=args.lb_pool or None, metrics=provider), name="controllers")
+            tg.create_task(serve(_metrics_server(args, provider.registry)), name="controllers-metrics")
+
+    return _run_client_component(args, run)
 
 
 def cmd_dns(args: argparse.Namespace) -> int:
@@ -179,8 +248,27 @@ def cmd_node(args: argparse.Namespace) -> int:
         except ValueError as exc:
             print(f"kubelab node: --metrics-bind-address: {exc}", file=sys.stderr)
             return 2
+    if args.dataplane == "host" and os.geteuid() != 0:
+        print("kubelab node: --dataplane host needs root (it creates a network namespace and veth per pod); run "
+              "it as root, e.g. in a privileged container, or use --dataplane render", file=sys.stderr)
+        return 1
 
     async def run(api: Any) -> None:
+        from kubeletstub.dataplane import NetnsDataplane, open_host_dataplane
+
+        dataplane: NetnsDataplane | None = None
+        if args.dataplane == "host":
+            dataplane = await asyncio.to_thread(open_host_dataplane, Path(args.data_dir) / "netns", args.name, ip,
+                                                cidr)
+        try:
+            if dataplane is not None:
+                await dataplane.start_node()  # a clear error before anything else starts
+            await run_node(api, dataplane)
+        finally:
+            if dataplane is not None:
+                await asyncio.to_thread(dataplane.lab.destroy)  # pods' namespaces, veths, node routes
+
+    async def run_node(api: Any, dataplane: Any) -> None:
         config = NodeConfig(name=args.name, ip=ip, pod_cidr=cidr, cpu=args.cpu, memory=args.memory,
                             max_pods=args.max_pods)
         applier = IptablesApplier(None, backend=args.iptables_backend) if args.iptables else RecordingApplier()
@@ -188,7 +276,7 @@ def cmd_node(args: argparse.Namespace) -> int:
                            applier, min_sync_period=args.min_sync_period, sync_period=args.sync_period,
                            state_file=Path(args.data_dir) / "nodes" / args.name / "iptables.rules")
         async with asyncio.TaskGroup() as tg:
-            tg.create_task(Kubelet(api, config).run(), name="kubelet")
+            tg.create_task(Kubelet(api, config, dataplane).run(), name="kubelet")
             tg.create_task(agent.run(), name="proxy")
             if metrics_address is not None:
                 server = MetricsServer(*metrics_address, metrics=agent.metrics_text, healthy=agent.is_healthy,
@@ -201,7 +289,13 @@ def cmd_node(args: argparse.Namespace) -> int:
                 else:
                     tg.create_task(server.serve_forever(), name="proxy-metrics")
 
-    return _run_client_component(args, run)
+    from kubeletstub.netns import DataplaneError
+
+    try:
+        return _run_client_component(args, run)
+    except DataplaneError as exc:
+        print(f"kubelab node: {exc}", file=sys.stderr)
+        return 1
 
 
 # --- tools ---------------------------------------------------------------------------------------
@@ -298,6 +392,14 @@ def cmd_status(args: argparse.Namespace) -> int:
         where = state["nodes"].get(name, {})
         print(f"{name:<11} Ready={ready} ip {where.get('ip', '?')} pods {where.get('podCIDR', '?')}"
               f"{' netns ' + where['netns'] if where.get('netns') else ''}, kubelet+proxy {agents.get(name, '?')}")
+    metrics = state.get("metrics") or {}
+    if metrics:
+        print("metrics")
+        for component in ("apiserver", "scheduler", "controllers", "dns"):
+            if metrics.get(component):
+                print(f"  {component:<17} {metrics[component]}")
+        for node, url in sorted((metrics.get("proxy") or {}).items()):
+            print(f"  {'proxy ' + node:<17} {url}")
     return 0
 
 
@@ -381,6 +483,47 @@ def cmd_proxy_render(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_trace(args: argparse.Namespace) -> int:
+    """kubelab trace KIND/NAME: the latest change of an object, step by step (kubelab/tracing.py)."""
+    import httpx
+
+    from . import tracing
+
+    kind, _, name = args.object.partition("/")
+    rt = tracing.resolve(kind) if name else None
+    if rt is None:
+        print(f"kubelab trace: expected KIND/NAME (e.g. service/web, pod/api-1), got {args.object!r}", file=sys.stderr)
+        return 2
+    server, token = args.server, None
+    if server is None:
+        from .kubeconfig import token_of
+        from .runner import read_state
+
+        try:
+            state = read_state(Path(args.data_dir))
+        except FileNotFoundError as exc:
+            print(f"kubelab trace: {exc}", file=sys.stderr)
+            return 1
+        server, token = state["server"], token_of(Path(state["kubeconfig"]))
+    headers = {"Authorization": f"Bearer {token}"} if token else {}
+    key = tracing.storage_key(rt, args.namespace, name)
+    try:
+        resp = httpx.get(f"{server}{tracing.PATH}", params={"key": key}, headers=headers, timeout=10)
+    except httpx.HTTPError as exc:
+        print(f"kubelab trace: {server}: {exc}", file=sys.stderr)
+        return 1
+    if resp.status_code != 200:
+        print(f"kubelab trace: {resp.status_code} {resp.text}", file=sys.stderr)
+        return 1
+    result = resp.json()
+    if args.output == "json":
+        import json
+        print(json.dumps(result, indent=2))
+    else:
+        print(tracing.render(result), end="")
+    return 0 if result.get("found") else 1
+
+
 def cmd_explain(args: argparse.Namespace) -> int:
     """kubelab explain pod NAME: every node's filter verdict and scores for one pod (scheduler/explain.py)."""
     import httpx
@@ -428,6 +571,8 @@ def _token_args(p: argparse.ArgumentParser) -> None:
     who = p.add_mutually_exclusive_group()
     who.add_argument("--token", help="bearer token to present to the API server (one of its --token-auth-file)")
     who.add_argument("--token-file", metavar="PATH", help="read the bearer token from this file")
+    p.add_argument("--certificate-authority", metavar="FILE",
+                   help="check an https --server's certificate against this CA bundle (default: the system's)")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -465,6 +610,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--etcd-servers", required=True, help="etcd URL[,URL]")
     p.add_argument("--listen", default="127.0.0.1:8080", help="address to serve on (default 127.0.0.1:8080)")
     p.add_argument("--advertise-address", help="IP the kubernetes Service's endpoints point at")
+    p.add_argument("--tls-cert-file", metavar="FILE",
+                   help="serve HTTPS with this certificate (PEM, with its chain); kubectl sends tokens only over TLS")
+    p.add_argument("--tls-private-key-file", metavar="FILE", help="the private key of --tls-cert-file (PEM)")
     p.add_argument("--token-auth-file", metavar="FILE",
                    help="kube-apiserver's static token file (token,user,uid[,\"group1,group2\"]): requests must "
                         "carry `Authorization: Bearer <token>`; users system:node:<name> in group system:nodes may "
@@ -477,6 +625,10 @@ def build_parser() -> argparse.ArgumentParser:
         p = sub.add_parser(name, help=text)
         p.add_argument("--server", default="http://127.0.0.1:8080", help="API server URL")
         _token_args(p)
+        default_bind = "127.0.0.1:10259" if name == "scheduler" else "127.0.0.1:10257"
+        p.add_argument("--metrics-bind-address", default=default_bind, metavar="HOST:PORT",
+                       help=f"serve Prometheus /metrics here, plain HTTP (default {default_bind}, kube-"
+                            f"{'scheduler' if name == 'scheduler' else 'controller-manager'}'s port; empty: off)")
         if name == "scheduler":
             p.add_argument("--scoring", choices=["LeastAllocated", "MostAllocated"], default="LeastAllocated",
                            help="NodeResourcesFit scoring strategy (default LeastAllocated)")
@@ -500,6 +652,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--cluster-cidr", default=addressing.POD_CIDR)
     p.add_argument("--iptables", action="store_true", help="apply rules with iptables-restore in this network "
                                                            "namespace (default: render only)")
+    p.add_argument("--dataplane", choices=["render", "host"], default="render",
+                   help="render: pods exist only as API objects (default); host: this network namespace is the node "
+                        "(a node container): each pod gets a namespace and a routed veth here, other nodes' pod "
+                        "CIDRs are routed via their InternalIPs, and pods are removed on exit (root; pair it with "
+                        "--iptables)")
     p.add_argument("--iptables-backend", choices=["iptables", "iptables-nft", "iptables-legacy"], default="iptables",
                    help="iptables binaries to use with --iptables (default: the system's iptables alternative)")
     p.add_argument("--min-sync-period", type=float, default=1.0,
@@ -554,6 +711,18 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("-t", "--table", choices=["filter", "nat"], help="only this table")
     p.add_argument("node", metavar="NODE")
     p.set_defaults(func=cmd_iptables)
+
+    p = sub.add_parser("trace", help="the path of an object's latest change: accepted, delivered to each watcher, "
+                                     "endpoints written, each node's iptables-restore",
+                       description="kubelab trace KIND/NAME [-n NS]: e.g. service/web or pod/api-1. Reads the API "
+                                   "server's in-memory trace records (written as things happen; the last 50,000 "
+                                   "writes).")
+    p.add_argument("object", metavar="KIND/NAME")
+    p.add_argument("-n", "--namespace", default="default")
+    p.add_argument("-o", "--output", choices=["table", "json"], default="table")
+    p.add_argument("--data-dir", default=DEFAULT_DATA_DIR, help="the `kubelab up` cluster to ask (default .kubelab)")
+    p.add_argument("--server", help="ask this API server instead (URL)")
+    p.set_defaults(func=cmd_trace)
 
     p = sub.add_parser("explain", help="why a pod is (or is not) on a node: every node's filters and scores",
                        description="kubelab explain pod NAME [-n NS]: run kube-scheduler's filters on every node "

@@ -7,6 +7,7 @@ in whole base units, so those are the two conversions offered here.
 
 from __future__ import annotations
 
+import functools
 from decimal import ROUND_CEILING, ROUND_UP, Context, Decimal
 
 _BINARY = {"Ki": 2**10, "Mi": 2**20, "Gi": 2**30, "Ti": 2**40, "Pi": 2**50, "Ei": 2**60}
@@ -72,6 +73,11 @@ def parse(text: str) -> Decimal:
     """The exact value of a quantity in base units (cores, bytes), as resource.ParseQuantity stores it."""
     if not isinstance(text, str) or not text:
         raise QuantityError(FORMAT_WRONG)
+    return _parse(text)
+
+
+@functools.lru_cache(maxsize=4096)  # a pod's few quantities are parsed several times per request
+def _parse(text: str) -> Decimal:
     number, suffix = _split(text)
     base, exponent = _scale(suffix)
     negative = number.startswith("-")

@@ -256,8 +256,11 @@ async def _run_components(tg: asyncio.TaskGroup, options: UpOptions, server_url:
     from kubeletstub.node import NodeConfig
     from proxyagent import ProxyAgent, ProxyConfig
     from proxyagent.apply import IptablesApplier, RecordingApplier
+    from proxyagent.metricserver import MetricsServer as ProxyMetricsServer
 
     from .client import ApiClient
+    from .client.queuemetrics import WorkQueueMetricsProvider
+    from .metricsserver import MetricsServer
 
     def client(agent: str, **options: Any) -> ApiClient:
         api = ApiClient(server_url, token=tokens.for_component(agent) if tokens else None,
@@ -277,10 +280,26 @@ async def _run_components(tg: asyncio.TaskGroup, options: UpOptions, server_url:
                            state_file=data_dir / "nodes" / node.name / "iptables.rules")
         return kubelet, agent
 
-    tg.create_task(scheduler.run(client("scheduler", fast_requests=True)), name="scheduler")
+    # Every component has its own metrics registry, served on a loopback port of its own (picked by the
+    # kernel, recorded in cluster.json and printed by `kubelab status`); the API server's is its /metrics.
+    metrics: dict[str, Any] = {"apiserver": f"{server_url}/metrics", "proxy": {}}
+    state["metrics"] = metrics
+
+    async def serve_metrics(server: Any, task_name: str) -> str:
+        await server.start()
+        tg.create_task(server.serve_forever(), name=task_name)
+        return f"http://{server.host}:{server.port}/metrics"
+
+    the_scheduler = scheduler.Scheduler(client("scheduler", fast_requests=True))
+    tg.create_task(the_scheduler.run(), name="scheduler")
+    metrics["scheduler"] = await serve_metrics(
+        MetricsServer("127.0.0.1", 0, registry=the_scheduler.metrics.registry, name="scheduler"), "scheduler-metrics")
     tg.create_task(_run_dns(client("dns"), state, data_dir), name="clusterdns")
+    queue_metrics = WorkQueueMetricsProvider()
     tg.create_task(controllers.run(client("controllers"), node_monitor_grace_period=options.node_monitor_grace_period,
-                                   lb_pool=options.lb_pool), name="controllers")
+                                   lb_pool=options.lb_pool, metrics=queue_metrics), name="controllers")
+    metrics["controllers"] = await serve_metrics(
+        MetricsServer("127.0.0.1", 0, registry=queue_metrics.registry, name="controllers"), "controllers-metrics")
     nodes: dict[str, _Node] = {}
     for index in range(1, options.nodes + 1):
         name = addressing.node_name(index)
@@ -289,6 +308,11 @@ async def _run_components(tg: asyncio.TaskGroup, options: UpOptions, server_url:
         node = nodes[name] = _Node(name, ip, cidr, dataplane, make)
         node.start(tg)
         state["nodes"][name] = {"ip": ip, "podCIDR": cidr, "netns": dataplane.node_netns}
+        # The node's current proxy agent (a resumed node has a new one) behind one listener.
+        proxy_metrics = ProxyMetricsServer("127.0.0.1", 0, metrics=lambda node=node: node.agent.metrics_text(),
+                                           healthy=lambda node=node: node.agent.is_healthy(),
+                                           last_updated=lambda node=node: node.agent.proxier.last_updated)
+        metrics["proxy"][name] = await serve_metrics(proxy_metrics, f"proxy-{name}-metrics")
     _write_state(data_dir, state)
     control = await _serve_control(data_dir, nodes, tg)
     try:
@@ -317,14 +341,18 @@ async def _run_dns(api: Any, state: dict[str, Any], data_dir: Path) -> None:
     if dns_state.get("netns"):
         options = DnsOptions(listen_host="0.0.0.0", listen_port=53, netns=dns_state["netns"],
                              advertise_ip=dns_state["ip"])
+        # CoreDNS's :9153 inside the DNS namespace (`kubelab exec --data-dir D lab -- curl ...`).
+        state.setdefault("metrics", {})["dns"] = f"http://{dns_state['ip']}:9153/metrics (netns {dns_state['netns']})"
         await run_dns(api, options)
         return
 
     def listening(sockets: Any) -> None:
         state["dns"] = {"listen": f"127.0.0.1:{sockets.port}"}
+        if sockets.metrics is not None:
+            state.setdefault("metrics", {})["dns"] = f"http://127.0.0.1:{sockets.metrics.getsockname()[1]}/metrics"
         _write_state(data_dir, state)
 
-    await run_dns(api, DnsOptions(listen_host="127.0.0.1", listen_port=0, metrics_port=None), listening=listening)
+    await run_dns(api, DnsOptions(listen_host="127.0.0.1", listen_port=0, metrics_port=0), listening=listening)
 
 
 CONTROL_SOCKET = "control.sock"

@@ -16,6 +16,14 @@ Topology, for a lab with prefix ``kl-3fa2`` (DESIGN.md address plan)::
     kl-3fa2-node-1_default_web-0    eth0 10.244.1.5/32, 10.244.1.1 dev eth0 scope link,
                                     default via 10.244.1.1 dev eth0; lo up
 
+A lab may instead have the *current* network namespace as its one node (``current_netns=True``,
+``kubelab node --dataplane host``): a node container on a shared network, as in the docker-compose lab.
+There is no lab namespace and no bridge; the node's uplink is whichever interface holds its IP (eth0 in
+a container), its network is that interface's subnet, and everything else is the same: pods are
+namespaces wired to the current one with the same routed veths, other nodes' pod CIDRs are routed via
+their IPs on the uplink, and the sysctls below are set here. Only pods' namespaces and veths, and the
+node routes, are the lab's; the current namespace and its interfaces are left as they were found.
+
 Nothing is created in the caller's own (root) network namespace: veths are created inside a node
 namespace with their peer placed directly in the lab or pod namespace, so no interface ever exists
 in the root namespace, not even for a moment. Only the namespace mounts under /var/run/netns live
@@ -128,12 +136,13 @@ class NodeNet:
     """A node's namespace and addresses."""
 
     name: str
-    netns: str
-    ip: str  # on eth0, e.g. 10.240.0.11
+    netns: str | None  # None: the current network namespace (current_netns labs)
+    ip: str  # on the uplink, e.g. 10.240.0.11
     prefixlen: int  # of the node network, e.g. 24
     pod_cidr: str  # e.g. 10.244.1.0/24
     gateway: str  # the pods' default gateway, first host of pod_cidr, e.g. 10.244.1.1
-    lab_port: str  # the bridge port in the lab namespace
+    lab_port: str  # the bridge port in the lab namespace ("" for the current namespace)
+    uplink: str = NODE_IFNAME  # the interface holding `ip`, where node routes point
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -144,6 +153,7 @@ class NodeNet:
             "podCIDR": self.pod_cidr,
             "gateway": self.gateway,
             "labPort": self.lab_port,
+            "uplink": self.uplink,
         }
 
     @classmethod
@@ -156,6 +166,7 @@ class NodeNet:
             pod_cidr=data["podCIDR"],
             gateway=data["gateway"],
             lab_port=data["labPort"],
+            uplink=data.get("uplink", NODE_IFNAME),
         )
 
 
@@ -277,7 +288,12 @@ def _validate_node_name(node: str) -> None:
 
 
 class LabNetwork:
-    """One cluster's namespaces. ``create()`` first, ``destroy()`` last (or use ``with``)."""
+    """One cluster's namespaces. ``create()`` first, ``destroy()`` last (or use ``with``).
+
+    With ``current_netns=True`` the lab has no namespace of its own: its single node is the network
+    namespace this process runs in (see the module docstring), and `node_network` is taken from the
+    interface that holds the node's IP.
+    """
 
     def __init__(
         self,
@@ -287,15 +303,17 @@ class LabNetwork:
         node_network: str = DEFAULT_NODE_NETWORK,
         service_cidr: str = DEFAULT_SERVICE_CIDR,
         local_routes: Sequence[str] = (),
+        current_netns: bool = False,
     ) -> None:
         _validate_prefix(prefix)
+        self.current_netns = current_netns
         self.prefix = prefix
         self.state_dir = Path(state_dir)
         self.node_network = ipaddress.IPv4Network(node_network)
         self.service_cidr = ipaddress.IPv4Network(service_cidr)
         # More virtual ranges a node must route out of eth0 for nat OUTPUT to see them (LoadBalancer IPs).
         self.local_routes = tuple(ipaddress.IPv4Network(r) for r in local_routes)
-        self.lab_netns = lab_netns_name(prefix)
+        self.lab_netns = lab_netns_name(prefix)  # not created when current_netns
         self.state_path = _state_path(self.state_dir, prefix)
         self.log_dir = _log_dir(self.state_dir, prefix)
         self._state_lock = threading.Lock()
@@ -326,7 +344,7 @@ class LabNetwork:
     # lifecycle
 
     def create(self) -> None:
-        """Create the lab namespace and its bridge, and start the state file."""
+        """Create the lab namespace and its bridge (not with current_netns), and start the state file."""
         with self._state_lock:
             if self._created:
                 return
@@ -338,6 +356,9 @@ class LabNetwork:
             self.state_dir.mkdir(parents=True, exist_ok=True)
             self.log_dir.mkdir(parents=True, exist_ok=True)
             self._created = True
+            if self.current_netns:
+                self._save()
+                return
             self._record_namespace(self.lab_netns)
         try:
             with self._undo_namespace_on_error(self.lab_netns), _translated(f"create lab {self.prefix}"):
@@ -357,6 +378,16 @@ class LabNetwork:
         with self._state_lock:
             if not self._created:
                 return
+            nodes = list(self._nodes)
+        if self.current_netns:
+            # The namespace stays, so take out what we put into it: pods (their host veths at once,
+            # not whenever the kernel frees the pod namespace) and node routes.
+            for node in nodes:
+                try:
+                    self.remove_node(node)
+                except DataplaneError:
+                    log.exception("could not take node %s out of this network namespace", node)
+        with self._state_lock:
             state = self._state_json()
         _teardown(state)
         _remove_state(self.state_path, self.log_dir)
@@ -372,9 +403,12 @@ class LabNetwork:
         """Create node `name` with address `ip` on the lab network and pods from `pod_cidr`.
 
         Idempotent for identical arguments; raises DataplaneError if the node exists with other ones
-        or if the IP, CIDR or names collide with another node's.
+        or if the IP, CIDR or names collide with another node's. With current_netns, the node is the
+        current namespace: `ip` must already be an address of one of its interfaces.
         """
         _validate_node_name(name)
+        if self.current_netns:
+            return self._adopt_current_netns(name, ip, pod_cidr)
         node_ip = ipaddress.IPv4Address(ip)
         if node_ip not in self.node_network or node_ip in (
             self.node_network.network_address,
@@ -423,12 +457,47 @@ class LabNetwork:
                     self._pending_nodes.pop(name, None)
         return node
 
-    def add_client(self, name: str, ip: str, *, routes: Mapping[str, str] | None = None) -> str:
+    def _adopt_current_netns(self, name: str, ip: str, pod_cidr: str) -> NodeNet:
+        cidr = ipaddress.IPv4Network(pod_cidr)
+        if cidr.prefixlen > 30:
+            raise ValueError(f"pod CIDR {pod_cidr} is too small")
+        with self._node_lock(name):
+            with self._state_lock:
+                self._require_created()
+                others = [n for n in self._nodes.values() if n.name != name]
+            if others:
+                raise DataplaneError(f"this network namespace is already node {others[0].name}")
+            with _translated(f"adopt this network namespace as node {name}"), _rtnl(None) as ipr:
+                uplink, prefixlen = _interface_holding(ipr, ip)
+            node = NodeNet(name=name, netns=None, ip=str(ipaddress.IPv4Address(ip)), prefixlen=prefixlen,
+                           pod_cidr=str(cidr), gateway=str(cidr.network_address + 1), lab_port="", uplink=uplink)
+            with self._state_lock:
+                existing = self._nodes.get(name)
+                if existing is not None:
+                    if existing == node:
+                        return existing
+                    raise DataplaneError(f"node {name} exists with different addresses: {existing}")
+            with _translated(f"set up node {name}"):
+                # conf/<uplink>: the interface existed before conf/default changed; send_redirects is
+                # or-ed with conf/all, so the uplink's own value must go too.
+                _write_sysctls(None, {**_NODE_SYSCTLS, f"net/ipv4/conf/{uplink}/send_redirects": "0"})
+            with self._state_lock:
+                self.node_network = ipaddress.IPv4Network(f"{node.ip}/{prefixlen}", strict=False)
+                self._nodes[name] = node
+                self._save()
+        return node
+
+    def add_client(
+        self, name: str, ip: str, *, routes: Mapping[str, str] | None = None, hosts: str | None = None
+    ) -> str:
         """An "outside" host on the lab network (no kubelet, no kube-proxy): what a client of a
         NodePort or LoadBalancer Service looks like. `routes` maps CIDRs to a gateway on the lab
-        network (e.g. a LoadBalancer pool via a node, as a cloud load balancer would forward).
-        Returns the namespace name. Idempotent."""
+        network (e.g. a LoadBalancer pool via a node, as a cloud load balancer would forward);
+        `hosts` becomes /etc/netns/<namespace>/hosts, which `ip netns exec` bind-mounts over
+        /etc/hosts. Returns the namespace name. Idempotent."""
         _validate_node_name(name)
+        if self.current_netns:
+            raise DataplaneError("a lab in the current network namespace has no lab network for clients")
         netns = f"{self.prefix}-{name}"
         client_ip = ipaddress.IPv4Address(ip)
         if client_ip not in self.node_network:
@@ -453,6 +522,8 @@ class LabNetwork:
                     ipr.route("add", dst=cidr, gateway=via, oif=eth0)
             with _rtnl(self.lab_netns) as ipr:
                 ipr.link("set", index=_index(ipr, port), master=_index(ipr, LAB_BRIDGE), state="up")
+            if hosts is not None:
+                _write_netns_etc(netns, "hosts", hosts)
         return netns
 
     def remove_node(self, name: str) -> None:
@@ -468,6 +539,16 @@ class LabNetwork:
                 return
             for pod in pods:
                 self._remove_pod_locked(pod)
+            if node.netns is None:
+                # The current namespace and its uplink are not ours; the node routes are.
+                with _translated(f"remove node {name}"), _rtnl(None) as ipr:
+                    uplink = _index(ipr, node.uplink)
+                    for dst in _gateway_routes(ipr, uplink):
+                        _delete_route(ipr, ipaddress.IPv4Network(dst), uplink)
+                with self._state_lock:
+                    del self._nodes[name]
+                    self._save()
+                return
             with _translated(f"remove node {name}"):
                 # Deleting eth0 deletes its peer, the bridge port, at once; deleting the namespace
                 # alone would leave that to the kernel's asynchronous namespace cleanup.
@@ -489,7 +570,7 @@ class LabNetwork:
             me = self._node(node)
             dst, via = self._check_node_route(me, pod_cidr, via_ip)
             with _translated(f"add route {dst} via {via} on {node}"), _rtnl(me.netns) as ipr:
-                ipr.route("replace", dst=str(dst), gateway=str(via), oif=_index(ipr, NODE_IFNAME))
+                ipr.route("replace", dst=str(dst), gateway=str(via), oif=_index(ipr, me.uplink))
 
     def remove_node_route(self, node: str, pod_cidr: str) -> None:
         """Remove the route to `pod_cidr` from `node`'s namespace. Idempotent."""
@@ -497,14 +578,14 @@ class LabNetwork:
             me = self._node(node)
             dst = ipaddress.IPv4Network(pod_cidr)
             with _translated(f"remove route {dst} on {node}"), _rtnl(me.netns) as ipr:
-                _delete_route(ipr, dst, _index(ipr, NODE_IFNAME))
+                _delete_route(ipr, dst, _index(ipr, me.uplink))
 
     def node_routes(self, node: str) -> dict[str, str]:
         """The node routes installed in `node`'s namespace: pod CIDR -> via IP."""
         with self._node_lock(node):
             me = self._node(node)
             with _translated(f"list routes on {node}"), _rtnl(me.netns) as ipr:
-                return _gateway_routes(ipr, _index(ipr, NODE_IFNAME))
+                return _gateway_routes(ipr, _index(ipr, me.uplink))
 
     def sync_node_routes(self, node: str, routes: Mapping[str, str]) -> None:
         """Make `node`'s node routes exactly `routes` (pod CIDR -> via IP), changing only differences.
@@ -523,7 +604,7 @@ class LabNetwork:
             checked = (self._check_node_route(me, cidr, via) for cidr, via in others.items())
             desired = {str(dst): str(via) for dst, via in checked}
             with _translated(f"sync routes on {node}"), _rtnl(me.netns) as ipr:
-                eth0 = _index(ipr, NODE_IFNAME)
+                eth0 = _index(ipr, me.uplink)
                 current = _gateway_routes(ipr, eth0)
                 for dst in current.keys() - desired.keys():
                     _delete_route(ipr, ipaddress.IPv4Network(dst), eth0)
@@ -779,7 +860,7 @@ class LabNetwork:
             "version": STATE_VERSION,
             "prefix": self.prefix,
             "owner": {"pid": pid, "startTime": process_start_time(pid)},
-            "labNetns": self.lab_netns,
+            "labNetns": None if self.current_netns else self.lab_netns,
             "logDir": str(self.log_dir),
             "namespaces": list(self._namespaces),
             "nodes": [n.to_json() for n in self._nodes.values()],
@@ -929,10 +1010,11 @@ def _remove_state(path: Path, log_dir: Path | None) -> None:
 
 
 @contextlib.contextmanager
-def _rtnl(netns: str) -> Iterator[Any]:
-    """An rtnetlink socket inside an existing namespace (flags=0: never create it by accident)."""
+def _rtnl(netns: str | None) -> Iterator[Any]:
+    """An rtnetlink socket inside an existing namespace (flags=0: never create it by accident), or in
+    the current one for None."""
     try:
-        ipr = IPRoute(netns=netns, flags=0)
+        ipr = IPRoute() if netns is None else IPRoute(netns=netns, flags=0)
     except FileNotFoundError:
         raise DataplaneError(f"network namespace {netns} does not exist") from None
     try:
@@ -961,7 +1043,7 @@ def _translated(what: str) -> Iterator[None]:
 
 
 NETNS_ETC_DIR = "/etc/netns"
-_NETNS_ETC_FILES = ("resolv.conf",)
+_NETNS_ETC_FILES = ("resolv.conf", "hosts")
 
 
 def _write_netns_etc(netns: str, filename: str, text: str) -> None:
@@ -1011,8 +1093,8 @@ def _set_up(ipr: Any, ifname: str) -> None:
     ipr.link("set", index=_index(ipr, ifname), state="up")
 
 
-def _delete_link(netns: str, ifname: str) -> None:
-    if not _netns_exists(netns):
+def _delete_link(netns: str | None, ifname: str) -> None:
+    if netns is not None and not _netns_exists(netns):
         return
     with _rtnl(netns) as ipr:
         found = ipr.link_lookup(ifname=ifname)
@@ -1043,8 +1125,10 @@ def _gateway_routes(ipr: Any, oif: int) -> dict[str, str]:
     return routes
 
 
-def _write_sysctls(netns: str, values: Mapping[str, str]) -> None:
-    """Write /proc/sys entries as seen from inside `netns`, without a shell or a subprocess.
+def _write_sysctls(netns: str | None, values: Mapping[str, str]) -> None:
+    """Write /proc/sys entries as seen from inside `netns` (None: the current namespace), without a
+    shell or a subprocess. Entries that already hold the value are left alone, so a container whose
+    /proc/sys is read-only but whose runtime set them (compose's `sysctls:`) passes.
 
     /proc/sys/net resolves to the network namespace of the *thread* that opens it, so a throwaway
     thread enters the namespace (setns affects only the calling thread), writes, and exits; no
@@ -1054,10 +1138,18 @@ def _write_sysctls(netns: str, values: Mapping[str, str]) -> None:
 
     def write() -> None:
         try:
-            pyroute2_netns.setns(netns, flags=0)
+            if netns is not None:
+                pyroute2_netns.setns(netns, flags=0)
             for key, value in values.items():
-                with open(f"/proc/sys/{key}", "w") as f:
-                    f.write(value)
+                with open(f"/proc/sys/{key}") as f:
+                    if f.read().strip() == value:
+                        continue
+                try:
+                    with open(f"/proc/sys/{key}", "w") as f:
+                        f.write(value)
+                except OSError as exc:
+                    raise OSError(exc.errno, f"cannot set {key.replace('/', '.')}={value} ({exc.strerror}); "
+                                  "set it for the container (compose `sysctls:`) or run it privileged") from exc
         except BaseException as exc:  # re-raised in the caller's thread
             failure.append(exc)
 
@@ -1065,4 +1157,17 @@ def _write_sysctls(netns: str, values: Mapping[str, str]) -> None:
     thread.start()
     thread.join()
     if failure:
-        raise DataplaneError(f"sysctls in {netns}: {failure[0]}") from failure[0]
+        where = netns if netns is not None else "this network namespace"
+        raise DataplaneError(f"sysctls in {where}: {failure[0]}") from failure[0]
+
+
+def _interface_holding(ipr: Any, ip: str) -> tuple[str, int]:
+    """(interface name, prefix length) of the IPv4 address `ip` in `ipr`'s namespace."""
+    for msg in ipr.get_addr(family=2):
+        if (msg.get("local") or msg.get("address")) == ip:
+            (link,) = ipr.get_links(msg["index"])
+            return str(link.get("ifname")), int(msg["prefixlen"])
+    raise DataplaneError(
+        f"{ip} is not an address of this network namespace: with the node in the current namespace, "
+        "the node IP must be the address of its uplink (e.g. the container's eth0)"
+    )

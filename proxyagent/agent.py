@@ -14,6 +14,7 @@ from pathlib import Path
 
 from kubelab import kinds
 from kubelab.client import ApiClient, Informer
+from kubelab.client.tracereport import TraceReporter
 from kubelab.models import EndpointSlice, Service
 
 from .apply import Applier
@@ -38,6 +39,13 @@ class ProxyAgent:
         self.slices: Informer[EndpointSlice] = Informer(api, kinds.ENDPOINTSLICES, name=f"proxy-{name}-slices")
         self.services.add_handler(self.proxier.on_service)
         self.slices.add_handler(self.proxier.on_slice)
+        # Each applied sync is reported to the API server's trace ring (kubelab trace).
+        self.traces = TraceReporter(api)
+        self.proxier.revisions = self._revisions
+        self.proxier.on_synced = self.traces.report
+
+    def _revisions(self) -> tuple[int, int]:
+        return int(self.services.resource_version or 0), int(self.slices.resource_version or 0)
 
     # The agent's face to the runner and the CLI.
 
@@ -77,6 +85,7 @@ class ProxyAgent:
             tg.create_task(self.services.run(), name=f"{self.services.name}-informer")
             tg.create_task(self.slices.run(), name=f"{self.slices.name}-informer")
             tg.create_task(self.proxier.run(), name=f"proxy-{self.config.node_name or 'node'}")
+            tg.create_task(self.traces.run(), name=f"proxy-{self.config.node_name or 'node'}-traces")
             await self.services.wait_synced()
             self.proxier.on_services_synced()
             await self.slices.wait_synced()

@@ -75,6 +75,10 @@ class Proxier:
         self.syncs = 0
         self.failures = 0
         self.synced = asyncio.Event()  # set after the first successful sync
+        # For `kubelab trace`: revisions() gives the (Services, EndpointSlices) resourceVersions the
+        # informers had reached when a sync took its changes; on_synced(record) hears of each applied sync.
+        self.revisions: Callable[[], tuple[int, int]] | None = None
+        self.on_synced: Callable[[dict[str, object]], None] | None = None
 
     # --- events (informer handlers: handler(event, old, new)) ------------------------------------
 
@@ -134,6 +138,8 @@ class Proxier:
         now = self._clock()
         full = self.need_full_sync or now - self._last_full_sync > FULL_SYNC_PERIOD
         start = time.perf_counter()
+        started_at = time.time()
+        covered = self.revisions() if self.revisions is not None else (0, 0)
         changes = self.state.checkout()
         self.metrics.service_changes_pending.set(0)
         self.metrics.endpoint_changes_pending.set(0)
@@ -186,6 +192,11 @@ class Proxier:
         self.last_changes = frozenset() if full else changes.all
         self.syncs += 1
         self.synced.set()
+        if self.on_synced is not None:
+            self.on_synced({"type": "proxy-sync", "node": self.config.node_name, "servicesRevision": covered[0],
+                            "slicesRevision": covered[1], "full": full, "startedAt": started_at,
+                            "doneAt": self.last_updated, "restoreSeconds": timings["restore"],
+                            "syncSeconds": timings["total"], "services": sorted(changes.all)[:1000]})
         log.debug("proxy %s: %s sync: %d service ports (%d rewritten), %d nat rules written, %d chains deleted; "
                   "%s", self.config.node_name, "full" if full else "partial", ruleset.service_ports,
                   ruleset.services_written, ruleset.nat_rules, ruleset.deleted_chains,

@@ -24,6 +24,7 @@ from . import queue as q
 from .algorithm import Decision, decide
 from .cache import Cache, NodeInfo
 from .fit import PodContext, filter_node, truncate_note
+from .metrics import ERROR, SCHEDULED, UNSCHEDULABLE, SchedulerMetrics
 from .reporting import Reporter
 from .resources import node_allocatable
 from .score import LEAST_ALLOCATED, STRATEGIES
@@ -82,6 +83,8 @@ class Scheduler:
         self._next_start = 0
         self.decisions = 0
         self.bound = 0
+        self.metrics = SchedulerMetrics()
+        self.metrics.track_queue(self.queue.counts)
         self.pods.add_handler(self._on_pod)
         self.nodes.add_handler(self._on_node)
 
@@ -137,18 +140,20 @@ class Scheduler:
                                 "Scheduling")
             return None
         qp.pod = pod
+        started = time.perf_counter()
         decision = decide(pod, self.cache.node_list(), strategy=self.strategy, rng=self.rng,
                           percentage=self.percentage, start=self._next_start)
         self._next_start = decision.next_start
         self.decisions += 1
         if decision.node is None:
+            self.metrics.observe(UNSCHEDULABLE, self.name, time.perf_counter() - started)
             self.queue.add_unschedulable(qp, decision.unschedulable_plugins)
             self._report_failure(pod, "Unschedulable", decision.message)
             return decision
         ctx = decision.context
         self.cache.assume(pod, decision.node, requests=ctx.request if ctx else None, nonzero=ctx.nonzero if ctx else None)
         self.queue.done(key)
-        task = asyncio.get_running_loop().create_task(self._bind(qp, pod, decision.node))
+        task = asyncio.get_running_loop().create_task(self._bind(qp, pod, decision.node, started))
         self._binding.add(task)
         task.add_done_callback(self._binding.discard)
         return decision
@@ -158,13 +163,17 @@ class Scheduler:
         self.reporter.event(pod, "Warning", "FailedScheduling", truncate_note(message), "Scheduling")
         self.reporter.pod_scheduled_false(pod, reason, message)
 
-    async def _bind(self, qp: q.QueuedPod, pod: Pod, node: str) -> None:
+    async def _bind(self, qp: q.QueuedPod, pod: Pod, node: str, started: float | None = None) -> None:
         try:
             async with self._bind_slots:
                 await self.api.bind(pod, node)
         except Exception as exc:  # noqa: BLE001 - any failure: forget the assumption, retry later
+            if started is not None:
+                self.metrics.observe(ERROR, self.name, time.perf_counter() - started)
             self._binding_failed(qp, pod, node, exc)
             return
+        if started is not None:
+            self.metrics.observe(SCHEDULED, self.name, time.perf_counter() - started)
         self.bound += 1
         log.debug("scheduler: assigned %s to %s", pod.key, node)
         self.reporter.event(pod, "Normal", "Scheduled", f"Successfully assigned {pod.key} to {node}", "Binding")

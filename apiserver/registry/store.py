@@ -9,10 +9,11 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from collections.abc import AsyncIterator, Callable
-from dataclasses import dataclass
 from typing import Any
 
+import orjson
 import pydantic
 
 from kubelab import schema, timeutil
@@ -21,8 +22,20 @@ from kubelab.models import TypedObject
 from kubelab.selectors import FieldSelector, Selector
 
 from .. import errors, managedfields, requestctx
-from ..storage import (Compacted, ForbiddenKeyPresent, KeyExists, KeyNotFound, RequiredKeyMissing, RevisionConflict,
-                       Storage, StorageEvent, Txn, Unavailable)
+from ..cacher import Cacher, NotServable, WatchEvent
+from ..storage import (
+    Compacted,
+    ForbiddenKeyPresent,
+    KeyExists,
+    KeyNotFound,
+    RequiredKeyMissing,
+    RevisionConflict,
+    Storage,
+    StorageEvent,
+    Stored,
+    Txn,
+    Unavailable,
+)
 from . import decoding
 from .cluster import terminating_key
 from .strategy import Strategy, generate_name
@@ -31,11 +44,9 @@ log = logging.getLogger(__name__)
 
 MAX_RETRIES = 16
 
-
-@dataclass
-class WatchEvent:
-    type: str  # ADDED | MODIFIED | DELETED
-    object: dict[str, Any]
+# on_write(key, revision, verb, sent): every write etcd applied, and when it was sent to etcd (the API
+# server's trace ring).
+WriteHook = Callable[[str, int, str, float], None]
 
 
 def parse_resource_version(text: str | None) -> int | None:
@@ -54,9 +65,18 @@ def parse_resource_version(text: str | None) -> int | None:
 
 
 class Registry:
-    def __init__(self, storage: Storage, strategies: dict[ResourceType, Strategy]) -> None:
+    def __init__(self, storage: Storage, strategies: dict[ResourceType, Strategy], *,
+                 cacher: Cacher | None = None, on_write: WriteHook | None = None) -> None:
         self.storage = storage
         self.strategies = strategies
+        # The watch cache (cacher.py): watches are served from it, and updates try its copy of the
+        # object before reading etcd, as kube's GuaranteedUpdate does with cachedExistingObject.
+        self.cacher = cacher
+        self.on_write = on_write
+
+    def _written(self, key: str, revision: int, verb: str, sent: float) -> None:
+        if self.on_write is not None:
+            self.on_write(key, revision, verb, sent)
 
     def strategy(self, rt: ResourceType) -> Strategy:
         return self.strategies[rt]
@@ -223,8 +243,11 @@ class Registry:
                          dry_run: bool) -> dict[str, Any]:
         avoid: set[str] = set()
         base = obj
+        # Only allocating kinds (Services) change the object in ways a retry must undo; the others
+        # write `base` itself and skip a deep copy per create.
+        allocates = type(strategy).allocate is not Strategy.allocate
         for _ in range(MAX_RETRIES):
-            attempt = base.model_copy(deep=True)
+            attempt = base.model_copy(deep=True) if allocates else base
             alloc = strategy.allocate(attempt, None, avoid=avoid)
             if alloc.errors:
                 await self._check_namespace(rt, attempt)
@@ -237,6 +260,7 @@ class Registry:
             if rt.namespaced:
                 txn.require.append(self.key(NAMESPACES, None, attempt.metadata.namespace or ""))
                 txn.absent.append(terminating_key(attempt.metadata.namespace or ""))
+            sent = time.time()
             try:
                 revision = await self.storage.create(key, data, extra=txn)
             except KeyExists as exc:
@@ -256,6 +280,7 @@ class Registry:
                                                    attempt.metadata.namespace or "") from None
             except Unavailable as exc:
                 raise errors.unavailable(f"etcd is unavailable: {exc}") from exc
+            self._written(key, revision, "create", sent)
             data["metadata"]["resourceVersion"] = str(revision)
             return data
         raise errors.StatusError(500, "InternalError", "Internal error occurred: could not allocate after "
@@ -272,9 +297,21 @@ class Registry:
                                      f"on the URL ({name})")
         new_obj.metadata.name = name
         precondition = new_obj.metadata.resource_version or None
-        return await self.guaranteed_update(rt, namespace, name, lambda _current: new_obj.model_copy(deep=True),
-                                            subresource=subresource, dry_run=dry_run, precondition=precondition,
-                                            manager=manager)
+        attempts = 0
+
+        def replacement(_current: dict[str, Any]) -> TypedObject:
+            # The first attempt takes the decoded body itself; a retry decodes it again rather than
+            # paying a deep copy on every PUT.
+            nonlocal attempts
+            attempts += 1
+            if attempts == 1:
+                return new_obj
+            again = self.decode(rt, body, namespace)
+            again.metadata.name = name
+            return again
+
+        return await self.guaranteed_update(rt, namespace, name, replacement, subresource=subresource,
+                                            dry_run=dry_run, precondition=precondition, manager=manager)
 
     async def guaranteed_update(self, rt: ResourceType, namespace: str | None, name: str,
                                 mutate: Callable[[dict[str, Any]], TypedObject | dict[str, Any]], *,
@@ -287,13 +324,16 @@ class Registry:
         strategy = self.strategy(rt)
         key = self.key(rt, namespace, name)
         avoid: set[str] = set()
+        cached = self._cached(rt, key, precondition)
         for _ in range(MAX_RETRIES):
+            from_cache = cached is not None
             try:
-                stored = await self.storage.get(key)
+                stored = cached if cached is not None else await self.storage.get(key)
             except KeyNotFound:
                 raise errors.not_found(rt, name) from None
             except Unavailable as exc:
                 raise errors.unavailable(f"etcd is unavailable: {exc}") from exc
+            cached = None  # a retry reads etcd
             if precondition is not None and precondition != str(stored.mod_revision):
                 raise errors.stale_update(rt, name)
             old = self._to_model(rt, stored.obj)
@@ -317,20 +357,25 @@ class Registry:
             data["metadata"].pop("resourceVersion", None)
             if data == {**stored.obj, "metadata": {k: v for k, v in stored.obj["metadata"].items()
                                                     if k != "resourceVersion"}}:
+                if from_cache:
+                    continue  # no-op against the cache's copy, which may be stale: ask etcd
                 return stored.obj  # a no-op update writes nothing and keeps the resourceVersion
             if dry_run:
                 data["metadata"]["resourceVersion"] = str(stored.mod_revision)
                 return data
             if strategy.should_delete_on_update(new):
                 # The last finalizer is gone: the object goes now (ShouldDeleteDuringUpdate).
+                sent = time.time()
                 try:
                     revision = await self.storage.delete(key, stored.mod_revision, extra=strategy.release(new))
                 except RevisionConflict:
                     continue
                 except KeyNotFound:
                     raise errors.not_found(rt, name) from None
+                self._written(key, revision, "delete", sent)
                 data["metadata"]["resourceVersion"] = str(revision)
                 return data
+            sent = time.time()
             try:
                 revision = await self.storage.update(key, data, stored.mod_revision,
                                                      extra=alloc.txn if alloc else None)
@@ -347,9 +392,23 @@ class Registry:
                 continue
             except Unavailable as exc:
                 raise errors.unavailable(f"etcd is unavailable: {exc}") from exc
+            self._written(key, revision, "update", sent)
             data["metadata"]["resourceVersion"] = str(revision)
             return data
         raise errors.conflict(rt, name, "too many concurrent updates, please try again")
+
+    def _cached(self, rt: ResourceType, key: str, precondition: str | None) -> Stored | None:
+        """The watch cache's copy of an object as a first guess for an update, cloned (mutations get
+        their own dicts); None when the cache has none, or not the version the caller named."""
+        if self.cacher is None:
+            return None
+        obj = self.cacher.cached(rt, key)
+        if obj is None:
+            return None
+        revision = int(obj["metadata"]["resourceVersion"])
+        if precondition is not None and precondition != str(revision):
+            return None
+        return Stored(key, orjson.loads(orjson.dumps(obj)), revision, 0)
 
     # --- delete ----------------------------------------------------------------------------------
 
@@ -390,6 +449,7 @@ class Registry:
                 if dry_run or data == unchanged:
                     data["metadata"]["resourceVersion"] = str(stored.mod_revision)
                     return data
+                sent = time.time()
                 try:
                     revision = await self.storage.update(key, data, stored.mod_revision, extra=marking)
                 except (RevisionConflict, KeyExists):
@@ -398,19 +458,22 @@ class Registry:
                     raise errors.not_found(rt, name) from None
                 except Unavailable as exc:
                     raise errors.unavailable(f"etcd is unavailable: {exc}") from exc
+                self._written(key, revision, "delete", sent)
                 data["metadata"]["resourceVersion"] = str(revision)
                 return data
             if dry_run:
                 return stored.obj
             txn = strategy.release(obj)
+            sent = time.time()
             try:
-                await self.storage.delete(key, stored.mod_revision, extra=txn)
+                revision = await self.storage.delete(key, stored.mod_revision, extra=txn)
             except RevisionConflict:
                 continue
             except KeyNotFound:
                 raise errors.not_found(rt, name) from None
             except Unavailable as exc:
                 raise errors.unavailable(f"etcd is unavailable: {exc}") from exc
+            self._written(key, revision, "delete", sent)
             return stored.obj
         raise errors.conflict(rt, name, "too many concurrent updates, please try again")
 
@@ -426,6 +489,27 @@ class Registry:
         matches = self.matcher(rt, labels, fields)
         prefix = self.prefix(rt, namespace)
         since = parse_resource_version(resource_version)
+        if self.cacher is not None:
+            cached = self.cacher.cache(rt).watch(prefix, since, None if labels.is_empty() and fields.is_empty()
+                                                 else matches, current_revision=self.storage.revision)
+            try:
+                first = await anext(cached)
+            except StopAsyncIteration:
+                return
+            except NotServable as exc:
+                log.debug("watch of %s from %s not served by the watch cache: %s", prefix, since, exc)
+            except Unavailable as exc:
+                raise errors.unavailable(f"etcd is unavailable: {exc}") from exc
+            else:
+                try:
+                    yield first
+                    async for event in cached:
+                        yield event
+                except Unavailable as exc:
+                    raise errors.unavailable(f"etcd is unavailable: {exc}") from exc
+                finally:
+                    await cached.aclose()
+                return
         if since is None:
             try:
                 items, revision = await self.storage.list(prefix)
@@ -433,7 +517,7 @@ class Registry:
                 raise errors.unavailable(f"etcd is unavailable: {exc}") from exc
             for item in items:
                 if matches(item.obj):
-                    yield WatchEvent("ADDED", item.obj)
+                    yield WatchEvent("ADDED", item.obj, item.key, item.mod_revision)
             start = revision + 1
         else:
             start = since + 1
@@ -456,14 +540,14 @@ class Registry:
                 return None
             obj = event.prev
             obj["metadata"]["resourceVersion"] = str(event.revision)
-            return WatchEvent("DELETED", obj)
+            return WatchEvent("DELETED", obj, event.key, event.revision)
         assert event.obj is not None
         now_matches = matches(event.obj)
         before = event.prev is not None and not event.created and matches(event.prev)
         if now_matches:
-            return WatchEvent("MODIFIED" if before else "ADDED", event.obj)
+            return WatchEvent("MODIFIED" if before else "ADDED", event.obj, event.key, event.revision)
         if before:
-            return WatchEvent("DELETED", event.obj)
+            return WatchEvent("DELETED", event.obj, event.key, event.revision)
         return None
 
     # --- helpers for the API server's own bookkeeping ------------------------------------------

@@ -10,31 +10,33 @@ from __future__ import annotations
 import asyncio
 import logging
 import random
+import time
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from typing import Any
 
 import orjson
 import pydantic
-from fastapi import APIRouter, Request
+from fastapi import Request
 from starlette.responses import Response, StreamingResponse
+from starlette.routing import Route
 
 from kubelab import kinds, timeutil, validation
 from kubelab.kinds import ResourceType
 from kubelab.models import Binding
 from kubelab.selectors import SelectorError, parse_field_selector, parse_label_selector
 
-from .. import codecs, errors, managedfields, requestctx, tables
+from .. import codecs, errors, managedfields, requestctx, tables, traces
 from ..managedfields.fieldpath import path_string
 from ..patch import PATCH_TYPES, apply_patch, strategic_merge_patch
 from ..registry import Registry, decoding
 from ..registry.apps import scale_of
 from ..registry.pods import bind
 from ..registry.store import parse_resource_version
+from ..storage import RequestTooLarge, StorageError
+from ..storage import Timeout as StorageTimeout
 
 log = logging.getLogger(__name__)
-
-router = APIRouter()
 
 
 @dataclass(frozen=True)
@@ -115,32 +117,108 @@ def _list_kind(rt: ResourceType) -> str:
 
 
 # --- the one route per API root ------------------------------------------------------------------
+# Plain Starlette routes, not FastAPI endpoints: the path is parsed here anyway, and FastAPI's
+# per-request dependency solving was a measurable share of every request's CPU (BENCHMARKS.md).
 
-@router.api_route("/api/{version}/{path:path}", methods=["GET", "POST", "PUT", "PATCH", "DELETE"])
-async def core_api(request: Request, version: str, path: str) -> Response:
-    return await dispatch(request, "", version, path)
+_METHODS = ["GET", "POST", "PUT", "PATCH", "DELETE"]
 
 
-@router.api_route("/apis/{group}/{version}/{path:path}", methods=["GET", "POST", "PUT", "PATCH", "DELETE"])
-async def group_api(request: Request, group: str, version: str, path: str) -> Response:
-    return await dispatch(request, group, version, path)
+async def core_api(request: Request) -> Response:
+    params = request.path_params
+    return await dispatch(request, "", params["version"], params["path"])
+
+
+async def group_api(request: Request) -> Response:
+    params = request.path_params
+    return await dispatch(request, params["group"], params["version"], params["path"])
+
+
+# Installed first in the app's own route list (app.py), not through include_router: FastAPI's
+# included routers are matched through a per-request wrapper that cost ~0.1 ms per request.
+routes = [Route("/api/{version}/{path:path}", core_api, methods=_METHODS),
+          Route("/apis/{group}/{version}/{path:path}", group_api, methods=_METHODS)]
+
+
+def _status_code(exc: BaseException) -> int:
+    if isinstance(exc, errors.StatusError):
+        return 504 if exc.code == 503 and isinstance(exc.__cause__, StorageTimeout) else exc.code
+    if isinstance(exc, StorageError):
+        return 413 if isinstance(exc, RequestTooLarge) else 504 if isinstance(exc, StorageTimeout) else 503
+    return 500
+
+
+def _metric_verb(request: Request, target: Target | None, watch_path: bool) -> str:
+    """kube's request verbs for the metrics: LIST and WATCH apart from GET, APPLY apart from PATCH."""
+    method = request.method
+    if method == "GET":
+        if watch_path or (target is not None and target.name is None and
+                          request.query_params.get("watch") in ("true", "1")):
+            return "WATCH"
+        return "LIST" if target is not None and target.name is None else "GET"
+    if method == "PATCH" and codecs.media_type(request) == APPLY_PATCH:
+        return "APPLY"
+    if method == "DELETE" and target is not None and target.name is None:
+        return "DELETECOLLECTION"
+    return method
 
 
 async def dispatch(request: Request, group: str, version: str, path: str) -> Response:
-    mode = request.query_params.get("fieldValidation") or "Warn"
-    if mode not in requestctx.MODES:
-        raise errors.bad_request(f'fieldValidation: Unsupported value: "{mode}": supported values: "Ignore", '
-                                 '"Strict", "Warn"')
-    requestctx.field_validation.set(mode)
-    warnings = requestctx.start()
-    response = await _dispatch(request, group, version, path)
-    for name, value in requestctx.warning_headers(warnings):
-        response.headers.append(name, value)
-    return response
+    start = time.perf_counter()
+    traces.client.set(request.headers.get("user-agent") or "")
+    target: Target | None = None
+    watch_path = False
+    code = 500
+    metrics = getattr(request.app.state, "metrics", None)
+    try:
+        mode = request.query_params.get("fieldValidation") or "Warn"
+        if mode not in requestctx.MODES:
+            raise errors.bad_request(f'fieldValidation: Unsupported value: "{mode}": supported values: "Ignore", '
+                                     '"Strict", "Warn"')
+        requestctx.field_validation.set(mode)
+        warnings = requestctx.start()
+        target, watch_path = resolve(request, group, version, path)
+        response = await _dispatch(request, target, watch_path, path)
+        for name, value in requestctx.warning_headers(warnings):
+            response.headers.append(name, value)
+        code = response.status_code
+        if isinstance(response, StreamingResponse) and metrics is not None:
+            # A watch is observed when its stream ends, as kube-apiserver observes it.
+            _observe_at_end(response, metrics, request, target, watch_path, start)
+            metrics = None
+        return response
+    except BaseException as exc:
+        code = _status_code(exc)
+        raise
+    finally:
+        if metrics is not None:
+            _observe(metrics, request, target, watch_path, code, time.perf_counter() - start)
 
 
-async def _dispatch(request: Request, group: str, version: str, path: str) -> Response:
-    target, watch_path = resolve(request, group, version, path)
+def _observe(metrics: Any, request: Request, target: Target | None, watch_path: bool, code: int,
+             seconds: float) -> None:
+    scope = "cluster"
+    if target is not None:
+        scope = "resource" if target.name is not None else "namespace" if target.namespace else "cluster"
+    metrics.observe_request(_metric_verb(request, target, watch_path), target.rt if target else None,
+                            subresource=(target.subresource or "") if target else "", scope=scope,
+                            dry_run=bool(request.query_params.get("dryRun")), code=code, seconds=seconds)
+
+
+def _observe_at_end(response: StreamingResponse, metrics: Any, request: Request, target: Target,
+                    watch_path: bool, start: float) -> None:
+    body = response.body_iterator
+
+    async def observed() -> AsyncIterator[Any]:
+        try:
+            async for chunk in body:
+                yield chunk
+        finally:
+            _observe(metrics, request, target, watch_path, response.status_code, time.perf_counter() - start)
+
+    response.body_iterator = observed()
+
+
+async def _dispatch(request: Request, target: Target, watch_path: bool, path: str) -> Response:
     method = request.method
     q = request.query_params
     if method == "GET":
@@ -215,18 +293,30 @@ async def watch(request: Request, target: Target) -> Response:
         # No timeoutSeconds: kube-apiserver ends the watch after minRequestTimeout * [1, 2).
         deadline = request.app.state.config.min_request_timeout * (1 + random.random())
 
+    recorder: traces.TraceRecorder | None = getattr(request.app.state, "traces", None)
+    metrics = getattr(request.app.state, "metrics", None)
+    watcher = request.headers.get("user-agent") or "?"
+    rt = target.rt
+
     async def stream() -> AsyncIterator[bytes]:
         first = True
         try:
             async with asyncio.timeout(deadline):
                 async for event in registry.watch(target.rt, target.namespace, q.get("resourceVersion"),
                                                   labels, fields):
-                    obj: dict[str, Any] = event.object
                     if as_table:
+                        obj: dict[str, Any] = event.object
                         rv = (obj.get("metadata") or {}).get("resourceVersion", "")
                         obj = tables.table(target.rt, [obj], rv, include_object=include_object, with_columns=first)
                         first = False
-                    yield orjson.dumps({"type": event.type, "object": obj}) + b"\n"
+                        line = orjson.dumps({"type": event.type, "object": obj}) + b"\n"
+                    else:
+                        line = event.line()  # encoded once for every watcher of this event
+                    if recorder is not None and event.key:
+                        recorder.deliver(event.key, event.revision, watcher)
+                    if metrics is not None:
+                        metrics.watch_event(rt, len(line))
+                    yield line
         except TimeoutError:
             return
         except errors.StatusError as exc:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import ssl
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from typing import Any, TypeVar
@@ -44,13 +45,17 @@ class ApiClient:
     """
 
     def __init__(self, server: str, *, token: str | None = None, user_agent: str = "kubelab",
-                 timeout: float = 30.0, fast_requests: bool = False) -> None:
+                 timeout: float = 30.0, fast_requests: bool = False, ca_file: str | None = None) -> None:
         headers = {"User-Agent": user_agent, "Accept": "application/json"}
         if token:
             headers["Authorization"] = f"Bearer {token}"
         self.server = server.rstrip("/")
+        # An https server's certificate is checked against `ca_file` (kubectl's --certificate-authority)
+        # when given, else against the system's trust store.
+        self._ssl: ssl.SSLContext | None = ssl.create_default_context(cafile=ca_file) if ca_file else None
         limits = httpx.Limits(max_connections=200, max_keepalive_connections=50)
-        self._http = httpx.AsyncClient(base_url=self.server, headers=headers, timeout=timeout, limits=limits)
+        self._http = httpx.AsyncClient(base_url=self.server, headers=headers, timeout=timeout, limits=limits,
+                                       verify=self._ssl if self._ssl is not None else True)
         self._headers = headers
         self._timeout = timeout
         self._fast = fast_requests
@@ -69,7 +74,7 @@ class ApiClient:
         if self._session is None:
             self._session = aiohttp.ClientSession(
                 base_url=self.server, headers=self._headers, timeout=aiohttp.ClientTimeout(total=self._timeout),
-                connector=aiohttp.TCPConnector(limit=200))
+                connector=aiohttp.TCPConnector(limit=200, ssl=self._ssl if self._ssl is not None else True))
         query = {k: str(v) for k, v in params.items()} if params else None
         try:
             async with self._session.request(method, path, data=content, params=query, headers=headers) as resp:

@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Awaitable, Callable
+from typing import Any
 
 log = logging.getLogger(__name__)
 
@@ -26,6 +27,8 @@ class WorkQueue:
         self._base_delay = base_delay
         self._max_delay = max_delay
         self._shutdown = False
+        # queuemetrics.QueueMetrics (workqueue_* metrics), set by the component that serves them.
+        self.metrics: Any = None
 
     def __len__(self) -> int:
         return self._queue.qsize()
@@ -34,6 +37,8 @@ class WorkQueue:
         if self._shutdown or key in self._dirty:
             return
         self._dirty.add(key)
+        if self.metrics is not None:  # client-go counts the add here, even for a key in processing
+            self.metrics.add(key)
         if key not in self._processing:
             self._queue.put_nowait(key)
 
@@ -55,6 +60,8 @@ class WorkQueue:
         """Retry `key` after 5 ms, 10 ms, 20 ms ... capped at max_delay (client-go's item backoff)."""
         failures = self._failures.get(key, 0)
         self._failures[key] = failures + 1
+        if self.metrics is not None:
+            self.metrics.retry()
         self.add_after(key, min(self._base_delay * 2**failures, self._max_delay))
 
     def forget(self, key: str) -> None:
@@ -67,10 +74,14 @@ class WorkQueue:
         key = await self._queue.get()
         self._dirty.discard(key)
         self._processing.add(key)
+        if self.metrics is not None:
+            self.metrics.get(key)
         return key
 
     def done(self, key: str) -> None:
         self._processing.discard(key)
+        if self.metrics is not None:
+            self.metrics.done(key)
         if key in self._dirty:
             self._queue.put_nowait(key)
 

@@ -8,7 +8,6 @@ from __future__ import annotations
 import secrets
 from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager
-from pathlib import Path
 from typing import Any
 
 import httpx

@@ -121,19 +121,23 @@ def test_up_with_a_token_file(up: Any, tmp_path: Path) -> None:
                  ).raise_for_status()
         # Scheduler (binding), kubelet (status), controllers (EndpointSlice), proxy agents (rules): all with
         # their own tokens.
-        ip = wait_for("the pod Running", lambda: api.get(f"{NS}/pods/web").json()["status"].get("podIP"))
+        try:
+            ip = wait_for("the pod Running", lambda: api.get(f"{NS}/pods/web").json()["status"].get("podIP"))
+        except AssertionError:
+            raise AssertionError(f"the pod never ran: {api.get(f'{NS}/pods/web').text}\n"
+                                 f"{cluster.log.read_text()[-4000:]}") from None
         cluster_ip = api.get(f"{NS}/services/web").json()["spec"]["clusterIP"]
 
         def programmed() -> bool:
             rules = subprocess.run([sys.executable, "-m", "kubelab", "iptables", "--data-dir", str(cluster.data_dir),
-                                    "node-2"], capture_output=True, text=True).stdout
+                                    "node-2"], capture_output=True, text=True, check=False).stdout
             return f"-d {cluster_ip}" in rules and f"{ip}:8080" in rules
         wait_for("node-2's proxy agent to program the Service", programmed)
         # The kubelet's final delete of its pod goes through the node restriction.
         assert api.delete(f"{NS}/pods/web").status_code == 200
         wait_for("the pod gone", lambda: api.get(f"{NS}/pods/web").status_code == 404)
     status = subprocess.run([sys.executable, "-m", "kubelab", "status", "--data-dir", str(cluster.data_dir)],
-                            capture_output=True, text=True, timeout=60)
+                            capture_output=True, text=True, timeout=60, check=False)
     assert status.returncode == 0 and "node-1" in status.stdout and "node-2" in status.stdout, status.stdout
     # The official client reads the kubeconfig and sends its token. (kubectl would not: client-go sends
     # credentials only over TLS, kubernetes/kubectl#744, and kubelab serves plain HTTP.)

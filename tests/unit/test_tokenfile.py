@@ -8,8 +8,15 @@ from pathlib import Path
 
 import pytest
 
-from kubelab.tokenfile import (ADMIN_USER, TokenFileError, UserInfo, ensure_component_tokens, load, parse,
-                               read_token)
+from kubelab.tokenfile import (
+    ADMIN_USER,
+    TokenFileError,
+    UserInfo,
+    ensure_component_tokens,
+    load,
+    parse,
+    read_token,
+)
 
 UPSTREAM = '''
 token1,user1,uid1

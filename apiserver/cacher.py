@@ -1,0 +1,403 @@
+"""The watch cache: one etcd watch per resource, fanned out to every HTTP watcher of it.
+
+kube-apiserver's cacher (k8s.io/apiserver/pkg/storage/cacher) in small. For each resource the first
+watch lists `/registry/<plural>/` once and opens one etcd watch from the list's revision; from then
+on the cache keeps
+
+* `store`: every object of the resource as of `revision` (what a fresh watch starts from), and
+* `ring`: the most recent events, oldest first; every event after `floor` is in it,
+
+and hands each event to the watchers whose namespace and selectors it concerns, in the dispatch loop
+itself, so a hundred watchers cost one etcd stream and one decode per event. Events keep their JSON
+line per type, so an event sent to a hundred watchers is encoded once.
+
+A watch from resourceVersion R is served from the ring when R >= floor; when R is newer than what
+the cache has seen, the cache asks etcd for a progress notification (WatchProgressRequest) and waits
+until it has caught up to R (kube's waitUntilFreshAndBlock, 3 s). A watch from an older R, or one the
+cache cannot catch up with in time, is not this module's: the registry falls back to a watch on etcd
+itself, which answers 410 Gone for a compacted revision, as kube-apiserver does. A watch without a
+resourceVersion starts from the cache's state once it has caught up to etcd's current revision (the
+consistent read kube does with ConsistentListFromCache).
+
+A watcher that falls more than `MAX_PENDING` events behind is closed, as kube closes a watcher whose
+buffer stays full; its client resumes from the last resourceVersion it saw. When the etcd watch
+fails, every watcher gets the error and the cache starts over (a new list) on the next watch.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import logging
+from collections import deque
+from collections.abc import AsyncIterator, Callable
+from typing import Any
+
+import orjson
+
+from kubelab.kinds import ResourceType
+
+from .storage import Compacted, Storage, StorageEvent
+
+log = logging.getLogger(__name__)
+
+DEFAULT_CAPACITY = 10_000  # events kept per resource
+MAX_PENDING = 100_000  # events a watcher may fall behind before it is closed
+FRESHNESS_TIMEOUT = 3.0  # kube's blockTimeout for a resourceVersion the cache has not reached
+
+Matcher = Callable[[dict[str, Any]], bool]
+
+
+class NotServable(Exception):
+    """The cache cannot serve this watch (too old a revision, or it could not catch up in time)."""
+
+
+class WatchEvent:
+    """One event as a watcher sees it. `line()` is its JSON watch line, encoded once and shared by every
+    watcher that receives the same event."""
+
+    __slots__ = ("_line", "key", "object", "revision", "type")
+
+    def __init__(self, type: str, object: dict[str, Any], key: str = "", revision: int = 0) -> None:
+        self.type = type
+        self.object = object
+        self.key = key
+        self.revision = revision
+        self._line: bytes | None = None
+
+    def line(self) -> bytes:
+        if self._line is None:
+            self._line = orjson.dumps({"type": self.type, "object": self.object}) + b"\n"
+        return self._line
+
+    def __repr__(self) -> str:
+        return f"WatchEvent({self.type}, {self.key}@{self.revision})"
+
+
+class CacheEvent:
+    """A change as the cache received it: the new object (or, for a delete, the last one with the
+    deletion's resourceVersion), the one before it, and the watch events it becomes, made once."""
+
+    __slots__ = ("_views", "created", "key", "obj", "prev", "revision", "type")
+
+    def __init__(self, type: str, key: str, obj: dict[str, Any], prev: dict[str, Any] | None,
+                 revision: int, created: bool) -> None:
+        self.type = type  # PUT | DELETE
+        self.key = key
+        self.obj = obj
+        self.prev = prev
+        self.revision = revision
+        self.created = created
+        self._views: dict[str, WatchEvent] = {}
+
+    def view(self, kind: str, obj: dict[str, Any]) -> WatchEvent:
+        event = self._views.get(kind)
+        if event is None:
+            event = self._views[kind] = WatchEvent(kind, obj, self.key, self.revision)
+        return event
+
+    def convert(self, matches: Matcher | None) -> WatchEvent | None:
+        """What a watcher with this filter sees (the registry's rules: moving into or out of the
+        selection is ADDED or DELETED, as the watch cache's filtering reports it)."""
+        if self.type == "DELETE":
+            if matches is not None and not matches(self.obj):
+                return None
+            return self.view("DELETED", self.obj)
+        if matches is None:
+            return self.view("MODIFIED" if self.prev is not None and not self.created else "ADDED", self.obj)
+        now_matches = matches(self.obj)
+        before = self.prev is not None and not self.created and matches(self.prev)
+        if now_matches:
+            return self.view("MODIFIED" if before else "ADDED", self.obj)
+        if before:
+            return self.view("DELETED", self.obj)
+        return None
+
+
+class _Closed:
+    def __init__(self, error: BaseException | None) -> None:
+        self.error = error
+
+
+class CacheWatcher:
+    __slots__ = ("closed", "matches", "pending", "prefix", "wakeup")
+
+    def __init__(self, prefix: str, matches: Matcher | None) -> None:
+        self.prefix = prefix
+        self.matches = matches
+        self.pending: deque[WatchEvent | _Closed] = deque()
+        self.wakeup = asyncio.Event()
+        self.closed = False
+
+    def push(self, item: WatchEvent | _Closed) -> bool:
+        if self.closed:
+            return False
+        if isinstance(item, _Closed):
+            self.closed = True
+        elif len(self.pending) >= MAX_PENDING:
+            self.closed = True
+            item = _Closed(None)
+        self.pending.append(item)
+        self.wakeup.set()
+        return not self.closed
+
+
+def _with_revision(obj: dict[str, Any], revision: int) -> dict[str, Any]:
+    return {**obj, "metadata": {**(obj.get("metadata") or {}), "resourceVersion": str(revision)}}
+
+
+class WatchCache:
+    """The cache of one resource (all namespaces). Started by the first watch, see `Cacher`."""
+
+    def __init__(self, storage: Storage, rt: ResourceType, *, capacity: int = DEFAULT_CAPACITY,
+                 metrics: Any = None) -> None:
+        self.storage = storage
+        self.rt = rt
+        self.prefix = f"/registry/{rt.plural}/"
+        self.capacity = capacity
+        self.metrics = metrics
+        self.store: dict[str, dict[str, Any]] = {}
+        self.ring: deque[CacheEvent] = deque()
+        self.revision = 0
+        self.floor = 0
+        self.watchers: set[CacheWatcher] = set()
+        self._ready = False
+        self._starting: asyncio.Future[None] | None = None
+        self._task: asyncio.Task[None] | None = None
+        self._progress: asyncio.Queue[None] = asyncio.Queue()
+        self._progress_asked = False
+        self._waiters: list[tuple[int, asyncio.Future[None]]] = []
+        self._closed: list[CacheWatcher] = []
+        # on_event(event, received_at): the API server's trace ring hears of every change here.
+        self.on_event: Callable[[CacheEvent], None] | None = None
+
+    @property
+    def ready(self) -> bool:
+        return self._ready
+
+    # --- life ------------------------------------------------------------------------------------
+
+    async def ensure_started(self) -> None:
+        if self._ready:
+            return
+        if self._starting is None or self._starting.done():
+            self._starting = asyncio.ensure_future(self._start())
+        await asyncio.shield(self._starting)
+
+    async def _start(self) -> None:
+        items, revision = await self.storage.list(self.prefix)
+        self.store = {s.key: s.obj for s in items}
+        self.ring.clear()
+        self.revision = self.floor = revision
+        self._progress = asyncio.Queue()
+        self._progress_asked = False
+        self._ready = True
+        if self.metrics is not None:
+            self.metrics.cache_inits.labels(self.rt.plural).inc()
+            self.metrics.cache_rv.labels(self.rt.plural).set(revision)
+        self._task = asyncio.create_task(self._follow(revision + 1), name=f"watch-cache-{self.rt.plural}")
+
+    async def _follow(self, start: int) -> None:
+        try:
+            async for event in self.storage.watch(self.prefix, start, progress_requests=self._progress,
+                                                  prev_kv=False):
+                self._ingest(event)
+        except asyncio.CancelledError:
+            self._reset(None)
+            raise
+        except Compacted as exc:
+            log.info("watch cache %s: %s; starting over", self.rt.plural, exc)
+            self._reset(None)
+        except Exception as exc:  # noqa: BLE001 - every watcher hears of it; the next watch starts over
+            log.warning("watch cache %s: etcd watch failed: %s", self.rt.plural, exc)
+            self._reset(exc)
+
+    def _reset(self, error: BaseException | None) -> None:
+        self._ready = False
+        self.store = {}
+        self.ring.clear()
+        for watcher in list(self.watchers):
+            watcher.push(_Closed(error))
+        self.watchers.clear()
+        for _, waiter in self._waiters:
+            if not waiter.done():
+                waiter.set_exception(NotServable("the watch cache is restarting"))
+        self._waiters.clear()
+        self._update_watcher_gauge()
+
+    async def stop(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            await asyncio.gather(self._task, return_exceptions=True)
+            self._task = None
+
+    # --- events in -------------------------------------------------------------------------------
+
+    def _ingest(self, event: StorageEvent) -> None:
+        if event.type == "PROGRESS":
+            self._progress_asked = False
+            self._advance(event.revision)
+            return
+        if event.type == "DELETE":
+            prev = self.store.pop(event.key, None)
+            if prev is None:
+                self._advance(event.revision)
+                return
+            cached = CacheEvent("DELETE", event.key, _with_revision(prev, event.revision), prev, event.revision, False)
+        else:
+            assert event.obj is not None
+            prev = self.store.get(event.key)
+            self.store[event.key] = event.obj
+            cached = CacheEvent("PUT", event.key, event.obj, prev, event.revision, event.created)
+        self.ring.append(cached)
+        if len(self.ring) > self.capacity:
+            self.floor = self.ring.popleft().revision
+        if self.metrics is not None:
+            self.metrics.cache_received.labels(self.rt.plural).inc()
+        if self.on_event is not None:
+            self.on_event(cached)
+        dispatched = 0
+        for watcher in self.watchers:
+            if not cached.key.startswith(watcher.prefix):
+                continue
+            converted = cached.convert(watcher.matches)
+            if converted is not None:
+                if not watcher.push(converted):
+                    self._closed.append(watcher)
+                dispatched += 1
+        if self._closed:
+            for watcher in self._closed:
+                self.watchers.discard(watcher)
+            self._closed.clear()
+            self._update_watcher_gauge()
+        if dispatched and self.metrics is not None:
+            self.metrics.cache_dispatched.labels(self.rt.plural).inc(dispatched)
+        self._advance(event.revision)
+
+    def _advance(self, revision: int) -> None:
+        if revision <= self.revision:
+            return
+        self.revision = revision
+        if self.metrics is not None:
+            self.metrics.cache_rv.labels(self.rt.plural).set(revision)
+        if self._waiters:
+            still = []
+            for wanted, waiter in self._waiters:
+                if wanted <= revision:
+                    if not waiter.done():
+                        waiter.set_result(None)
+                else:
+                    still.append((wanted, waiter))
+            self._waiters = still
+
+    async def wait_fresh(self, revision: int, timeout: float = FRESHNESS_TIMEOUT) -> None:
+        """Wait until the cache has seen every change up to `revision`; NotServable after `timeout`."""
+        if revision <= self.revision:
+            return
+        waiter: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self._waiters.append((revision, waiter))
+        if not self._progress_asked:
+            # etcd answers with the store's current revision once this stream has sent every event
+            # before it (one request covers every waiter that arrives before the answer).
+            self._progress_asked = True
+            self._progress.put_nowait(None)
+        try:
+            await asyncio.wait_for(waiter, timeout)
+        except TimeoutError:
+            self._progress_asked = False
+            raise NotServable(f"the watch cache of {self.rt.plural} is at {self.revision}, not {revision}") from None
+
+    def _update_watcher_gauge(self) -> None:
+        if self.metrics is not None:
+            self.metrics.registered_watchers.labels(self.rt.group, self.rt.version, self.rt.kind).set(
+                len(self.watchers))
+
+    # --- watchers out ----------------------------------------------------------------------------
+
+    def get(self, key: str) -> dict[str, Any] | None:
+        """The cached object at `key`, if the cache is running and has one (it may be stale)."""
+        if not self._ready:
+            return None
+        return self.store.get(key)
+
+    async def watch(self, prefix: str, since: int | None, matches: Matcher | None, *,
+                    current_revision: Callable[[], Any]) -> AsyncIterator[WatchEvent]:
+        """Events under `prefix` after `since` (None: the current objects as ADDED first).
+        NotServable (before anything is yielded) when the registry should watch etcd instead."""
+        await self.ensure_started()
+        if since is None:
+            await self.wait_fresh(await current_revision())
+        elif since > self.revision:
+            await self.wait_fresh(since)
+        elif since < self.floor:
+            raise NotServable(f"resourceVersion {since} is older than the watch cache of {self.rt.plural} "
+                              f"({self.floor})")
+        elif since < self.revision and await self.storage.compacted(since + 1):
+            # kube's cacher would replay this from its window; kubelab keeps etcd's answer, 410 Gone.
+            raise NotServable(f"resourceVersion {since} was compacted in etcd")
+        if not self._ready:
+            raise NotServable("the watch cache is restarting")
+        if since is not None and since < self.floor:
+            raise NotServable(f"resourceVersion {since} left the watch cache of {self.rt.plural} meanwhile")
+        # From here to the registration nothing awaits: the snapshot or replay and the live events
+        # join without a gap or an overlap.
+        watcher = CacheWatcher(prefix, matches)
+        first: list[WatchEvent] = []
+        if since is None:
+            for key in sorted(k for k in self.store if k.startswith(prefix)):
+                obj = self.store[key]
+                if matches is None or matches(obj):
+                    first.append(WatchEvent("ADDED", obj, key, int(obj["metadata"]["resourceVersion"])))
+        else:
+            for cached in self.ring:
+                if cached.revision > since and cached.key.startswith(prefix):
+                    converted = cached.convert(matches)
+                    if converted is not None:
+                        first.append(converted)
+        self.watchers.add(watcher)
+        self._update_watcher_gauge()
+        try:
+            for event in first:
+                yield event
+            while True:
+                while watcher.pending:
+                    item = watcher.pending.popleft()
+                    if isinstance(item, _Closed):
+                        if item.error is not None:
+                            raise item.error
+                        return
+                    yield item
+                watcher.wakeup.clear()
+                await watcher.wakeup.wait()
+        finally:
+            self.watchers.discard(watcher)
+            self._update_watcher_gauge()
+
+
+class Cacher:
+    """The watch caches of one API server, one per resource, started on demand."""
+
+    def __init__(self, storage: Storage, *, capacity: int = DEFAULT_CAPACITY, metrics: Any = None,
+                 on_event: Callable[[ResourceType, CacheEvent], None] | None = None) -> None:
+        self.storage = storage
+        self.capacity = capacity
+        self.metrics = metrics
+        self.on_event = on_event
+        self.caches: dict[ResourceType, WatchCache] = {}
+
+    def cache(self, rt: ResourceType) -> WatchCache:
+        cache = self.caches.get(rt)
+        if cache is None:
+            cache = self.caches[rt] = WatchCache(self.storage, rt, capacity=self.capacity, metrics=self.metrics)
+            if self.on_event is not None:
+                on_event = self.on_event
+                cache.on_event = functools.partial(on_event, rt)
+        return cache
+
+    def cached(self, rt: ResourceType, key: str) -> dict[str, Any] | None:
+        cache = self.caches.get(rt)
+        return cache.get(key) if cache is not None else None
+
+    async def stop(self) -> None:
+        for cache in self.caches.values():
+            await cache.stop()

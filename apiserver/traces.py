@@ -1,0 +1,185 @@
+"""Change traces: where the latest change of an object went, and when (`kubelab trace KIND/NAME`).
+
+The API server records, in bounded in-memory rings:
+
+* `accepted`: every write it made — (key, revision, when etcd acknowledged it, verb, client);
+* `delivered`: every event it sent to a watcher — (key, revision, watcher's user agent, when);
+* `reports`: milestones components POST to `/apis/kubelab.dev/v1alpha1/traces` (kubelab-only; not in
+  discovery): the endpoints controllers' "wrote the Endpoints / an EndpointSlice of Service S at
+  revision R, from inputs up to revision T", a proxy agent's "iptables-restore done at t, covering
+  Services up to revision A and EndpointSlices up to revision B, rewriting these Services".
+
+`timeline()` joins them for one object: its latest accepted write, the watchers it reached, the
+Endpoints/EndpointSlice writes that followed (for a Service, or a pod a Service selects), their
+deliveries, and each node's first sync that covered all of them. Nothing is reconstructed: every
+row is a record made when the thing happened. Records older than the rings' capacity are gone, and
+a trace says so.
+"""
+
+from __future__ import annotations
+
+import time
+from collections import deque
+from contextvars import ContextVar
+from dataclasses import dataclass
+from typing import Any
+
+ACCEPTED_CAPACITY = 50_000
+DELIVERED_CAPACITY = 500_000
+REPORTS_CAPACITY = 50_000
+
+GROUP = "kubelab.dev"
+VERSION = "v1alpha1"
+PATH = f"/apis/{GROUP}/{VERSION}/traces"
+
+# The user agent of the request being served (set by the router, read where writes are recorded).
+client: ContextVar[str] = ContextVar("trace_client", default="")
+
+ENDPOINTS_REPORT = "endpoints"
+PROXY_SYNC_REPORT = "proxy-sync"
+REPORT_TYPES = (ENDPOINTS_REPORT, PROXY_SYNC_REPORT)
+
+
+@dataclass(frozen=True)
+class Accepted:
+    key: str
+    revision: int
+    at: float  # when the write went to etcd (the request was accepted and validated)
+    acked: float  # when etcd acknowledged it
+    verb: str
+    client: str
+
+
+class TraceRecorder:
+    def __init__(self, *, accepted: int = ACCEPTED_CAPACITY, delivered: int = DELIVERED_CAPACITY,
+                 reports: int = REPORTS_CAPACITY) -> None:
+        self.accepted: deque[Accepted] = deque(maxlen=accepted)
+        self.delivered: deque[tuple[str, int, str, float]] = deque(maxlen=delivered)
+        self.reports: deque[dict[str, Any]] = deque(maxlen=reports)
+
+    # --- recording (hot paths: one append each) --------------------------------------------------
+
+    def accept(self, key: str, revision: int, verb: str, sent: float) -> None:
+        self.accepted.append(Accepted(key, revision, sent, time.time(), verb, client.get()))
+
+    def deliver(self, key: str, revision: int, watcher: str) -> None:
+        self.delivered.append((key, revision, watcher, time.time()))
+
+    def report(self, body: dict[str, Any], reporter: str) -> dict[str, Any]:
+        """Keep a component's milestone; raises ValueError for one that is not well-formed."""
+        kind = body.get("type")
+        if kind not in REPORT_TYPES:
+            raise ValueError(f"type must be one of {', '.join(REPORT_TYPES)}")
+        record: dict[str, Any] = {"type": kind, "reporter": reporter, "receivedAt": time.time()}
+        if kind == ENDPOINTS_REPORT:
+            fields = {"controller": str, "service": str, "object": str, "revision": int, "triggerRevision": int,
+                      "at": float}
+        else:
+            fields = {"node": str, "servicesRevision": int, "slicesRevision": int, "full": bool, "startedAt": float,
+                      "doneAt": float, "restoreSeconds": float, "syncSeconds": float}
+        for name, want in fields.items():
+            value = body.get(name)
+            if want is float and isinstance(value, int) and not isinstance(value, bool):
+                value = float(value)
+            if not isinstance(value, want) or (want is int and isinstance(value, bool)):
+                raise ValueError(f"{name} must be a {want.__name__}")
+            record[name] = value
+        if kind == PROXY_SYNC_REPORT:
+            services = body.get("services") or []
+            if not isinstance(services, list) or not all(isinstance(s, str) for s in services):
+                raise ValueError("services must be a list of strings")
+            record["services"] = services[:1000]
+        self.reports.append(record)
+        return record
+
+    # --- reading ---------------------------------------------------------------------------------
+
+    def latest(self, key: str) -> Accepted | None:
+        for record in reversed(self.accepted):
+            if record.key == key:
+                return record
+        return None
+
+    def accepted_at(self, key: str, revision: int) -> Accepted | None:
+        for record in reversed(self.accepted):
+            if record.key == key and record.revision == revision:
+                return record
+        return None
+
+    def deliveries(self, key: str, revision: int) -> list[tuple[str, float]]:
+        """(watcher, when) for every watcher that was sent this change, first delivery per watcher."""
+        seen: dict[str, float] = {}
+        for k, rev, watcher, at in self.delivered:
+            if rev == revision and k == key and watcher not in seen:
+                seen[watcher] = at
+        return sorted(seen.items(), key=lambda item: item[1])
+
+    def endpoint_writes(self, service: str, revision: int) -> list[dict[str, Any]]:
+        """The first write per (controller, object) for `service` ("ns/name") that saw inputs up to
+        `revision` or later."""
+        found: dict[tuple[str, str], dict[str, Any]] = {}
+        for record in self.reports:
+            if record["type"] != ENDPOINTS_REPORT or record["service"] != service:
+                continue
+            if record["triggerRevision"] < revision:
+                continue
+            found.setdefault((record["controller"], record["object"]), record)
+        return sorted(found.values(), key=lambda r: r["at"])
+
+    def proxy_syncs(self, services_revision: int, slices_revision: int, after: float) -> list[dict[str, Any]]:
+        """Per node, the first sync that covered both revisions."""
+        found: dict[str, dict[str, Any]] = {}
+        for record in self.reports:
+            if record["type"] != PROXY_SYNC_REPORT or record["node"] in found:
+                continue
+            if record["doneAt"] < after - 1.0:
+                continue
+            if record["servicesRevision"] >= services_revision and record["slicesRevision"] >= slices_revision:
+                found[record["node"]] = record
+        return sorted(found.values(), key=lambda r: r["doneAt"])
+
+
+def step(at: float, what: str, component: str, detail: str = "", took: float | None = None) -> dict[str, Any]:
+    return {"at": at, "step": what, "component": component, "detail": detail, "took": took}
+
+
+def timeline(recorder: TraceRecorder, key: str, *, services: list[str] | None = None) -> dict[str, Any]:
+    """The latest change of the object at `key` and everything recorded downstream of it. `services`
+    are the Services ("ns/name") whose endpoints the change may move: the Service itself, or the
+    Services selecting a pod."""
+    accepted = recorder.latest(key)
+    if accepted is None:
+        return {"key": key, "found": False, "steps": [],
+                "message": "no write of this object is recorded (the API server keeps the last "
+                           f"{ACCEPTED_CAPACITY} writes since it started)"}
+    steps = [step(accepted.at, "accepted", "apiserver", f"{accepted.verb} by {accepted.client or '?'}, written to "
+                                                        f"etcd at revision {accepted.revision}",
+                  took=accepted.acked - accepted.at)]
+    for watcher, at in recorder.deliveries(key, accepted.revision):
+        steps.append(step(at, "delivered", watcher, f"watch event, revision {accepted.revision}"))
+    slices_revision = 0
+    services_revision = accepted.revision if key.startswith("/registry/services/") else 0
+    for service in services or []:
+        for write in recorder.endpoint_writes(service, accepted.revision):
+            written = recorder.accepted_at(write["object"], write["revision"])
+            at = written.at if written is not None else write["at"]
+            steps.append(step(at, "endpoints written", write["reporter"] or write["controller"],
+                              f"{write['controller']}: {write['object'].removeprefix('/registry/')} at revision "
+                              f"{write['revision']}", took=written.acked - written.at if written else None))
+            for watcher, delivered in recorder.deliveries(write["object"], write["revision"]):
+                steps.append(step(delivered, "delivered", watcher, f"{write['object'].split('/')[2]} revision "
+                                                                   f"{write['revision']}"))
+            if "endpointslices" in write["object"]:
+                slices_revision = max(slices_revision, write["revision"])
+    if services_revision or slices_revision:
+        for sync in recorder.proxy_syncs(services_revision, slices_revision, accepted.at):
+            steps.append(step(sync["doneAt"], "rules applied", f"proxy {sync['node']}",
+                              f"{'full' if sync['full'] else 'partial'} iptables-restore "
+                              f"(services <= {sync['servicesRevision']}, slices <= {sync['slicesRevision']})",
+                              took=sync["restoreSeconds"]))
+    steps.sort(key=lambda s: s["at"])
+    start = accepted.at
+    for s in steps:
+        s["sinceAccepted"] = s["at"] - start
+    return {"key": key, "found": True, "revision": accepted.revision, "acceptedAt": accepted.at, "steps": steps,
+            "services": services or [], "servicesRevision": services_revision, "slicesRevision": slices_revision}
