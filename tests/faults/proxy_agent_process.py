@@ -1,0 +1,45 @@
+"""One proxy agent as a process of its own, for the fault tests to SIGKILL: it watches the API server
+at --server and applies its rules with iptables-restore inside --netns.
+
+(`kubelab node --iptables` applies in the namespace it runs in, which has no route to an API server on
+the host's loopback; this runs the same ProxyAgent and IptablesApplier from the host side.)
+
+    python tests/faults/proxy_agent_process.py --server URL --netns NS --node-name node-1
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import logging
+
+from kubelab import addressing
+from kubelab.client import ApiClient
+from proxyagent import ProxyAgent, ProxyConfig
+from proxyagent.apply import IptablesApplier
+
+CONFIG_DEFAULTS = {"node_ip": "10.240.0.11", "cluster_cidr": addressing.POD_CIDR}
+
+
+def config(node_name: str) -> ProxyConfig:
+    """The agent's configuration; the test renders its expectation with the same one."""
+    return ProxyConfig(node_name=node_name, node_ips=(CONFIG_DEFAULTS["node_ip"],),
+                       cluster_cidr=CONFIG_DEFAULTS["cluster_cidr"])
+
+
+async def main(args: argparse.Namespace) -> None:
+    async with ApiClient(args.server, user_agent="kubelab-fault-proxy") as api:
+        agent = ProxyAgent(api, config(args.node_name), IptablesApplier(args.netns),
+                           min_sync_period=args.min_sync_period, sync_period=args.sync_period)
+        await agent.run()
+
+
+if __name__ == "__main__":
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--server", required=True)
+    parser.add_argument("--netns", required=True)
+    parser.add_argument("--node-name", default="node-1")
+    parser.add_argument("--min-sync-period", type=float, default=0.05)
+    parser.add_argument("--sync-period", type=float, default=2.0)
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
+    asyncio.run(main(parser.parse_args()))
