@@ -171,9 +171,11 @@ class IptablesApplier:
     async def supports_random_fully(self) -> bool | None:
         """Does MASQUERADE take --random-fully (iptables >= 1.6.2, kernel >= 3.13)? kube-proxy asks
         the iptables binary the same way."""
-        if self.netns is None and shutil.which(self.backend) is None:
+        if shutil.which(self.backend) is None:
             return None
-        _, out, err = await self._run(self.command("", "-j", "MASQUERADE", "--help"))
+        # What the binary supports does not depend on the namespace, and the node's namespace may not
+        # exist yet when the agent starts, so ask the binary outside it.
+        _, out, err = await self._run([self.backend, "-j", "MASQUERADE", "--help"])
         return "--random-fully" in out + err
 
     async def _ensure_chain(self, table: str, chain: str) -> None:
