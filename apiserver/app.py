@@ -68,7 +68,7 @@ def create_app(config: Config) -> FastAPI:
         import ipaddress
         service_ip = str(ipaddress.ip_network(config.service_cidr)[1])
         await bootstrap(registry, advertise_ip=config.advertise_ip, port=config.port, service_ip=service_ip)
-        log.info("apiserver: storage %s ready", ",".join(config.etcd_servers))
+        log.info("storage %s ready", ",".join(config.etcd_servers))
         try:
             yield
         finally:
@@ -113,7 +113,7 @@ def create_app(config: Config) -> FastAPI:
 
     @app.exception_handler(Exception)
     async def unexpected(request: Request, exc: Exception) -> Response:
-        log.exception("apiserver: %s %s failed", request.method, request.url.path)
+        log.exception("%s %s failed", request.method, request.url.path)
         return codecs.status_response(errors.internal(f"{type(exc).__name__}: {exc}"))
 
     return app

@@ -86,7 +86,7 @@ async def _ensure_all(api: ApiClient, objects: list[tuple[kinds.ResourceType, di
                 await registration.ensure(api, rt, body)
                 break
             except (ApiError, OSError) as exc:
-                log.warning("clusterdns: cannot write %s kube-system/kube-dns yet: %s", rt.kind, exc)
+                log.warning("cannot write %s kube-system/kube-dns yet: %s", rt.kind, exc)
                 await asyncio.sleep(delay)
                 delay = min(delay * 2, 10.0)
 
@@ -107,7 +107,7 @@ async def run(api: ApiClient, options: DnsOptions | None = None, *,
                                       netns=options.netns, metrics_port=options.metrics_port)
     try:
         where = f" in network namespace {options.netns}" if options.netns else ""
-        log.info("clusterdns: serving %s on %s:%d (udp, tcp)%s", options.domain, options.listen_host,
+        log.info("serving %s on %s:%d (udp, tcp)%s", options.domain, options.listen_host,
                  sockets.port, where)
         if listening is not None:
             listening(sockets)

@@ -82,7 +82,7 @@ async def ensure(api: ApiClient, rt: ResourceType, body: dict[str, Any]) -> None
     meta = body["metadata"]
     try:
         await api.create(rt, body, meta["namespace"])
-        log.info("clusterdns: created %s %s/%s", rt.kind, meta["namespace"], meta["name"])
+        log.info("created %s %s/%s", rt.kind, meta["namespace"], meta["name"])
         return
     except AlreadyExists:
         pass
@@ -90,7 +90,7 @@ async def ensure(api: ApiClient, rt: ResourceType, body: dict[str, Any]) -> None
     if not _differs(current, body):
         return
     if rt == kinds.SERVICES and (current.get("spec") or {}).get("clusterIP") != body["spec"]["clusterIP"]:
-        log.warning("clusterdns: Service %s/%s has clusterIP %s, not %s; leaving it", NAMESPACE, NAME,
+        log.warning("Service %s/%s has clusterIP %s, not %s; leaving it", NAMESPACE, NAME,
                     current["spec"].get("clusterIP"), body["spec"]["clusterIP"])
         return
     kept_meta = {k: v for k, v in meta.items() if k in ("labels", "annotations")}
@@ -99,4 +99,4 @@ async def ensure(api: ApiClient, rt: ResourceType, body: dict[str, Any]) -> None
     if rt == kinds.SERVICES:
         updated["spec"] = {**current.get("spec", {}), **body["spec"]}
     await api.request("PUT", rt.path(meta["namespace"], meta["name"]), body=updated)
-    log.info("clusterdns: updated %s %s/%s", rt.kind, meta["namespace"], meta["name"])
+    log.info("updated %s %s/%s", rt.kind, meta["namespace"], meta["name"])

@@ -168,7 +168,7 @@ class DnsServer:
                 try:
                     reply = server.handle(data, tcp=False)
                 except Exception:  # noqa: BLE001 - one bad query must not stop the server
-                    log.exception("clusterdns: failed to answer a query from %s", addr)
+                    log.exception("failed to answer a query from %s", addr)
                     return
                 if reply is not None:
                     self.transport.sendto(reply, addr)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Callable
 from typing import Any, Protocol
 
 from kubelab import kinds
@@ -95,10 +96,11 @@ def _service_handlers(informers: SharedInformers, queue: WorkQueue) -> None:
 
 async def run(api: ApiClient, *, workers: int = 2, node_monitor_grace_period: float = 50.0,
               node_monitor_period: float = 5.0, lb_pool: str | None = "172.18.255.200-172.18.255.250",
-              metrics: WorkQueueMetricsProvider | None = None) -> None:
+              metrics: WorkQueueMetricsProvider | None = None, ready: Callable[[], None] | None = None) -> None:
     """`lb_pool`: the addresses the LoadBalancer controller hands out ("FIRST-LAST" or a CIDR);
     None runs no LoadBalancer controller (LoadBalancer Services then stay <pending>). `metrics`
-    receives every work queue's workqueue_* metrics (the caller serves its registry)."""
+    receives every work queue's workqueue_* metrics (the caller serves its registry). `ready()` is
+    called once the caches have synced (`kubelab up` prints it)."""
     from . import garbagecollector
     from .deployment import DeploymentController
     from .endpoints import EndpointsController
@@ -142,8 +144,10 @@ async def run(api: ApiClient, *, workers: int = 2, node_monitor_grace_period: fl
             tg.create_task(informer.run(), name=f"{informer.name}-informer")
         for informer in informers.all():
             await informer.wait_synced()
-        log.info("controllers: caches synced (%d services, %d pods)", len(informers.services.cache),
+        log.info("caches synced (%d services, %d pods)", len(informers.services.cache),
                  len(informers.pods.cache))
+        if ready is not None:
+            ready()
         for controller, queue in controllers:
             for svc in informers.services.items():
                 queue.add(svc.key)

@@ -45,14 +45,31 @@ def cmd_up(args: argparse.Namespace) -> int:
 
     def ready(state: dict[str, Any]) -> None:
         kubeconfig_path = state["kubeconfig"]
-        print(f"\nkubelab is up: {args.nodes} nodes, dataplane {dataplane}, API at {state['server']}\n"
+        # The command as the user typed it (`.venv/bin/kubelab` from `make up`), and --data-dir only if needed.
+        kubelab = sys.argv[0] if os.path.basename(sys.argv[0]) == "kubelab" else "kubelab"
+        at = "" if data_dir == Path(DEFAULT_DATA_DIR) else f" --data-dir {data_dir}"
+        example = Path("examples/clusterip-svc.yaml")
+        if example.exists():  # run from the repository, as the README's tour does
+            target = "$(kubectl get svc clusterip-svc -o jsonpath='{.spec.clusterIP}'):5555"
+            first = (f"  kubectl apply -f {example}      # a ClusterIP Service and three pods\n"
+                     "  kubectl get pods,endpoints -o wide\n"
+                     f"  {kubelab} iptables{at} -t nat node-1 | grep clusterip-svc      # node-1's proxy rules\n")
+        else:
+            target = "$(kubectl get svc web -o jsonpath='{.spec.clusterIP}'):5555"
+            first = ("  kubectl create deployment web --image=nginx --replicas=3 --port=8080\n"
+                     "  kubectl expose deployment web --port=5555 --target-port=8080\n"
+                     f"  {kubelab} iptables{at} -t nat node-1 | grep default/web      # node-1's proxy rules\n")
+        print(f"\nkubelab is up in {state.get('startup', '?')}: {args.nodes} nodes, dataplane {dataplane}, "
+              f"API at {state['server']}\n"
+              f"  kubeconfig: {kubeconfig_path}\n"
               f"  export KUBECONFIG={kubeconfig_path}\n"
-              f"  kubectl get nodes\n"
-              f"  kubelab iptables --data-dir {data_dir} node-1      # the rules node-1's proxy agent applied\n"
-              + (f"  kubelab exec --data-dir {data_dir} node-1 -- curl -s http://<cluster-ip>:<port>\n"
+              "Next, in another terminal:\n"
+              "  kubectl get nodes -o wide\n" + first
+              + (f"  {kubelab} exec{at} node-1 -- curl -s http://{target}      # real packets\n"
                  if dataplane == "netns" else "")
+              + f"  {kubelab} status{at}\n"
               + (f"Token authentication is on ({args.token_auth_file}); the kubeconfig holds the admin's token. "
-                 "kubectl sends tokens only over TLS, which kubelab does not serve: use the Python client, or "
+                 "kubectl sends tokens only over TLS, which `kubelab up` does not serve: use the Python client, or "
                  "curl -H 'Authorization: Bearer <token>'.\n" if args.token_auth_file else "")
               + "Ctrl-C stops everything and removes what kubelab created.\n", flush=True)
 
@@ -362,12 +379,17 @@ def cmd_pause_resume(args: argparse.Namespace) -> int:
 def cmd_status(args: argparse.Namespace) -> int:
     import httpx
 
-    from .runner import control, read_state
+    from .runner import _pid_alive, control, read_state
 
     try:
         state = read_state(Path(args.data_dir))
     except FileNotFoundError as exc:
         print(f"kubelab status: {exc}", file=sys.stderr)
+        return 1
+    if not _pid_alive(int(state["pid"])):
+        print(f"kubelab status: the cluster in {args.data_dir} is not running (pid {state['pid']} has exited without "
+              f"cleaning up); `kubelab up --data-dir {args.data_dir}` starts a new one and removes what is left",
+              file=sys.stderr)
         return 1
     print(f"cluster     pid {state['pid']}, dataplane {state['dataplane']}, kubeconfig {state['kubeconfig']}")
     print(f"etcd        {', '.join(state['etcd'])}")
@@ -379,9 +401,18 @@ def cmd_status(args: argparse.Namespace) -> int:
         ready = httpx.get(f"{state['server']}/readyz", timeout=5)
         print(f"apiserver   {state['server']} ({'ready' if ready.status_code == 200 else 'NOT ready: ' + ready.text})")
         nodes = httpx.get(f"{state['server']}/api/v1/nodes", timeout=5, headers=auth).json().get("items", [])
+        pods = httpx.get(f"{state['server']}/api/v1/pods", timeout=5, headers=auth).json().get("items", [])
     except httpx.HTTPError as exc:
         print(f"apiserver   {state['server']} (unreachable: {exc})")
         return 1
+    dns = state.get("dns") or {}
+    if dns.get("listen"):
+        print(f"dns         {dns['listen']} (kube-system/kube-dns {addressing.CLUSTER_DNS_IP})")
+    on_node: dict[str, int] = {}
+    for pod in pods:
+        node_name = (pod.get("spec") or {}).get("nodeName")
+        if node_name:
+            on_node[node_name] = on_node.get(node_name, 0) + 1
     try:
         agents = control(Path(args.data_dir), "status").get("nodes", {})
     except OSError:
@@ -391,7 +422,8 @@ def cmd_status(args: argparse.Namespace) -> int:
         ready = next((c["status"] for c in node.get("status", {}).get("conditions", []) if c["type"] == "Ready"), "?")
         where = state["nodes"].get(name, {})
         print(f"{name:<11} Ready={ready} ip {where.get('ip', '?')} pods {where.get('podCIDR', '?')}"
-              f"{' netns ' + where['netns'] if where.get('netns') else ''}, kubelet+proxy {agents.get(name, '?')}")
+              f"{' netns ' + where['netns'] if where.get('netns') else ''}, kubelet+proxy {agents.get(name, '?')}, "
+              f"{on_node.get(name, 0)} pods")
     metrics = state.get("metrics") or {}
     if metrics:
         print("metrics")
@@ -400,6 +432,7 @@ def cmd_status(args: argparse.Namespace) -> int:
                 print(f"  {component:<17} {metrics[component]}")
         for node, url in sorted((metrics.get("proxy") or {}).items()):
             print(f"  {'proxy ' + node:<17} {url}")
+    print(f"export KUBECONFIG={state['kubeconfig']}")
     return 0
 
 

@@ -52,7 +52,8 @@ class MetricsServer:
         """Bind and listen; with port 0, `self.port` becomes the port the kernel picked."""
         self._server = await asyncio.start_server(self._handle, self.host, self.port)
         self.port = self._server.sockets[0].getsockname()[1]
-        log.info("%s metrics on %s", self.name, self.url)
+        # Under the component's own name in the log (kubelab/logs.py), not "kubelab".
+        logging.getLogger(f"kubelab.component.{self.name}").info("metrics on %s", self.url)
 
     async def close(self) -> None:
         if self._server is not None:
@@ -110,6 +111,7 @@ async def serve(server: MetricsServer | None) -> None:
     try:
         await server.start()
     except OSError as exc:
-        log.warning("%s metrics not served on %s:%d: %s", server.name, server.host, server.port, exc)
+        logging.getLogger(f"kubelab.component.{server.name}").warning("metrics not served on %s:%d: %s", server.host,
+                                                                       server.port, exc)
         return
     await server.serve_forever()

@@ -101,6 +101,7 @@ async def up(options: UpOptions, *, ready: Callable[[dict[str, Any]], None] | No
     data_dir.mkdir(parents=True, exist_ok=True)
     _refuse_second_cluster(data_dir)
     host, port = split_listen(options.listen)
+    _preflight(options, host, port)
     server_url = f"http://{'127.0.0.1' if host in ('0.0.0.0', '') else host}:{port}"
     timer = Timer()
     etcd: Etcd | None = None
@@ -179,6 +180,36 @@ async def up(options: UpOptions, *, ready: Callable[[dict[str, Any]], None] | No
             (data_dir / STATE_FILE).unlink()
 
 
+NETNS_NEEDS_ROOT = ("--dataplane netns needs root (network namespaces and iptables); run as root or use "
+                    "--dataplane render")
+
+
+def _preflight(options: UpOptions, host: str, port: int) -> None:
+    """What would otherwise fail half-way through start-up, refused at once in one line (cmd_up prints it)."""
+    import errno
+    import socket
+
+    from .etcd import EtcdNotFound, find_etcd
+
+    if options.dataplane == "netns" and os.geteuid() != 0:
+        raise PermissionError(NETNS_NEEDS_ROOT)
+    if not options.etcd_servers:
+        try:
+            find_etcd()
+        except EtcdNotFound as exc:
+            raise EtcdNotFound(f"{exc}; or use a running etcd with --etcd-servers URL") from None
+    try:
+        family, kind, proto, _, address = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)[0]
+        with socket.socket(family, kind, proto) as sock:
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as uvicorn binds
+            sock.bind(address)
+    except OSError as exc:
+        if exc.errno == errno.EADDRINUSE:
+            raise RuntimeError(f"{host}:{port} is already in use (another `kubelab up`, or some other server); "
+                               "stop it or pick another port with --listen 127.0.0.1:PORT") from None
+        raise RuntimeError(f"cannot listen on {host}:{port}: {exc.strerror or exc}") from None
+
+
 async def _watch_apiserver(serving: asyncio.Task[None]) -> None:
     """A component crash ends the TaskGroup; so must the API server stopping on its own."""
     await asyncio.shield(serving)
@@ -209,8 +240,7 @@ async def _create_lab(data_dir: Path, options: UpOptions) -> Any:
     from kubeletstub.netns import LabNetwork
 
     if os.geteuid() != 0:
-        raise PermissionError("--dataplane netns needs root (network namespaces and iptables); run as root or "
-                              "use --dataplane render")
+        raise PermissionError(NETNS_NEEDS_ROOT)
     lab = LabNetwork(f"kl-{secrets.token_hex(2)}", data_dir / "netns",
                      local_routes=[addressing.covering_cidr(options.lb_pool)] if options.lb_pool else [])
     await asyncio.to_thread(lab.create)
@@ -290,14 +320,31 @@ async def _run_components(tg: asyncio.TaskGroup, options: UpOptions, server_url:
         tg.create_task(server.serve_forever(), name=task_name)
         return f"http://{server.host}:{server.port}/metrics"
 
+    # One line per component as it becomes ready, with the time since `kubelab up` started.
+    announcements: list[asyncio.Task[None]] = []
+
+    def announce(component: str, waits: list[Any], what: str | Callable[[], str] = "ready") -> None:
+        async def wait() -> None:
+            for awaitable in waits:
+                await awaitable
+            _log(component).info("%s [%s]", what() if callable(what) else what, timer)
+
+        announcements.append(tg.create_task(wait(), name=f"{component}-ready"))
+
     the_scheduler = scheduler.Scheduler(client("scheduler", fast_requests=True))
     tg.create_task(the_scheduler.run(), name="scheduler")
+    announce("scheduler", [the_scheduler.nodes.wait_synced(), the_scheduler.pods.wait_synced()])
     metrics["scheduler"] = await serve_metrics(
         MetricsServer("127.0.0.1", 0, registry=the_scheduler.metrics.registry, name="scheduler"), "scheduler-metrics")
-    tg.create_task(_run_dns(client("dns"), state, data_dir), name="clusterdns")
+    dns_listening = asyncio.Event()
+    tg.create_task(_run_dns(client("dns"), state, data_dir, listening=dns_listening.set), name="clusterdns")
+    announce("dns", [dns_listening.wait()], lambda: f"ready on {(state.get('dns') or {}).get('listen') or 'port 53'}")
     queue_metrics = WorkQueueMetricsProvider()
+    controllers_synced = asyncio.Event()
     tg.create_task(controllers.run(client("controllers"), node_monitor_grace_period=options.node_monitor_grace_period,
-                                   lb_pool=options.lb_pool, metrics=queue_metrics), name="controllers")
+                                   lb_pool=options.lb_pool, metrics=queue_metrics, ready=controllers_synced.set),
+                   name="controllers")
+    announce("controllers", [controllers_synced.wait()])
     metrics["controllers"] = await serve_metrics(
         MetricsServer("127.0.0.1", 0, registry=queue_metrics.registry, name="controllers"), "controllers-metrics")
     nodes: dict[str, _Node] = {}
@@ -307,6 +354,7 @@ async def _run_components(tg: asyncio.TaskGroup, options: UpOptions, server_url:
         dataplane = NetnsDataplane(lab, name, ip, cidr) if lab is not None else RenderDataplane()
         node = nodes[name] = _Node(name, ip, cidr, dataplane, make)
         node.start(tg)
+        announce(name, [node.kubelet.registered.wait()], f"registered and Ready (InternalIP {ip}, pods {cidr})")
         state["nodes"][name] = {"ip": ip, "podCIDR": cidr, "netns": dataplane.node_netns}
         # The node's current proxy agent (a resumed node has a new one) behind one listener.
         proxy_metrics = ProxyMetricsServer("127.0.0.1", 0, metrics=lambda node=node: node.agent.metrics_text(),
@@ -316,13 +364,12 @@ async def _run_components(tg: asyncio.TaskGroup, options: UpOptions, server_url:
     _write_state(data_dir, state)
     control = await _serve_control(data_dir, nodes, tg)
     try:
-        for node in nodes.values():
-            await node.kubelet.registered.wait()
-        _log("nodes").info("%d registered and Ready (%s) [%s]", len(nodes), ", ".join(nodes), timer)
+        await asyncio.gather(*announcements)
         for node in nodes.values():
             await node.agent.synced.wait()
         _log("proxy").info("rules applied on every node [%s]", timer)
         if ready is not None:
+            state["startup"] = str(timer)
             ready(state)
         await asyncio.Event().wait()  # run until cancelled
     finally:
@@ -331,7 +378,8 @@ async def _run_components(tg: asyncio.TaskGroup, options: UpOptions, server_url:
             (data_dir / CONTROL_SOCKET).unlink()
 
 
-async def _run_dns(api: Any, state: dict[str, Any], data_dir: Path) -> None:
+async def _run_dns(api: Any, state: dict[str, Any], data_dir: Path, *,
+                   listening: Callable[[], None] | None = None) -> None:
     """Cluster DNS: in netns mode on 10.240.0.3:53 inside `<prefix>-dns`, behind the kube-dns Service;
     in render mode on a free loopback port (`dig @127.0.0.1 -p PORT`), recorded in cluster.json."""
     from clusterdns import DnsOptions
@@ -343,16 +391,19 @@ async def _run_dns(api: Any, state: dict[str, Any], data_dir: Path) -> None:
                              advertise_ip=dns_state["ip"])
         # CoreDNS's :9153 inside the DNS namespace (`kubelab exec --data-dir D lab -- curl ...`).
         state.setdefault("metrics", {})["dns"] = f"http://{dns_state['ip']}:9153/metrics (netns {dns_state['netns']})"
-        await run_dns(api, options)
+        dns_state["listen"] = f"{dns_state['ip']}:53 in {dns_state['netns']}"
+        await run_dns(api, options, listening=lambda _: listening() if listening is not None else None)
         return
 
-    def listening(sockets: Any) -> None:
+    def bound(sockets: Any) -> None:
         state["dns"] = {"listen": f"127.0.0.1:{sockets.port}"}
         if sockets.metrics is not None:
             state.setdefault("metrics", {})["dns"] = f"http://127.0.0.1:{sockets.metrics.getsockname()[1]}/metrics"
         _write_state(data_dir, state)
+        if listening is not None:
+            listening()
 
-    await run_dns(api, DnsOptions(listen_host="127.0.0.1", listen_port=0, metrics_port=0), listening=listening)
+    await run_dns(api, DnsOptions(listen_host="127.0.0.1", listen_port=0, metrics_port=0), listening=bound)
 
 
 CONTROL_SOCKET = "control.sock"

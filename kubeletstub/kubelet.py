@@ -50,16 +50,16 @@ class Kubelet:
                 created = await self.api.create(kinds.NODES, node)
                 self.events.event(created, "Normal", "Starting", "Starting kubelet.")
                 self.events.event(created, "Normal", "NodeReady", f"Node {self.config.name} status is now: NodeReady")
-                log.info("kubelet %s: registered (%s, %s)", self.config.name, self.config.ip, self.config.pod_cidr)
+                log.info("%s: registered (%s, %s)", self.config.name, self.config.ip, self.config.pod_cidr)
                 break
             except AlreadyExists:
                 await self.heartbeat()
                 current = await self.api.get(kinds.NODES, self.config.name)
                 self.events.event(current, "Normal", "Starting", "Starting kubelet.")
-                log.info("kubelet %s: node exists, status refreshed", self.config.name)
+                log.info("%s: node exists, status refreshed", self.config.name)
                 break
             except Exception as exc:  # noqa: BLE001 - the API server may not be up yet
-                log.warning("kubelet %s: registration failed (%s), retrying", self.config.name, exc)
+                log.warning("%s: registration failed (%s), retrying", self.config.name, exc)
                 await asyncio.sleep(1)
         self.registered.set()
 
@@ -83,7 +83,7 @@ class Kubelet:
             try:
                 await self.heartbeat()
             except Exception as exc:  # noqa: BLE001 - keep trying; the node lifecycle controller will notice
-                log.warning("kubelet %s: posting node status failed: %s", self.config.name, exc)
+                log.warning("%s: posting node status failed: %s", self.config.name, exc)
 
     async def _lease_loop(self) -> None:
         """The node Lease in kube-node-lease, renewed every 10 s (a quarter of its 40 s duration)."""
@@ -92,7 +92,7 @@ class Kubelet:
             try:
                 lease = await renew_lease(self.api, self.config.name, lease)
             except Exception as exc:  # noqa: BLE001 - retried at the next renewal
-                log.warning("kubelet %s: renewing the node lease failed: %s", self.config.name, exc)
+                log.warning("%s: renewing the node lease failed: %s", self.config.name, exc)
                 lease = None
             await asyncio.sleep(self.config.lease_renew_interval)
 
@@ -111,7 +111,7 @@ class Kubelet:
             try:
                 await self.dataplane.sync_routes(routes)
             except Exception as exc:  # noqa: BLE001 - retried on the next node change
-                log.warning("kubelet %s: syncing routes failed: %s", self.config.name, exc)
+                log.warning("%s: syncing routes failed: %s", self.config.name, exc)
                 await asyncio.sleep(1)
                 self._routes_changed.set()
 

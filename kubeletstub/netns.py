@@ -418,9 +418,10 @@ class LabNetwork:
         cidr = ipaddress.IPv4Network(pod_cidr)
         if cidr.prefixlen > 30:
             raise ValueError(f"pod CIDR {pod_cidr} is too small")
+        netns = self.node_netns(name)
         node = NodeNet(
             name=name,
-            netns=self.node_netns(name),
+            netns=netns,
             ip=str(node_ip),
             prefixlen=self.node_network.prefixlen,
             pod_cidr=str(cidr),
@@ -437,10 +438,10 @@ class LabNetwork:
                     raise DataplaneError(f"node {name} exists with different addresses: {existing}")
                 self._check_node_conflicts(node)
                 self._pending_nodes[name] = node
-                self._record_namespace(node.netns)
+                self._record_namespace(netns)
             try:
-                with self._undo_namespace_on_error(node.netns):
-                    self._create_netns(node.netns)
+                with self._undo_namespace_on_error(netns):
+                    self._create_netns(netns)
                     try:
                         self._build_node(node)
                     except BaseException:
@@ -488,14 +489,17 @@ class LabNetwork:
         return node
 
     def add_client(
-        self, name: str, ip: str, *, routes: Mapping[str, str] | None = None, hosts: str | None = None
+        self, name: str, ip: str, *, routes: Mapping[str, str] | None = None, etc: Mapping[str, str] | None = None
     ) -> str:
         """An "outside" host on the lab network (no kubelet, no kube-proxy): what a client of a
         NodePort or LoadBalancer Service looks like. `routes` maps CIDRs to a gateway on the lab
         network (e.g. a LoadBalancer pool via a node, as a cloud load balancer would forward);
-        `hosts` becomes /etc/netns/<namespace>/hosts, which `ip netns exec` bind-mounts over
-        /etc/hosts. Returns the namespace name. Idempotent."""
+        `etc` maps ``hosts`` and ``resolv.conf`` to their text for /etc/netns/<namespace>/, which
+        `ip netns exec` bind-mounts over /etc. Returns the namespace name. Idempotent."""
         _validate_node_name(name)
+        unknown = set(etc or {}) - set(_NETNS_ETC_FILES)
+        if unknown:
+            raise ValueError(f"only {', '.join(_NETNS_ETC_FILES)} can be given for /etc/netns, not {sorted(unknown)}")
         if self.current_netns:
             raise DataplaneError("a lab in the current network namespace has no lab network for clients")
         netns = f"{self.prefix}-{name}"
@@ -522,8 +526,8 @@ class LabNetwork:
                     ipr.route("add", dst=cidr, gateway=via, oif=eth0)
             with _rtnl(self.lab_netns) as ipr:
                 ipr.link("set", index=_index(ipr, port), master=_index(ipr, LAB_BRIDGE), state="up")
-            if hosts is not None:
-                _write_netns_etc(netns, "hosts", hosts)
+            for filename, text in (etc or {}).items():
+                _write_netns_etc(netns, filename, text)
         return netns
 
     def remove_node(self, name: str) -> None:

@@ -217,7 +217,7 @@ class PodManager:
                 self.events.event(pod, "Normal", "Started", f"Started container {c.name}", field_path=path)
         self._running.add(key)
         self.prober.start(pod, ip)
-        log.info("kubelet %s: pod %s running at %s", self.node_name, key, ip)
+        log.info("%s: pod %s running at %s", self.node_name, key, ip)
 
     async def _write_status(self, pod: Pod, status: PodStatus) -> None:
         update = pod.model_copy(update={"status": status})
@@ -241,7 +241,7 @@ class PodManager:
                 try:
                     await asyncio.wait_for(self._pre_stop(pod), timeout=max(grace, 0))
                 except TimeoutError:
-                    log.info("kubelet %s: preStop of %s outlived its grace period", self.node_name, key)
+                    log.info("%s: preStop of %s outlived its grace period", self.node_name, key)
             await self._stop(key)
             if pod.status is not None and pod.status.phase == "Running":
                 try:
@@ -252,11 +252,11 @@ class PodManager:
                         await self._write_status(current, terminated_status(current, finished=timeutil.rfc3339()))
             await self.api.delete(kinds.PODS, pod.metadata.name or "", pod.metadata.namespace,
                                   grace_period_seconds=0, uid=pod.metadata.uid)
-            log.info("kubelet %s: pod %s terminated and deleted", self.node_name, key)
+            log.info("%s: pod %s terminated and deleted", self.node_name, key)
         except NotFound:
             await self._stop(key)
         except Exception as exc:  # noqa: BLE001 - try again on the next sync of this pod
-            log.warning("kubelet %s: terminating %s failed: %s", self.node_name, key, exc)
+            log.warning("%s: terminating %s failed: %s", self.node_name, key, exc)
             # The API may be out (etcd restarting): wait before trying again rather than spin. Then this
             # termination is over *before* the requeue, or the sync it causes could find it still going
             # and do nothing, and the pod would stay terminating, its final DELETE never retried.
@@ -281,6 +281,6 @@ class PodManager:
         self.prober.stop(key)
         if key in self._running or self.dataplane.pod_running(key):
             await self.dataplane.stop_pod(key)
-            log.info("kubelet %s: pod %s stopped", self.node_name, key)
+            log.info("%s: pod %s stopped", self.node_name, key)
         self._running.discard(key)
         self.ipam.release(key)

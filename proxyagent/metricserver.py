@@ -57,7 +57,7 @@ class MetricsServer:
         """Bind and listen; with port 0, `self.port` is the port the kernel picked."""
         self._server = await asyncio.start_server(self._handle, self.host, self.port)
         self.port = self._server.sockets[0].getsockname()[1]
-        log.info("proxy metrics on http://%s:%d/metrics", self.host, self.port)
+        log.info("metrics on http://%s:%d/metrics", self.host, self.port)
 
     async def close(self) -> None:
         if self._server is not None:

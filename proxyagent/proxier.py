@@ -128,7 +128,7 @@ class Proxier:
         """One sync. Returns the applied ruleset, or None if nothing was (or could be) applied;
         failures are logged, counted and retried, never raised."""
         if not self.initialized:
-            log.debug("proxy %s: not syncing until Services and EndpointSlices have been listed",
+            log.debug("%s: not syncing until Services and EndpointSlices have been listed",
                       self.config.node_name)
             return None
         async with self._lock:
@@ -162,7 +162,7 @@ class Proxier:
                     existing = await self.applier.existing_nat_chains()
                     self._last_cleanup = now
                 except ApplyError as exc:
-                    log.error("proxy %s: iptables-save failed, stale chains will not be deleted: %s",
+                    log.error("%s: iptables-save failed, stale chains will not be deleted: %s",
                               self.config.node_name, exc)
             timings["save"], mark = time.perf_counter() - mark, time.perf_counter()
             ruleset = render_ports(self.state.service_ports(), self.state.endpoints_map(), self.config,
@@ -197,7 +197,7 @@ class Proxier:
                             "slicesRevision": covered[1], "full": full, "startedAt": started_at,
                             "doneAt": self.last_updated, "restoreSeconds": timings["restore"],
                             "syncSeconds": timings["total"], "services": sorted(changes.all)[:1000]})
-        log.debug("proxy %s: %s sync: %d service ports (%d rewritten), %d nat rules written, %d chains deleted; "
+        log.debug("%s: %s sync: %d service ports (%d rewritten), %d nat rules written, %d chains deleted; "
                   "%s", self.config.node_name, "full" if full else "partial", ruleset.service_ports,
                   ruleset.services_written, ruleset.nat_rules, ruleset.deleted_chains,
                   ", ".join(f"{k} {v * 1000:.1f} ms" for k, v in timings.items()))
@@ -211,7 +211,7 @@ class Proxier:
         self.need_full_sync = True
         if not full:
             self.metrics.partial_restore_failures.inc()
-        log.warning("proxy %s: %s sync failed, retrying with a full sync in %gs: %s", self.config.node_name,
+        log.warning("%s: %s sync failed, retrying with a full sync in %gs: %s", self.config.node_name,
                     "full" if full else "partial", self.sync_period, exc)
         self.runner.retry_after(self.sync_period)
 
@@ -253,7 +253,7 @@ class Proxier:
         try:
             await self.probe()
         except ApplyError as exc:
-            log.warning("proxy %s: could not probe iptables: %s", self.config.node_name, exc)
+            log.warning("%s: could not probe iptables: %s", self.config.node_name, exc)
         await self._initialized.wait()
         async with asyncio.TaskGroup() as tg:
             await self.sync_proxy_rules()  # "called once per lifetime" on the informers' sync
@@ -268,7 +268,7 @@ class Proxier:
             try:
                 await self.applier.ensure_canary()
             except ApplyError as exc:
-                log.warning("proxy %s: could not set up the iptables canary: %s", self.config.node_name, exc)
+                log.warning("%s: could not set up the iptables canary: %s", self.config.node_name, exc)
                 await asyncio.sleep(self.sync_period)
                 continue
             while True:
@@ -277,14 +277,14 @@ class Proxier:
                     if not await self.applier.canary_exists(CANARY_TABLES[0]):
                         break
                 except ApplyError as exc:
-                    log.warning("proxy %s: could not check the iptables canary: %s", self.config.node_name, exc)
+                    log.warning("%s: could not check the iptables canary: %s", self.config.node_name, exc)
             deadline = self._clock() + CANARY_FLUSH_TIMEOUT
             while self._clock() < deadline:
                 remaining = [t for t in CANARY_TABLES[1:] if await self._canary_left(t)]
                 if not remaining:
                     break
                 await asyncio.sleep(CANARY_FLUSH_POLL)
-            log.info("proxy %s: iptables canary gone (flushed?), resyncing everything", self.config.node_name)
+            log.info("%s: iptables canary gone (flushed?), resyncing everything", self.config.node_name)
             await self.force_sync()
 
     async def _canary_left(self, table: str) -> bool:

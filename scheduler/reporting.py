@@ -99,9 +99,9 @@ class Reporter:
                                      pod.metadata.namespace, subresource="status",
                                      content_type="application/strategic-merge-patch+json")
             except ApiError as exc:
-                log.debug("scheduler: could not update %s status: %s", key, exc)
+                log.debug("could not update %s status: %s", key, exc)
             except Exception as exc:  # noqa: BLE001 - a lost connection: the next failure patches again
-                log.warning("scheduler: could not update %s status: %s", key, exc)
+                log.warning("could not update %s status: %s", key, exc)
 
     async def run(self) -> None:
         async with asyncio.TaskGroup() as tg:

