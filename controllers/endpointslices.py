@@ -204,28 +204,42 @@ class EndpointSliceController:
         pool: dict[PortKey, list[EndpointSlice]] = {}
         for s in sorted(existing, key=lambda s: s.metadata.name or ""):
             pool.setdefault(_port_key(s), []).append(s)
+        to_create: list[EndpointSlice] = []
         for want in desired:
             candidates = pool.get(_port_key(want)) or []
             if candidates:
-                have = candidates.pop(0)
-                if _content(have) != _content(want):
-                    have.endpoints, have.ports = want.endpoints, want.ports
-                    have.metadata.labels = want.metadata.labels
-                    have.metadata.owner_references = want.metadata.owner_references
-                    have.metadata.annotations = _with_trigger_time(have.metadata.annotations, trigger_text)
-                    log.info("endpointslices: updating %s/%s", namespace, have.metadata.name)
-                    written = await self.api.update(kinds.ENDPOINTSLICES, have)
-                    self._track(key, written)
-                    report(self.traces, self.name, key, "endpointslices", written, inputs)
+                await self._refresh(key, candidates.pop(0), want, trigger_text, inputs)
             else:
-                want.metadata.annotations = _with_trigger_time(want.metadata.annotations, trigger_text)
-                created = await self.api.create(kinds.ENDPOINTSLICES, want, namespace)
-                self._track(key, created)
-                log.info("endpointslices: created %s/%s for %s", namespace, created.metadata.name, key)
-                report(self.traces, self.name, key, "endpointslices", created, inputs)
-        for leftovers in pool.values():
-            for old in leftovers:
-                await self._delete(old)
+                to_create.append(want)
+        leftovers = [old for olds in pool.values() for old in olds]
+        for want in to_create:
+            if leftovers:
+                # kube's reconciler turns a create paired with a delete into an update of the slice that
+                # would go: the placeholder written before any pod was ready becomes the real slice, and
+                # its name stays (no second slice, no churn in every node's rules).
+                await self._refresh(key, leftovers.pop(0), want, trigger_text, inputs)
+                continue
+            want.metadata.annotations = _with_trigger_time(want.metadata.annotations, trigger_text)
+            created = await self.api.create(kinds.ENDPOINTSLICES, want, namespace)
+            self._track(key, created)
+            log.info("endpointslices: created %s/%s for %s", namespace, created.metadata.name, key)
+            report(self.traces, self.name, key, "endpointslices", created, inputs)
+        for old in leftovers:
+            await self._delete(old)
+
+    async def _refresh(self, key: str, have: EndpointSlice, want: EndpointSlice, trigger_text: str | None,
+                       inputs: object) -> None:
+        """Write `want`'s content into the existing slice `have`, if it differs."""
+        if _content(have) == _content(want):
+            return
+        have.endpoints, have.ports = want.endpoints, want.ports
+        have.metadata.labels = want.metadata.labels
+        have.metadata.owner_references = want.metadata.owner_references
+        have.metadata.annotations = _with_trigger_time(have.metadata.annotations, trigger_text)
+        log.info("endpointslices: updating %s/%s", have.metadata.namespace, have.metadata.name)
+        written = await self.api.update(kinds.ENDPOINTSLICES, have)
+        self._track(key, written)
+        report(self.traces, self.name, key, "endpointslices", written, inputs)
 
     async def _delete(self, slice_: EndpointSlice) -> None:
         try:

@@ -764,7 +764,7 @@ class LabNetwork:
 
     def _create_netns(self, name: str) -> None:
         try:
-            pyroute2_netns.create(name)
+            _create_netns_in_thread(name)
         except FileExistsError:
             raise _NetnsExists(
                 f"network namespace {name} already exists and is not ours (is another lab using prefix"
@@ -1015,16 +1015,65 @@ def _remove_state(path: Path, log_dir: Path | None) -> None:
 
 @contextlib.contextmanager
 def _rtnl(netns: str | None) -> Iterator[Any]:
-    """An rtnetlink socket inside an existing namespace (flags=0: never create it by accident), or in
-    the current one for None."""
+    """An rtnetlink socket inside an existing namespace, or in the current one for None.
+
+    pyroute2 would fork a child to open a socket inside a namespace; a forked copy of a process whose
+    gRPC threads (etcd client) are busy sometimes dies of SIGSEGV. A socket belongs to the namespace
+    it is created in, whichever thread uses it later, so a throwaway thread enters the namespace,
+    opens the netlink socket, and hands its descriptor over."""
     try:
-        ipr = IPRoute() if netns is None else IPRoute(netns=netns, flags=0)
+        ipr = IPRoute() if netns is None else IPRoute(fileno=_in_netns_thread(netns, _netlink_socket_fd))
     except FileNotFoundError:
         raise DataplaneError(f"network namespace {netns} does not exist") from None
     try:
         yield ipr
     finally:
         ipr.close()
+
+
+_CLONE_NEWNET = 0x40000000
+
+
+def _in_netns_thread(netns: str | None, work: Any) -> Any:
+    """Run `work()` in a new thread that first enters `netns` (setns affects only the calling thread)
+    and exits afterwards, so no thread that does anything else ever changes namespace. No fork."""
+    box: dict[str, Any] = {}
+
+    def run() -> None:
+        try:
+            if netns is not None:
+                pyroute2_netns.setns(netns, flags=0)
+            box["result"] = work()
+        except BaseException as exc:  # re-raised in the caller's thread
+            box["error"] = exc
+
+    thread = threading.Thread(target=run, name=f"netns-{netns}")
+    thread.start()
+    thread.join()
+    if "error" in box:
+        raise box["error"]
+    return box["result"]
+
+
+def _netlink_socket_fd() -> int:
+    import socket
+
+    return socket.socket(socket.AF_NETLINK, socket.SOCK_DGRAM, 0).detach()  # NETLINK_ROUTE
+
+
+def _create_netns_in_thread(name: str) -> None:
+    """`ip netns add NAME` without a fork: a throwaway thread unshares its network namespace and
+    pyroute2's attach() bind-mounts it at /var/run/netns/NAME (making the directory a shared mount
+    first, as iproute2 does). FileExistsError if the name is taken."""
+    import ctypes
+
+    def create() -> None:
+        libc = ctypes.CDLL(None, use_errno=True)
+        if libc.unshare(_CLONE_NEWNET) != 0:
+            raise OSError(ctypes.get_errno(), "unshare(CLONE_NEWNET) failed")
+        pyroute2_netns.attach(name, "thread-self", libc=libc)
+
+    _in_netns_thread(None, create)
 
 
 @contextlib.contextmanager

@@ -164,3 +164,32 @@ def test_every_component_serves_its_metrics_where_cluster_json_says(cluster: Up)
         assert "kubeproxy_network_programming_duration_seconds_bucket" in text, node
     status = kubelab("status", "--data-dir", str(cluster.data_dir))
     assert metrics["scheduler"] in status.stdout and metrics["proxy"]["node-1"] in status.stdout
+
+
+def test_a_service_keeps_one_endpointslice_from_placeholder_to_ready_pods(cluster: Up) -> None:
+    """The slice written while no pod is ready (the empty placeholder) becomes the real one when pods come:
+    kube's reconciler pairs the create with the delete and updates in place, so the Service only ever has
+    one slice name and the proxies see one slice change, not a second slice and a deletion."""
+    name = "one-slice"
+    names: set[str] = set()
+    with httpx.Client(base_url=cluster.url, timeout=10) as http:
+        path = "/apis/discovery.k8s.io/v1/namespaces/default/endpointslices"
+        selector = {"labelSelector": f"kubernetes.io/service-name={name}"}
+        assert http.post(f"{NS}/services", json=service(name)).status_code == 201
+
+        def placeholder() -> bool:
+            items = http.get(path, params=selector).json()["items"]
+            names.update(i["metadata"]["name"] for i in items)
+            return len(items) == 1 and not items[0].get("endpoints")
+
+        wait_for("the placeholder slice", placeholder)
+        for i in range(3):
+            assert http.post(f"{NS}/pods", json=pod(f"{name}-{i}", name)).status_code == 201
+
+        def filled() -> bool:
+            items = http.get(path, params=selector).json()["items"]
+            names.update(i["metadata"]["name"] for i in items)
+            return len(items) == 1 and len(items[0].get("endpoints") or []) == 3
+
+        wait_for("three endpoints in the slice", filled)
+    assert len(names) == 1, f"the Service had several slices: {sorted(names)}"
