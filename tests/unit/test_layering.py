@@ -1,0 +1,58 @@
+"""The layering DESIGN.md promises, checked on the source: components never import each other, the shared
+core imports no component (only the CLI and the one-process runner assemble them), and only
+apiserver/storage.py imports the etcd client."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+COMPONENTS = ("apiserver", "scheduler", "controllers", "proxyagent", "kubeletstub", "clusterdns")
+ASSEMBLERS = {"kubelab/cli.py", "kubelab/runner.py"}
+
+
+def imported_modules(path: Path) -> set[str]:
+    tree = ast.parse(path.read_text(), filename=str(path))
+    found: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            found.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+            found.add(node.module)
+    return found
+
+
+def sources(package: str) -> list[Path]:
+    return sorted((ROOT / package).rglob("*.py"))
+
+
+@pytest.mark.parametrize("component", COMPONENTS)
+def test_components_do_not_import_each_other(component: str) -> None:
+    offenders = []
+    for path in sources(component):
+        for module in imported_modules(path):
+            top = module.split(".", 1)[0]
+            if top in COMPONENTS and top != component:
+                offenders.append(f"{path.relative_to(ROOT)} imports {module}")
+    assert not offenders, "\n".join(offenders)
+
+
+def test_the_core_imports_no_component_except_the_assemblers() -> None:
+    offenders = []
+    for path in sources("kubelab"):
+        rel = str(path.relative_to(ROOT))
+        if rel in ASSEMBLERS:
+            continue
+        for module in imported_modules(path):
+            if module.split(".", 1)[0] in COMPONENTS:
+                offenders.append(f"{rel} imports {module}")
+    assert not offenders, "\n".join(offenders)
+
+
+def test_only_storage_imports_the_etcd_client() -> None:
+    users = sorted(str(p.relative_to(ROOT)) for package in ("kubelab", *COMPONENTS) for p in sources(package)
+                   if any(m == "aetcd" or m.startswith("aetcd.") for m in imported_modules(p)))
+    assert users == ["apiserver/storage.py"], users
