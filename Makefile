@@ -3,7 +3,7 @@ PYTHON ?= python3
 VENV ?= .venv
 ARGS ?=
 
-.PHONY: up test bench venv system-deps clean
+.PHONY: up test bench lint venv system-deps clean
 
 $(VENV)/.installed: pyproject.toml
 	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "kubelab needs Python >= 3.11")'
@@ -40,6 +40,12 @@ test: venv system-deps
 # Every benchmark, one after the other (bench/run_all.py; numbers and commands in BENCHMARKS.md).
 bench: venv system-deps
 	$(VENV)/bin/python bench/run_all.py $(ARGS)
+
+# Style and types: ruff over everything, mypy --strict over the packages (not part of `make test`).
+lint: venv
+	$(VENV)/bin/pip install --quiet -e '.[test,lint]'
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/mypy --strict kubelab apiserver scheduler controllers proxyagent kubeletstub clusterdns
 
 clean:
 	rm -rf $(VENV) .kubelab .pytest_cache

@@ -10,7 +10,7 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from kubelab import addressing, kinds
+from kubelab import kinds
 
 from . import errors
 from .registry import Registry
@@ -68,6 +68,8 @@ async def _reconcile_endpoints(registry: Registry, ip: str, port: int) -> None:
         except errors.StatusError as exc:
             if exc.code != 409:
                 raise
-            await registry.guaranteed_update(rt, "default", "kubernetes",
-                                             lambda current, body=body: {**current, **{k: v for k, v in body.items()
-                                                                                       if k != "metadata"}})
+
+            def refresh(current: dict[str, Any], body: dict[str, Any] = body) -> dict[str, Any]:
+                return {**current, **{k: v for k, v in body.items() if k != "metadata"}}
+
+            await registry.guaranteed_update(rt, "default", "kubernetes", refresh)

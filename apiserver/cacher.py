@@ -30,7 +30,7 @@ import asyncio
 import functools
 import logging
 from collections import deque
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncGenerator, Callable
 from typing import Any
 
 import orjson
@@ -321,7 +321,7 @@ class WatchCache:
         return self.store.get(key)
 
     async def watch(self, prefix: str, since: int | None, matches: Matcher | None, *,
-                    current_revision: Callable[[], Any]) -> AsyncIterator[WatchEvent]:
+                    current_revision: Callable[[], Any]) -> AsyncGenerator[WatchEvent, None]:
         """Events under `prefix` after `since` (None: the current objects as ADDED first).
         NotServable (before anything is yielded) when the registry should watch etcd instead."""
         await self.ensure_started()

@@ -25,7 +25,7 @@ MAX_DEPTH = 128
 _TIMESTAMP = "tag:yaml.org,2002:timestamp"
 
 
-class _SafeLoader(yaml.SafeLoader):
+class _SafeLoader(yaml.SafeLoader):  # type: ignore[misc]  # PyYAML ships no type hints: its base is Any
     """A SafeLoader with kube's YAML-to-JSON habits (sigs.k8s.io/yaml): unquoted timestamps stay
     strings, so `creationTimestamp: 2024-01-01T00:00:00Z` reaches a string field as a string. It
     refuses recursive aliases, excessive alias expansion and excessive nesting."""
@@ -111,14 +111,14 @@ def _check_depth(value: Any) -> None:
 
 def load_yaml(text: str | bytes) -> Any:
     try:
-        return _to_json(yaml.load(text, Loader=_SafeLoader))  # noqa: S506 - _SafeLoader is a SafeLoader
+        return _to_json(yaml.load(text, Loader=_SafeLoader))  # _SafeLoader is a SafeLoader
     except RecursionError as exc:  # PyYAML's composer recurses; deeper than Python allows is too deep
         raise yaml.YAMLError(f"exceeded max depth of {MAX_DEPTH}") from exc
 
 
 def load_yaml_all(text: str | bytes) -> list[Any]:
     try:
-        return [_to_json(d) for d in yaml.load_all(text, Loader=_SafeLoader) if d is not None]  # noqa: S506
+        return [_to_json(d) for d in yaml.load_all(text, Loader=_SafeLoader) if d is not None]
     except RecursionError as exc:
         raise yaml.YAMLError(f"exceeded max depth of {MAX_DEPTH}") from exc
 

@@ -13,6 +13,8 @@ NodePort reservations it holds), which is what makes allocation race-free.
 from __future__ import annotations
 
 import asyncio
+import builtins
+import contextlib
 import logging
 import time
 from collections.abc import AsyncIterator, Callable, Sequence
@@ -195,10 +197,8 @@ class Storage:
         client, self._client = self._client, None
         self._index += 1
         if client is not None:
-            try:
+            with contextlib.suppress(Exception):  # closing a broken channel may fail; it is gone either way
                 await client.close()
-            except Exception:  # noqa: BLE001 - closing a broken channel may fail; it is gone either way
-                pass
 
     async def close(self) -> None:
         if self._client is not None:
@@ -221,7 +221,7 @@ class Storage:
             return await asyncio.wait_for(op, self.timeout)
         except StorageError:
             raise
-        except (aetcd.exceptions.ConnectionTimeoutError, asyncio.TimeoutError) as exc:
+        except (TimeoutError, aetcd.exceptions.ConnectionTimeoutError) as exc:
             if len(self.servers) > 1:
                 await self._failover()
             raise Timeout(f"etcd did not answer within {self.timeout:g}s ({str(exc) or type(exc).__name__})"
@@ -275,19 +275,22 @@ class Storage:
         result = await self._call(self.client.get_prefix(prefix.encode(), keys_only=True))
         return len(result)
 
-    async def keys(self, prefix: str) -> list[str]:
+    # Below `async def list`, a bare `list` in a signature names that method: hence builtins.list.
+    async def keys(self, prefix: str) -> builtins.list[str]:
         result = await self._call(self.client.get_prefix(prefix.encode(), keys_only=True))
         return [kv.key.decode() for kv in result]
 
     # --- writes ----------------------------------------------------------------------------------
 
-    async def _txn(self, compares: list[Any], ops: list[Any], check_keys: list[str],
-                   metric: tuple[str, str] | None = None) -> tuple[bool, Any]:
+    async def _txn(self, compares: builtins.list[Any], ops: builtins.list[Any],
+                   check_keys: builtins.list[str], metric: tuple[str, str] | None = None) -> tuple[bool, Any]:
         t = self.client.transactions
         failure = [t.get(k.encode()) for k in check_keys]
-        return await self._call(self.client.transaction(compare=compares, success=ops, failure=failure), metric)
+        result: tuple[bool, Any] = await self._call(
+            self.client.transaction(compare=compares, success=ops, failure=failure), metric)
+        return result
 
-    def _extra(self, extra: Txn | None) -> tuple[list[Any], list[Any], list[str]]:
+    def _extra(self, extra: Txn | None) -> tuple[builtins.list[Any], builtins.list[Any], builtins.list[str]]:
         t = self.client.transactions
         compares: list[Any] = []
         ops: list[Any] = []
@@ -309,7 +312,8 @@ class Storage:
         return compares, ops, checks
 
     @staticmethod
-    def _explain_failure(checks: list[str], responses: list[Any], extra: Txn | None) -> StorageError | None:
+    def _explain_failure(checks: builtins.list[str], responses: builtins.list[Any], extra: Txn | None
+                         ) -> StorageError | None:
         """Which compare of a failed transaction failed: an extra key that exists or is missing."""
         found = {}
         for key, resp in zip(checks, responses, strict=False):
@@ -330,7 +334,7 @@ class Storage:
         return None
 
     @staticmethod
-    def _put_revision(responses: list[Any]) -> int:
+    def _put_revision(responses: builtins.list[Any]) -> int:
         return int(responses[0].response_put.header.revision)
 
     async def create(self, key: str, obj: dict[str, Any], *, extra: Txn | None = None) -> int:
@@ -440,7 +444,7 @@ class Storage:
             call = aetcd.rpc.WatchStub(client.channel).Watch(requests(), metadata=client.metadata)
         except StorageError:
             raise
-        except Exception as exc:  # noqa: BLE001 - any failure to open the stream means etcd is not there
+        except Exception as exc:  # any failure to open the stream means etcd is not there
             raise Unavailable(str(exc)) from exc
         try:
             responses = call.__aiter__()
@@ -450,7 +454,7 @@ class Storage:
                 first = await asyncio.wait_for(anext(responses), self.timeout)
             except StopAsyncIteration:
                 raise Unavailable("etcd ended the watch stream") from None
-            except asyncio.TimeoutError:
+            except TimeoutError:
                 raise Timeout(f"etcd did not open the watch within {self.timeout:g}s") from None
 
             async def rest() -> AsyncIterator[Any]:

@@ -90,7 +90,7 @@ def open_sockets(host: str, port: int, *, netns: str | None = None, metrics_port
         try:
             pyroute2_netns.setns(netns, flags=0)
             result.append(_bind(host, port, metrics_port))
-        except BaseException as exc:  # re-raised in the caller's thread
+        except BaseException as exc:  # noqa: BLE001 - re-raised in the caller's thread
             failure.append(exc)
 
     thread = threading.Thread(target=enter_and_bind, name=f"dns-sockets-{netns}")
@@ -167,7 +167,7 @@ class DnsServer:
             def datagram_received(self, data: bytes, addr: tuple[str, int]) -> None:
                 try:
                     reply = server.handle(data, tcp=False)
-                except Exception:  # noqa: BLE001 - one bad query must not stop the server
+                except Exception:  # one bad query must not stop the server
                     log.exception("failed to answer a query from %s", addr)
                     return
                 if reply is not None:

@@ -228,7 +228,7 @@ class EndpointSliceController:
             await self._delete(old)
 
     async def _refresh(self, key: str, have: EndpointSlice, want: EndpointSlice, trigger_text: str | None,
-                       inputs: object) -> None:
+                       inputs: int) -> None:
         """Write `want`'s content into the existing slice `have`, if it differs."""
         if _content(have) == _content(want):
             return

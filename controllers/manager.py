@@ -9,6 +9,7 @@ from typing import Any, Protocol
 
 from kubelab import kinds
 from kubelab.client import ApiClient, Informer, WorkQueue
+from kubelab.client.informer import Handler
 from kubelab.client.queuemetrics import WorkQueueMetricsProvider
 from kubelab.client.tracereport import TraceReporter
 from kubelab.models import Deployment, Endpoints, EndpointSlice, Namespace, Node, Pod, ReplicaSet, Service
@@ -70,7 +71,7 @@ class Controller(Protocol):
     async def reconcile(self, key: str) -> None: ...
 
 
-def _service_handlers(informers: SharedInformers, queue: WorkQueue) -> None:
+def _service_handlers(informers: SharedInformers, queue: WorkQueue) -> Handler:
     def on_service(event: str, old: Service | None, new: Service | None) -> None:
         queue.add((new or old).key)  # type: ignore[union-attr]
 
@@ -91,7 +92,7 @@ def _service_handlers(informers: SharedInformers, queue: WorkQueue) -> None:
 
     informers.services.add_handler(on_service)
     informers.pods.add_handler(on_pod)
-    return on_owned  # type: ignore[return-value]
+    return on_owned
 
 
 async def run(api: ApiClient, *, workers: int = 2, node_monitor_grace_period: float = 50.0,
@@ -112,7 +113,8 @@ async def run(api: ApiClient, *, workers: int = 2, node_monitor_grace_period: fl
 
     informers = SharedInformers(api)
     # The workload controllers keep their own queues (their handlers lower expectations, too).
-    workloads = [ReplicaSetController(api, informers), DeploymentController(api, informers)]
+    workloads: list[ReplicaSetController | DeploymentController] = [ReplicaSetController(api, informers),
+                                                                    DeploymentController(api, informers)]
     # The garbage collector sees every kind: the shared informers, and its own for the rest.
     shared = {informer.rt: informer for informer in informers.all()}
     gc_informers = [shared.get(rt) or Informer(api, rt, name=f"gc-{rt.plural}") for rt in kinds.BUILTIN]
@@ -121,12 +123,12 @@ async def run(api: ApiClient, *, workers: int = 2, node_monitor_grace_period: fl
     traces = TraceReporter(api)
     for controller_class, owned in ((EndpointsController, informers.endpoints),
                                     (EndpointSliceController, informers.slices)):
-        controller = controller_class(api, informers)
-        controller.traces = traces
-        queue = WorkQueue(controller.name)
+        service_controller = controller_class(api, informers)
+        service_controller.traces = traces
+        queue = WorkQueue(service_controller.name)
         on_owned = _service_handlers(informers, queue)
-        owned.add_handler(on_owned)  # type: ignore[arg-type]
-        controllers.append((controller, queue))
+        owned.add_handler(on_owned)
+        controllers.append((service_controller, queue))
     lb_controller = LoadBalancerController(api, informers.services, Pool.parse(lb_pool)) if lb_pool else None
     lb_queue = WorkQueue("loadbalancer-controller")
     if metrics is not None:

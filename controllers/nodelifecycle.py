@@ -175,6 +175,6 @@ class NodeLifecycleController:
             while True:
                 try:
                     await self.monitor_once()
-                except Exception:  # noqa: BLE001 - one bad pass must not stop monitoring
+                except Exception:  # one bad pass must not stop monitoring
                     log.exception("node-lifecycle: monitoring pass failed")
                 await asyncio.sleep(self.monitor_period)

@@ -36,9 +36,7 @@ def should_include(pod: Pod, service: Service, *, include_terminating: bool) -> 
     if pod.is_terminal() or not pod.pod_ip:
         return False
     publish = bool(service.spec and service.spec.publish_not_ready_addresses)
-    if pod.metadata.deletion_timestamp and not (include_terminating or publish):
-        return False
-    return True
+    return not pod.metadata.deletion_timestamp or include_terminating or publish
 
 
 def is_headless(service: Service) -> bool:

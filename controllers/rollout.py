@@ -19,8 +19,14 @@ from datetime import datetime, timedelta
 import orjson
 
 from kubelab import timeutil
-from kubelab.models import (Deployment, DeploymentCondition, DeploymentStatus, IntOrString, PodTemplateSpec,
-                            ReplicaSet)
+from kubelab.models import (
+    Deployment,
+    DeploymentCondition,
+    DeploymentStatus,
+    IntOrString,
+    PodTemplateSpec,
+    ReplicaSet,
+)
 
 HASH_LABEL = "pod-template-hash"
 REVISION = "deployment.kubernetes.io/revision"

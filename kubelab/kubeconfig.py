@@ -17,7 +17,8 @@ def render(server: str, *, name: str = "kubelab", token: str | None = None) -> s
         "current-context": name,
         "preferences": {},
     }
-    return yaml.safe_dump(config, sort_keys=False)
+    text: str = yaml.safe_dump(config, sort_keys=False)  # PyYAML is untyped: without a stream it returns str
+    return text
 
 
 def write(path: Path, server: str, *, token: str | None = None) -> Path:

@@ -41,7 +41,7 @@ class MetricsServer:
                 raise ValueError("a registry or an exposition function is needed")
             exposition = lambda: generate_latest(registry)
         self.host, self.port, self.name = host, port, name
-        self._exposition = exposition
+        self._exposition: Callable[[], bytes] = exposition
         self._server: asyncio.Server | None = None
 
     @property
@@ -75,7 +75,7 @@ class MetricsServer:
             return 405, "text/plain; charset=utf-8", b"method not allowed\n"
         path = path.split("?", 1)[0]
         if path == "/metrics":
-            body: bytes = self._exposition() if self._exposition is not None else generate_latest(self._registry)
+            body = self._exposition()
             return 200, CONTENT_TYPE_LATEST, body
         if path in ("/healthz", "/livez", "/readyz"):
             return 200, "text/plain; charset=utf-8", b"ok"

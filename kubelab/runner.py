@@ -126,7 +126,7 @@ async def up(options: UpOptions, *, ready: Callable[[dict[str, Any]], None] | No
         server = uvicorn.Server(uvicorn.Config(app, host=host, port=port, log_level="warning", lifespan="on",
                                                access_log=False, timeout_graceful_shutdown=2))
         # uvicorn would take SIGINT/SIGTERM for itself; here they cancel the whole cluster instead.
-        server.capture_signals = contextlib.nullcontext  # type: ignore[method-assign]
+        server.capture_signals = contextlib.nullcontext  # type: ignore[method-assign,assignment]
         serving = asyncio.create_task(server.serve(), name="apiserver")
         try:
             while not server.started:
@@ -347,6 +347,13 @@ async def _run_components(tg: asyncio.TaskGroup, options: UpOptions, server_url:
     announce("controllers", [controllers_synced.wait()])
     metrics["controllers"] = await serve_metrics(
         MetricsServer("127.0.0.1", 0, registry=queue_metrics.registry, name="controllers"), "controllers-metrics")
+
+    def proxy_metrics_server(node: _Node) -> ProxyMetricsServer:
+        """The node's current proxy agent (a resumed node has a new one) behind one listener."""
+        return ProxyMetricsServer("127.0.0.1", 0, metrics=lambda: node.agent.metrics_text(),
+                                  healthy=lambda: node.agent.is_healthy(),
+                                  last_updated=lambda: node.agent.proxier.last_updated)
+
     nodes: dict[str, _Node] = {}
     for index in range(1, options.nodes + 1):
         name = addressing.node_name(index)
@@ -356,11 +363,7 @@ async def _run_components(tg: asyncio.TaskGroup, options: UpOptions, server_url:
         node.start(tg)
         announce(name, [node.kubelet.registered.wait()], f"registered and Ready (InternalIP {ip}, pods {cidr})")
         state["nodes"][name] = {"ip": ip, "podCIDR": cidr, "netns": dataplane.node_netns}
-        # The node's current proxy agent (a resumed node has a new one) behind one listener.
-        proxy_metrics = ProxyMetricsServer("127.0.0.1", 0, metrics=lambda node=node: node.agent.metrics_text(),
-                                           healthy=lambda node=node: node.agent.is_healthy(),
-                                           last_updated=lambda node=node: node.agent.proxier.last_updated)
-        metrics["proxy"][name] = await serve_metrics(proxy_metrics, f"proxy-{name}-metrics")
+        metrics["proxy"][name] = await serve_metrics(proxy_metrics_server(node), f"proxy-{name}-metrics")
     _write_state(data_dir, state)
     control = await _serve_control(data_dir, nodes, tg)
     try:

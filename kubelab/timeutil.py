@@ -23,7 +23,8 @@ def parse(text: str | None) -> datetime | None:
     if not text:
         return None
     try:
-        return datetime.fromisoformat(text.replace("Z", "+00:00"))
+        # Not fromisoformat's own "Z" support: it refuses a date-only "2024-01-01Z", which this accepts.
+        return datetime.fromisoformat(text.replace("Z", "+00:00"))  # noqa: FURB162
     except ValueError:
         return None
 

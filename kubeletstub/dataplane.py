@@ -38,7 +38,7 @@ class Dataplane(Protocol):
 class RenderDataplane:
     """No namespaces, no processes: pods exist only as API objects."""
 
-    node_netns = None
+    node_netns: str | None = None
 
     def __init__(self) -> None:
         self._pods: set[str] = set()

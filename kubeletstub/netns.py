@@ -65,7 +65,7 @@ import threading
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, Self
 
 from pyroute2 import IPRoute
 from pyroute2 import config as pyroute2_config
@@ -324,7 +324,7 @@ class LabNetwork:
         self._pending_nodes: dict[str, NodeNet] = {}
         self._pods: dict[tuple[str, str], PodNet] = {}
 
-    def __enter__(self) -> LabNetwork:
+    def __enter__(self) -> Self:
         self.create()
         return self
 
@@ -1044,7 +1044,7 @@ def _in_netns_thread(netns: str | None, work: Any) -> Any:
             if netns is not None:
                 pyroute2_netns.setns(netns, flags=0)
             box["result"] = work()
-        except BaseException as exc:  # re-raised in the caller's thread
+        except BaseException as exc:  # noqa: BLE001 - re-raised in the caller's thread
             box["error"] = exc
 
     thread = threading.Thread(target=run, name=f"netns-{netns}")
@@ -1203,7 +1203,7 @@ def _write_sysctls(netns: str | None, values: Mapping[str, str]) -> None:
                 except OSError as exc:
                     raise OSError(exc.errno, f"cannot set {key.replace('/', '.')}={value} ({exc.strerror}); "
                                   "set it for the container (compose `sysctls:`) or run it privileged") from exc
-        except BaseException as exc:  # re-raised in the caller's thread
+        except BaseException as exc:  # noqa: BLE001 - re-raised in the caller's thread
             failure.append(exc)
 
     thread = threading.Thread(target=write, name=f"sysctl-{netns}")

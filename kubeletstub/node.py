@@ -15,8 +15,19 @@ from dataclasses import dataclass, field
 
 from kubelab import addressing, kinds, quantity, timeutil
 from kubelab.client import ApiClient, NotFound
-from kubelab.models import (Lease, LeaseSpec, Node, NodeAddress, NodeCondition, NodeSpec, NodeStatus, NodeSystemInfo,
-                            ObjectMeta, OwnerReference, Taint)
+from kubelab.models import (
+    Lease,
+    LeaseSpec,
+    Node,
+    NodeAddress,
+    NodeCondition,
+    NodeSpec,
+    NodeStatus,
+    NodeSystemInfo,
+    ObjectMeta,
+    OwnerReference,
+    Taint,
+)
 
 KUBELET_VERSION = "v1.32.0-kubelab"
 

@@ -188,9 +188,9 @@ def stop_pod_process(proc: PodProcess, *, timeout: float = 5.0) -> None:
         stat = _proc_stat(proc.pid)
         if stat is None or stat[1] != proc.start_time:
             return
-        if not _signal_and_wait(pidfd, signal.SIGTERM, timeout):
-            if not _signal_and_wait(pidfd, signal.SIGKILL, timeout):
-                raise PodProcessError(f"pod server {proc.pod_name} (pid {proc.pid}) survived SIGKILL")
+        if (not _signal_and_wait(pidfd, signal.SIGTERM, timeout)
+                and not _signal_and_wait(pidfd, signal.SIGKILL, timeout)):
+            raise PodProcessError(f"pod server {proc.pod_name} (pid {proc.pid}) survived SIGKILL")
     finally:
         os.close(pidfd)
     _reap(proc.pid)

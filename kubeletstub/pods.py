@@ -124,7 +124,7 @@ def _same(have: PodStatus | None, want: PodStatus) -> bool:
     if have is None:
         return False
 
-    def strip(status: PodStatus) -> Any:
+    def strip(status: PodStatus) -> dict[str, Any]:
         data = status.to_dict()
         data.pop("startTime", None)
         for cond in data.get("conditions") or []:
@@ -177,8 +177,12 @@ class PodManager:
             if key not in self._terminating:
                 task = asyncio.get_running_loop().create_task(self._terminate(pod), name=f"terminate-{key}")
                 self._terminating[key] = task
-                task.add_done_callback(lambda t, key=key: self._terminating.pop(key, None)
-                                       if self._terminating.get(key) is t else None)
+
+                def forget(t: asyncio.Task[None], key: str = key) -> None:
+                    if self._terminating.get(key) is t:
+                        self._terminating.pop(key, None)
+
+                task.add_done_callback(forget)
             return
         if pod.is_terminal():
             await self._stop(key)

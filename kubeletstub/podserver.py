@@ -24,7 +24,6 @@ import argparse
 import os
 import select
 import signal
-import socket
 import socketserver
 import sys
 import threading
@@ -108,7 +107,7 @@ class _PodRequestHandler(BaseHTTPRequestHandler):
         if with_body:
             self.wfile.write(body)
 
-    def log_message(self, format: str, *args: object) -> None:  # noqa: A002 - stdlib signature
+    def log_message(self, format: str, *args: object) -> None:  # `format`: the stdlib signature
         # One line per request would grow the pod log without bound under a benchmark.
         pass
 

@@ -19,7 +19,7 @@ import urllib.request
 def http_probe(url: str, timeout: float, headers: dict[str, str]) -> tuple[bool, str]:
     request = urllib.request.Request(url, headers={"User-Agent": "kube-probe/1.32", **headers})
     try:
-        with urllib.request.urlopen(request, timeout=timeout) as resp:  # noqa: S310 - pod IPs only
+        with urllib.request.urlopen(request, timeout=timeout) as resp:  # pod IPs only
             code = resp.status
     except urllib.error.HTTPError as exc:
         code = exc.code

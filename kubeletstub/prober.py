@@ -15,7 +15,7 @@ import sys
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, TypedDict
 
 from kubelab.models import Container, Pod
 
@@ -38,6 +38,16 @@ class ProbeSpec:
     failure_threshold: int = 3
 
 
+class _Timing(TypedDict):
+    """ProbeSpec's timing fields, passed as keywords."""
+
+    initial_delay: float
+    period: float
+    timeout: float
+    success_threshold: int
+    failure_threshold: int
+
+
 def _resolve_port(port: Any, container: Container) -> int | None:
     if isinstance(port, int):
         return port
@@ -52,10 +62,11 @@ def _resolve_port(port: Any, container: Container) -> int | None:
 
 def probe_spec(probe: dict[str, Any], container: Container, pod_ip: str) -> ProbeSpec | None:
     """The probe of a container spec, with kube's defaults (period 10 s, timeout 1 s, failure 3)."""
-    common = {"initial_delay": float(probe.get("initialDelaySeconds") or 0),
-              "period": float(probe.get("periodSeconds") or 10), "timeout": float(probe.get("timeoutSeconds") or 1),
-              "success_threshold": int(probe.get("successThreshold") or 1),
-              "failure_threshold": int(probe.get("failureThreshold") or 3)}
+    common: _Timing = {"initial_delay": float(probe.get("initialDelaySeconds") or 0),
+                       "period": float(probe.get("periodSeconds") or 10),
+                       "timeout": float(probe.get("timeoutSeconds") or 1),
+                       "success_threshold": int(probe.get("successThreshold") or 1),
+                       "failure_threshold": int(probe.get("failureThreshold") or 3)}
     if "httpGet" in probe:
         get = probe["httpGet"] or {}
         port = _resolve_port(get.get("port"), container)

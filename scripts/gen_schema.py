@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import kubernetes
-import kubernetes.client as client
+from kubernetes import client
 
 ROOTS = {
     "v1/Namespace": "V1Namespace", "v1/Node": "V1Node", "v1/Pod": "V1Pod", "v1/Service": "V1Service",

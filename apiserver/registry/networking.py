@@ -5,7 +5,7 @@ from __future__ import annotations
 import ipaddress
 
 from kubelab import validation
-from kubelab.models import EndpointSlice, Endpoints, TypedObject
+from kubelab.models import Endpoints, EndpointSlice, TypedObject
 from kubelab.validation import FieldError, invalid, not_supported, required
 
 from .strategy import Strategy

@@ -8,8 +8,15 @@ import random
 import orjson
 
 from kubelab import validation
-from kubelab.models import (ClientIPConfig, LoadBalancerStatus, Service, ServicePort, ServiceStatus,
-                            SessionAffinityConfig, TypedObject)
+from kubelab.models import (
+    ClientIPConfig,
+    LoadBalancerStatus,
+    Service,
+    ServicePort,
+    ServiceStatus,
+    SessionAffinityConfig,
+    TypedObject,
+)
 from kubelab.validation import FieldError, invalid, not_supported, required
 
 from ..storage import Txn
@@ -131,8 +138,8 @@ class ServiceStrategy(Strategy):
             seen.add(ident)
         if spec.session_affinity not in ("None", "ClientIP"):
             errs.append(not_supported("spec.sessionAffinity", spec.session_affinity, ["ClientIP", "None"]))
-        timeout = (spec.session_affinity_config and spec.session_affinity_config.client_ip
-                   and spec.session_affinity_config.client_ip.timeout_seconds)
+        timeout = (spec.session_affinity_config.client_ip.timeout_seconds
+                   if spec.session_affinity_config and spec.session_affinity_config.client_ip else None)
         if spec.session_affinity == "ClientIP" and timeout is not None and not 0 < timeout <= 86400:
             errs.append(invalid("spec.sessionAffinityConfig.clientIP.timeoutSeconds", timeout,
                                 "must be greater than 0 and less than 86400"))
@@ -240,14 +247,14 @@ class ServiceStrategy(Strategy):
         if needs_node_ports(obj):
             old_by_port = {(p.port, p.protocol): p.node_port for p in (old_spec.ports if old_spec else None) or []
                            if p.node_port}
-            taken = {int(k.rsplit("/", 1)[1]) for k in avoid if "/servicenodeports/" in k}
+            taken_ports = {int(k.rsplit("/", 1)[1]) for k in avoid if "/servicenodeports/" in k}
             for i, port in enumerate(spec.ports or []):
                 if not port.node_port:
                     reuse = old_by_port.get((port.port, port.protocol))
                     if reuse:
                         port.node_port = reuse
                     else:
-                        port.node_port = self.port_range.pick(taken | claimed | old_ports, self.rng)
+                        port.node_port = self.port_range.pick(taken_ports | claimed | old_ports, self.rng)
                         if port.node_port not in claimed:
                             alloc.txn.create[port_key(port.node_port)] = owner
                 elif port.node_port not in old_ports and port.node_port not in claimed:
@@ -273,8 +280,8 @@ class ServiceStrategy(Strategy):
             claimed.add(hc)
         else:
             spec.health_check_node_port = None
-        for port in old_ports - claimed:
-            alloc.txn.delete.append(port_key(port))
+        for node_port in old_ports - claimed:
+            alloc.txn.delete.append(port_key(node_port))
         return alloc
 
     def release(self, obj: TypedObject) -> Txn:

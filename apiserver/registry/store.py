@@ -155,7 +155,7 @@ class Registry:
         strategy = self.strategy(rt)
         unsupported = fields.fields() - strategy.supported_fields()
         if unsupported:
-            raise errors.bad_request(f'field label not supported: {sorted(unsupported)[0]}')
+            raise errors.bad_request(f'field label not supported: {min(unsupported)}')
 
         def matches(obj: dict[str, Any]) -> bool:
             if not labels.is_empty() and not labels.matches((obj.get("metadata") or {}).get("labels")):
@@ -522,8 +522,8 @@ class Registry:
         else:
             start = since + 1
         try:
-            async for event in self.storage.watch(prefix, start):
-                converted = self._convert(event, matches)
+            async for change in self.storage.watch(prefix, start):
+                converted = self._convert(change, matches)
                 if converted is not None:
                     yield converted
         except Compacted as exc:

@@ -189,7 +189,7 @@ class Strategy:
             new.metadata = om.model_copy(update={"resource_version": nm.resource_version})
             self.keep_non_status(new, old)
         elif subresource is None and self.has_status and hasattr(new, "status"):
-            new.status = getattr(old, "status", None)  # type: ignore[attr-defined]
+            new.status = getattr(old, "status", None)
 
     def keep_non_status(self, new: TypedObject, old: TypedObject) -> None:
         """On a status write, everything but status comes from the stored object."""

@@ -23,7 +23,7 @@ from starlette.routing import Route
 
 from kubelab import kinds, timeutil, validation
 from kubelab.kinds import ResourceType
-from kubelab.models import Binding
+from kubelab.models import Binding, Pod
 from kubelab.selectors import SelectorError, parse_field_selector, parse_label_selector
 
 from .. import codecs, errors, managedfields, requestctx, tables, traces
@@ -321,7 +321,7 @@ async def watch(request: Request, target: Target) -> Response:
             return
         except errors.StatusError as exc:
             yield orjson.dumps({"type": "ERROR", "object": exc.status()}) + b"\n"
-        except Exception as exc:  # noqa: BLE001 - end the stream with a Status, never a broken chunk
+        except Exception as exc:  # end the stream with a Status, never a broken chunk
             log.exception("watch of %s failed", target.rt.plural)
             yield orjson.dumps({"type": "ERROR", "object": errors.internal(str(exc)).status()}) + b"\n"
 
@@ -584,7 +584,7 @@ async def bind_pod(request: Request, target: Target) -> Response:
     uid = binding.metadata.uid
 
     def mutate(current: dict[str, Any]) -> Any:
-        pod = kinds.PODS.model.model_validate(current)
+        pod = Pod.model_validate(current)
         if uid and pod.metadata.uid != uid:
             raise errors.conflict(kinds.PODS, name, f"Precondition failed: UID in precondition: {uid}, UID in "
                                                     f"object meta: {pod.metadata.uid}")

@@ -6,7 +6,7 @@ import logging
 import ssl
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
-from typing import Any, TypeVar
+from typing import Any, Self, TypeVar
 
 import httpx
 import orjson
@@ -84,7 +84,7 @@ class ApiClient:
         except TimeoutError as exc:
             raise httpx.TimeoutException(f"{method} {path} timed out") from exc
 
-    async def __aenter__(self) -> ApiClient:
+    async def __aenter__(self) -> Self:
         return self
 
     async def __aexit__(self, *exc: object) -> None:

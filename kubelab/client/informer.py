@@ -60,7 +60,7 @@ class Informer(Generic[T]):
         for handler in self._handlers:
             try:
                 handler(event_type, old, new)
-            except Exception:  # noqa: BLE001 - one broken handler must not stop the informer
+            except Exception:  # one broken handler must not stop the informer
                 log.exception("%s informer: handler failed on %s", self.name, event_type)
 
     def _replace(self, items: list[T]) -> None:

@@ -99,7 +99,7 @@ class WorkQueue:
                 await reconcile(key)
             except asyncio.CancelledError:
                 raise
-            except Exception as exc:  # noqa: BLE001 - a reconcile failure must never kill the worker
+            except Exception as exc:  # a reconcile failure must never kill the worker
                 log.warning("%s: reconciling %s failed (retry %d): %s", self.name, key,
                             self.retries(key) + 1, exc, exc_info=log.isEnabledFor(logging.DEBUG))
                 self.add_rate_limited(key)

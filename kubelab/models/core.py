@@ -7,7 +7,6 @@ from typing import Any
 from .base import Model
 from .meta import IntOrString, LabelSelector, ListMeta, ObjectMeta, TypedObject
 
-
 # --- Namespace -----------------------------------------------------------------------------------
 
 class NamespaceSpec(Model):
@@ -375,10 +374,9 @@ class ServiceAccount(TypedObject):
 __all__ = [
     "Binding", "ClientIPConfig", "Container", "ContainerPort", "ContainerStatus", "EndpointAddress",
     "EndpointPort", "EndpointSubset", "Endpoints", "Event", "EventSource", "LabelSelector", "ListMeta",
-    "LocalObjectReference", "Secret", "ServiceAccount",
-    "LoadBalancerIngress", "LoadBalancerStatus", "Namespace", "NamespaceSpec", "NamespaceStatus", "Node",
-    "NodeAddress", "NodeCondition", "NodeSpec", "NodeStatus", "NodeSystemInfo", "ObjectMeta",
-    "ObjectReference", "Pod", "PodCondition", "PodIP", "PodSpec", "PodStatus", "ResourceRequirements",
-    "Service", "ServicePort", "ServiceSpec", "ServiceStatus", "SessionAffinityConfig", "Taint",
-    "Toleration",
+    "LoadBalancerIngress", "LoadBalancerStatus", "LocalObjectReference", "Namespace", "NamespaceSpec",
+    "NamespaceStatus", "Node", "NodeAddress", "NodeCondition", "NodeSpec", "NodeStatus", "NodeSystemInfo",
+    "ObjectMeta", "ObjectReference", "Pod", "PodCondition", "PodIP", "PodSpec", "PodStatus",
+    "ResourceRequirements", "Secret", "Service", "ServiceAccount", "ServicePort", "ServiceSpec",
+    "ServiceStatus", "SessionAffinityConfig", "Taint", "Toleration",
 ]

@@ -57,7 +57,7 @@ import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Self
 
 import yaml
 from pyroute2 import IPRoute
@@ -258,7 +258,7 @@ class PortForwarder:
             try:
                 pyroute2_netns.setns(self.netns, flags=0)
                 made.append(socket.socket(socket.AF_INET, socket.SOCK_STREAM))
-            except BaseException as exc:
+            except BaseException as exc:  # noqa: BLE001 - re-raised in the caller's thread
                 made.append(exc)
 
         thread = threading.Thread(target=make)
@@ -467,7 +467,7 @@ class ComposeLab:
 
     # --- run -----------------------------------------------------------------------------------------
 
-    def __enter__(self) -> ComposeLab:
+    def __enter__(self) -> Self:
         return self
 
     def __exit__(self, *exc: object) -> None:

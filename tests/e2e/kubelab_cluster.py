@@ -98,11 +98,12 @@ class Cluster:
         found = []
         prefix = self.state.get("netnsPrefix")
         if prefix:
-            names = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout.split()
+            listed = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True, check=False)
+            names = listed.stdout.split()
             found += [f"netns {n}" for n in names if n.startswith(f"{prefix}-")]
             etc = Path("/etc/netns")  # pods' resolv.conf, bind-mounted by `ip netns exec`
             found += [f"file {p}" for p in (etc.glob(f"{prefix}-*") if etc.exists() else [])]
-        ps = subprocess.run(["ps", "-eo", "pid=,args="], capture_output=True, text=True).stdout
+        ps = subprocess.run(["ps", "-eo", "pid=,args="], capture_output=True, text=True, check=False).stdout
         for line in ps.splitlines():
             if str(self.data_dir / "etcd") in line and "etcd" in line:
                 found.append(f"etcd process: {line.strip()}")
@@ -121,7 +122,7 @@ class Cluster:
             for directory in etc.glob(f"{prefix}-*"):
                 (directory / "resolv.conf").unlink(missing_ok=True)
                 directory.rmdir()
-        ps = subprocess.run(["ps", "-eo", "pid=,args="], capture_output=True, text=True).stdout
+        ps = subprocess.run(["ps", "-eo", "pid=,args="], capture_output=True, text=True, check=False).stdout
         for line in ps.splitlines():
             pid, _, args = line.strip().partition(" ")
             if str(self.data_dir / "etcd") in args and args.split()[0].endswith("etcd"):
@@ -131,7 +132,7 @@ class Cluster:
 
     def kubectl(self, *args: str, check: bool = True, input: str | None = None) -> subprocess.CompletedProcess[str]:
         argv = ["kubectl", "--kubeconfig", str(self.kubeconfig), "--cache-dir", str(self.cache_dir), *args]
-        result = subprocess.run(argv, capture_output=True, text=True, input=input, timeout=60)
+        result = subprocess.run(argv, capture_output=True, text=True, input=input, timeout=60, check=False)
         if check and result.returncode != 0:
             raise AssertionError(f"{' '.join(argv)} failed ({result.returncode}):\n{result.stdout}{result.stderr}")
         return result
@@ -141,7 +142,7 @@ class Cluster:
 
     def kubelab(self, *args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
         argv = [sys.executable, "-m", "kubelab", *args]
-        result = subprocess.run(argv, capture_output=True, text=True, timeout=60)
+        result = subprocess.run(argv, capture_output=True, text=True, timeout=60, check=False)
         if check and result.returncode != 0:
             raise AssertionError(f"{' '.join(argv)} failed ({result.returncode}):\n{result.stdout}{result.stderr}")
         return result

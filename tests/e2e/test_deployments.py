@@ -35,7 +35,7 @@ CLIENT_POD = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "curl-clie
 def kubectl_generator(cluster: Cluster, *args: str) -> str:
     binary = KUBECTL_JSON_GENERATORS if os.path.exists(KUBECTL_JSON_GENERATORS) else "kubectl"
     argv = [binary, "--kubeconfig", str(cluster.kubeconfig), "--cache-dir", str(cluster.cache_dir), *args]
-    result = subprocess.run(argv, capture_output=True, text=True, timeout=60)
+    result = subprocess.run(argv, capture_output=True, text=True, timeout=60, check=False)
     assert result.returncode == 0, f"{' '.join(argv)} failed:\n{result.stdout}{result.stderr}"
     return result.stdout
 
@@ -76,7 +76,7 @@ class CurlLoop:
                   f'echo "$t $a"; done')
         argv = [sys.executable, "-m", "kubelab", "exec", "--data-dir", str(cluster.data_dir), "curl-client", "--",
                 "sh", "-c", script]
-        self.file = open(out, "wb")
+        self.file = open(out, "wb")  # noqa: SIM115 - held open for the loop's life; stop() closes it
         self.proc = subprocess.Popen(argv, stdout=self.file, stderr=subprocess.DEVNULL, start_new_session=True)
 
     def lines(self) -> list[tuple[int, str]]:
@@ -118,11 +118,15 @@ def test_deleted_pod_is_replaced_and_traffic_follows(web: Cluster, tmp_path: Pat
     try:
         wait_for("the loop to reach every pod by the Service's name",
                  lambda: set(before) <= set(loop.answers()), timeout=60)
-        victim = sorted(before)[0]
+        victim = min(before)
         old_ip = before[victim]
         web.kubectl("delete", "pod", victim)
-        after = wait_for("a replacement pod", lambda: (lambda p: p if p and victim not in p else None)(
-            running(web, "app=web", 3)), timeout=60)
+
+        def replaced() -> dict[str, str] | None:
+            pods = running(web, "app=web", 3)
+            return pods if pods and victim not in pods else None
+
+        after = wait_for("a replacement pod", replaced, timeout=60)
         (replacement,) = set(after) - set(before)
         new_ip = after[replacement]
         assert new_ip != old_ip and new_ip not in before.values()
@@ -134,9 +138,11 @@ def test_deleted_pod_is_replaced_and_traffic_follows(web: Cluster, tmp_path: Pat
 
         wait_for("the Endpoints to list the replacement and not the old pod", endpoints_moved, timeout=60)
         for node in ("node-1", "node-2", "node-3"):
-            wait_for(f"{node}'s rules to drop {old_ip} and add {new_ip}", lambda node=node: (
-                lambda nat: f"default/web -> {new_ip}:8080" in nat and f"{old_ip}:8080" not in nat)(
-                web.iptables_save(node)), timeout=60)
+            def rules_moved(node: str = node) -> bool:
+                nat = web.iptables_save(node)
+                return f"default/web -> {new_ip}:8080" in nat and f"{old_ip}:8080" not in nat
+
+            wait_for(f"{node}'s rules to drop {old_ip} and add {new_ip}", rules_moved, timeout=60)
         # Every node's rules have moved: no request started from here on may reach the old pod.
         mark = time.time_ns()
         wait_for("the replacement to answer", lambda: replacement in loop.answers(started_after=mark), timeout=60)

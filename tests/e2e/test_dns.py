@@ -111,7 +111,7 @@ def test_pod_resolv_conf(lab: Cluster) -> None:
 def test_answers_from_a_pod(lab: Cluster) -> None:
     echo = wait_for("two echo pods", lambda: ready_pods(lab, "app=echo", 2), timeout=60)
     cluster_ip = lab.kubectl("get", "svc", "echo", "-o", "jsonpath={.spec.clusterIP}").stdout
-    some_ip = sorted(echo.values())[0]
+    some_ip = min(echo.values())
     dashed = some_ip.replace(".", "-")
     out = probe(lab, [
         ("a", "echo.default.svc.cluster.local.", "A"),

@@ -69,9 +69,12 @@ def test_only_ready_pods_are_in_the_endpoints_and_the_rules(applied: Cluster) ->
     assert conditions[ips["tcp-never"]]["ready"] is False
     assert conditions[ips["http-ready"]]["ready"] is True
     for node in ("node-1", "node-2", "node-3"):
-        nat = wait_for(f"{node}'s rules to hold only the ready pods", lambda node=node: (
-            lambda nat: nat if f'{ips["http-ready"]}:8080' in nat and f'{ips["exec-ready"]}:8080' in nat else None
-        )(applied.iptables_save(node)))
+        def only_ready(node: str = node) -> str | None:
+            rules = applied.iptables_save(node)
+            ready = f'{ips["http-ready"]}:8080' in rules and f'{ips["exec-ready"]}:8080' in rules
+            return rules if ready else None
+
+        nat = wait_for(f"{node}'s rules to hold only the ready pods", only_ready)
         assert f'{ips["tcp-never"]}:8080' not in nat and f'{ips["exec-never"]}:8080' not in nat
 
 

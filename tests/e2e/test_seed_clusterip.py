@@ -12,6 +12,7 @@ from __future__ import annotations
 import ipaddress
 import re
 from pathlib import Path
+from typing import Any
 
 from kubelab_cluster import Cluster, wait_for
 
@@ -56,9 +57,13 @@ def test_seed_clusterip_service(cluster: Cluster) -> None:
 
     # 3. The Endpoints list the three pod IPs on the target port.
     pod_ips = {pod["ip"] for pod in pods.values()}
-    endpoints = wait_for("Endpoints with three addresses", lambda: (
-        lambda ep: ep if {a["ip"] for s in ep.get("subsets") or [] for a in s.get("addresses") or []} == pod_ips
-        else None)(cluster.kubectl_json("get", "endpoints", "clusterip-svc")))
+
+    def three_addresses() -> Any:
+        ep = cluster.kubectl_json("get", "endpoints", "clusterip-svc")
+        addresses = {a["ip"] for s in ep.get("subsets") or [] for a in s.get("addresses") or []}
+        return ep if addresses == pod_ips else None
+
+    endpoints = wait_for("Endpoints with three addresses", three_addresses)
     assert [p["port"] for p in endpoints["subsets"][0]["ports"]] == [5000]
     cluster_ip = cluster.kubectl("get", "svc", "clusterip-svc", "-o", "jsonpath={.spec.clusterIP}").stdout
     assert ipaddress.ip_address(cluster_ip) in ipaddress.ip_network("10.96.0.0/12")
@@ -67,12 +72,12 @@ def test_seed_clusterip_service(cluster: Cluster) -> None:
     #    order (endpoints sorted as strings), with the article's comments and probabilities.
     expected_order = sorted(f"{ip}:5000" for ip in pod_ips)
     for node in NODES:
-        def programmed() -> str | None:
+        def programmed(node: str = node) -> str | None:
             nat = cluster.iptables_save(node)
             return nat if all(f"default/clusterip-svc -> {ep}" in nat for ep in expected_order) else None
 
         nat = wait_for(f"rules for three endpoints on {node}", programmed)
-        chain, rules = _svc_chain_rules(nat)
+        _chain, rules = _svc_chain_rules(nat)
         dispatch = [r for r in rules if "-> " in r]
         assert len(dispatch) == 3, rules
         probabilities = ["--probability 0.33333333349", "--probability 0.50000000000", None]

@@ -64,33 +64,38 @@ def wait_for(what: str, check: Callable[[], Any], timeout: float = 30.0) -> Any:
 @pytest.fixture(scope="module")
 def dns_port(private_api: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[int]:
     port = free_port()
-    log = open(tmp_path_factory.mktemp("dns") / "kubelab-dns.log", "wb")
-    proc = subprocess.Popen([sys.executable, "-m", "kubelab", "dns", "--server", private_api, "--listen",
-                             f"127.0.0.1:{port}", "--metrics-port", "-1", "--advertise-address", "10.240.0.3"],
-                            stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
-    try:
-        wait_for("kubelab dns to answer", lambda: answers(ask(port, "kubernetes.default.svc.cluster.local.", "A")))
-        yield port
-    finally:
-        os.killpg(proc.pid, signal.SIGINT)  # our own process group
+    with open(tmp_path_factory.mktemp("dns") / "kubelab-dns.log", "wb") as log:
+        proc = subprocess.Popen([sys.executable, "-m", "kubelab", "dns", "--server", private_api, "--listen",
+                                 f"127.0.0.1:{port}", "--metrics-port", "-1",
+                                 "--advertise-address", "10.240.0.3"],
+                                stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
         try:
-            proc.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait()
-        log.close()
+            wait_for("kubelab dns to answer",
+                     lambda: answers(ask(port, "kubernetes.default.svc.cluster.local.", "A")))
+            yield port
+        finally:
+            os.killpg(proc.pid, signal.SIGINT)  # our own process group
+            try:
+                proc.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                os.killpg(proc.pid, signal.SIGKILL)
+                proc.wait()
     assert proc.returncode == 0
+
+
+def json_if_found(response: httpx.Response) -> Any:
+    return response.json() if response.status_code == 200 else None
 
 
 def test_registers_kube_dns(private_api: str, dns_port: int) -> None:
     with httpx.Client(base_url=private_api, timeout=10) as http:
-        svc = wait_for("kube-dns", lambda: (lambda r: r.json() if r.status_code == 200 else None)(
-            http.get("/api/v1/namespaces/kube-system/services/kube-dns")))
+        svc = wait_for("kube-dns",
+                       lambda: json_if_found(http.get("/api/v1/namespaces/kube-system/services/kube-dns")))
         assert svc["spec"]["clusterIP"] == "10.96.0.10"
         assert [(p["name"], p["port"], p["protocol"], p["targetPort"]) for p in svc["spec"]["ports"]] == [
             ("dns", 53, "UDP", dns_port), ("dns-tcp", 53, "TCP", dns_port)]
-        ep = wait_for("kube-dns endpoints", lambda: (lambda r: r.json() if r.status_code == 200 else None)(
-            http.get("/api/v1/namespaces/kube-system/endpoints/kube-dns")))
+        ep = wait_for("kube-dns endpoints",
+                      lambda: json_if_found(http.get("/api/v1/namespaces/kube-system/endpoints/kube-dns")))
         assert ep["subsets"] == [{"addresses": [{"ip": "10.240.0.3"}],
                                   "ports": [{"name": "dns", "port": dns_port, "protocol": "UDP"},
                                             {"name": "dns-tcp", "port": dns_port, "protocol": "TCP"}]}]

@@ -136,8 +136,8 @@ def test_endpoint_names(zone: Zone) -> None:
 
 def test_srv_for_a_named_port(zone: Zone) -> None:
     response = ask(zone, "_http._tcp.web.default.svc.cluster.local.", "SRV")
-    assert records(response) == ["_http._tcp.web.default.svc.cluster.local. 30 SRV 0 100 80 "
-                                 "web.default.svc.cluster.local."]
+    assert records(response) == [("_http._tcp.web.default.svc.cluster.local. 30 SRV 0 100 80 "
+                                  "web.default.svc.cluster.local.")]
     assert records(response, "additional") == ["web.default.svc.cluster.local. 30 A 10.96.0.20"]
     assert records(ask(zone, "_dns._udp.web.default.svc.cluster.local.", "SRV")) == [
         "_dns._udp.web.default.svc.cluster.local. 30 SRV 0 100 53 web.default.svc.cluster.local."]

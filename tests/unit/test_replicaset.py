@@ -9,8 +9,14 @@ import pytest
 
 from controllers.expectations import Expectations
 from controllers.ownership import Claim, adopt_patch, claim, release_patch
-from controllers.replicaset import (calculate_status, is_pod_available, pod_from_template, pods_to_delete,
-                                    rank_for_deletion, slow_start_batches)
+from controllers.replicaset import (
+    calculate_status,
+    is_pod_available,
+    pod_from_template,
+    pods_to_delete,
+    rank_for_deletion,
+    slow_start_batches,
+)
 from kubelab.models import Pod, ReplicaSet
 
 NOW = datetime(2026, 1, 1, 12, 0, 0, tzinfo=UTC)

@@ -113,7 +113,7 @@ def test_proportional_scaling_down_gives_the_leftover_to_the_largest() -> None:
     new = rs("web-new", 5, annotations=annotations, created="2026-01-01T01:00:00Z")
     sizes, operation = rollout.proportional_sizes(deployment(5), [old, new])  # 5 + surge 2 = 7 allowed
     assert operation == "down"
-    assert dict((r.metadata.name, size) for r, size in sizes) == {"web-old": 4, "web-new": 3}
+    assert {r.metadata.name: size for r, size in sizes} == {"web-old": 4, "web-new": 3}
     assert sum(size for _, size in sizes) == 7
 
 

@@ -11,10 +11,10 @@ import pytest
 
 from kubelab.models import Node, Pod
 from scheduler import score
-from scheduler.cache import Cache, NodeInfo
-from scheduler.resources import pod_nonzero_requests, pod_requests
 from scheduler.algorithm import score_feasible
+from scheduler.cache import Cache, NodeInfo
 from scheduler.fit import PodContext
+from scheduler.resources import pod_nonzero_requests, pod_requests
 from scheduler.scheduling import decide
 
 
