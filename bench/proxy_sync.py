@@ -16,7 +16,12 @@ For every size it measures, each `--repeat` times, and reports median and spread
   namespace, in the same run;
 * one-Service change (largest size): the agent holds the full ruleset in a namespace; one Service's
   endpoints change and the agent runs a partial sync (render + one iptables-restore); the same
-  partial payload is then restored again with plain iptables-restore as the baseline.
+  partial payload is then restored again with plain iptables-restore as the baseline. Then the
+  same agent turns on --delta-sync (after one sync that records the shared chains) and the change
+  is measured again the same way.
+
+`--skip-full` leaves out the full-restore measurements (on iptables-nft at 10k they take ten minutes)
+and keeps the rest.
 
 Nothing here is asserted; the numbers go to BENCHMARKS.md.
 """
@@ -122,7 +127,7 @@ def fed_proxier(services: list[Service], slices: list[EndpointSlice], applier: A
     return proxier
 
 
-def bench_size(count: int, backends: list[str], repeat: int, partial: bool) -> dict[str, Any]:
+def bench_size(count: int, backends: list[str], repeat: int, partial: bool, skip_full: bool) -> dict[str, Any]:
     services, slices = make_objects(count)
     result: dict[str, Any] = {"services": count, "endpoints": 3 * count}
     payload = render(services, slices, CONFIG).text
@@ -135,7 +140,7 @@ def bench_size(count: int, backends: list[str], repeat: int, partial: bool) -> d
     encoded = payload.encode()
     for backend in backends:
         ours, base = [], []
-        for i in range(repeat):
+        for i in range(0 if skip_full else repeat):
             # Alternate who goes first, so drift on a shared machine hits both alike.
             for which in ((0, 1) if i % 2 == 0 else (1, 0)):
                 with namespace(backend.rsplit("-", 1)[1]) as ns:
@@ -143,9 +148,10 @@ def bench_size(count: int, backends: list[str], repeat: int, partial: bool) -> d
                         ours.append(agent_restore(ns, backend, payload))
                     else:
                         base.append(plain_restore(ns, backend, encoded))
-        result[f"full_restore/{backend}"] = {"agent": summary(ours), "baseline": summary(base)}
-        print(f"  {count} {backend}: full restore agent {statistics.median(ours):.3f}s, "
-              f"baseline {statistics.median(base):.3f}s", flush=True)
+        if not skip_full:
+            result[f"full_restore/{backend}"] = {"agent": summary(ours), "baseline": summary(base)}
+            print(f"  {count} {backend}: full restore agent {statistics.median(ours):.3f}s, "
+                  f"baseline {statistics.median(base):.3f}s", flush=True)
         if partial:
             result[f"one_service_change/{backend}"] = asyncio.run(
                 bench_partial(services, slices, backend, repeat))
@@ -159,24 +165,36 @@ async def bench_partial(services: list[Service], slices: list[EndpointSlice], ba
         proxier = fed_proxier(services, slices, IptablesApplier(ns, backend=backend))
         await proxier.sync_proxy_rules()
         first = dict(proxier.last_timings)
-        totals, renders, restores, base = [], [], [], []
         target = len(slices) // 2
         current = slices[target]
-        for i in range(repeat):
+        serial = 0
+
+        async def one_change() -> None:
+            nonlocal current, serial
             others = [(e.addresses or ["?"])[0] for e in (current.endpoints or [])[1:]]
-            changed = endpoint_slice(f"svc-{target}", [f"10.250.{i // 250}.{i % 250 + 2}", *others])
+            changed = endpoint_slice(f"svc-{target}", [f"10.250.{serial // 250}.{serial % 250 + 2}", *others])
+            serial += 1
             proxier.on_slice("MODIFIED", current, changed)
             current = changed
             ruleset = await proxier.sync_proxy_rules()
             assert ruleset is not None and not ruleset.full_sync and ruleset.services_written == 1
-            totals.append(proxier.last_timings["total"])
-            renders.append(proxier.last_timings["render"])
-            restores.append(proxier.last_timings["restore"])
-            base.append(plain_restore(ns, backend, ruleset.text.encode()))
-        assert proxier.last_ruleset is not None
-        return {"agent_first_full_sync": first, "payload_lines": proxier.last_ruleset.text.count("\n"),
-                "sync_total": summary(totals), "render": summary(renders), "restore": summary(restores),
-                "baseline_restore": summary(base)}
+
+        async def measure() -> dict[str, Any]:
+            totals, renders, restores, base = [], [], [], []
+            for _ in range(repeat):
+                await one_change()
+                totals.append(proxier.last_timings["total"])
+                renders.append(proxier.last_timings["render"] + proxier.last_timings.get("delta", 0.0))
+                restores.append(proxier.last_timings["restore"])
+                base.append(plain_restore(ns, backend, proxier.last_payload.encode()))
+            return {"payload_lines": proxier.last_payload.count("\n"), "sync_total": summary(totals),
+                    "render": summary(renders), "restore": summary(restores), "baseline_restore": summary(base)}
+
+        result: dict[str, Any] = {"agent_first_full_sync": first, **await measure()}
+        proxier.delta_sync = True
+        await one_change()  # the first delta sync writes the shared chains whole and records them
+        result["delta"] = await measure()
+        return result
 
 
 def fmt(s: dict[str, float]) -> str:
@@ -190,7 +208,10 @@ def report(results: list[dict[str, Any]], backends: list[str]) -> str:
     for r in results:
         cells = [f"{r['services']:,}", f"{r['payload']['lines']:,}", fmt(r["render_cli"]), fmt(r["render_agent_full"])]
         for b in backends:
-            f = r[f"full_restore/{b}"]
+            f = r.get(f"full_restore/{b}")
+            if f is None:  # --skip-full
+                cells.append("-")
+                continue
             ratio = f["agent"]["median"] / f["baseline"]["median"]
             cells.append(f"{fmt(f['agent'])} / {fmt(f['baseline'])} ({ratio:.2f})")
         lines.append("| " + " | ".join(cells) + " |")
@@ -199,6 +220,8 @@ def report(results: list[dict[str, Any]], backends: list[str]) -> str:
                  + " | ".join(f"render (agent) / plain {b} restore" for b in backends) + " |")
     lines.append("|---:|" + "---:|" * (2 * len(backends)))
     for r in results:
+        if any(f"full_restore/{b}" not in r for b in backends):
+            continue
         base = [r[f"full_restore/{b}"]["baseline"]["median"] for b in backends]
         lines.append(f"| {r['services']:,} | "
                      + " | ".join(f"{r['render_cli']['median'] / x:.2f}" for x in base) + " | "
@@ -215,6 +238,12 @@ def report(results: list[dict[str, Any]], backends: list[str]) -> str:
                 lines.append(f"| {r['services']:,} | {b} | {p['payload_lines']:,} | {fmt(p['sync_total'])} | "
                              f"{fmt(p['render'])} | {fmt(p['restore'])} | {fmt(p['baseline_restore'])} | "
                              f"{ratio:.2f} |")
+                d = p.get("delta")
+                if d:
+                    ratio = d["restore"]["median"] / d["baseline_restore"]["median"]
+                    lines.append(f"| {r['services']:,} | {b}, --delta-sync | {d['payload_lines']:,} | "
+                                 f"{fmt(d['sync_total'])} | {fmt(d['render'])} | {fmt(d['restore'])} | "
+                                 f"{fmt(d['baseline_restore'])} | {ratio:.2f} |")
     return "\n".join(lines)
 
 
@@ -223,6 +252,7 @@ def main() -> int:
     parser.add_argument("--sizes", type=int, nargs="+", default=[1000, 5000, 10000])
     parser.add_argument("--backends", nargs="+", choices=BACKENDS, default=list(BACKENDS))
     parser.add_argument("--repeat", type=int, default=5)
+    parser.add_argument("--skip-full", action="store_true", help="leave out the full-restore measurements")
     parser.add_argument("--json", type=Path, help="also write the raw numbers here")
     parser.add_argument("--report", type=Path, metavar="JSON", help="only print the tables of an earlier --json")
     args = parser.parse_args()
@@ -237,7 +267,8 @@ def main() -> int:
     results = []
     for count in args.sizes:
         print(f"{count} Services x 3 endpoints ...", flush=True)
-        results.append(bench_size(count, args.backends, args.repeat, partial=count == max(args.sizes)))
+        results.append(bench_size(count, args.backends, args.repeat, partial=count == max(args.sizes),
+                                  skip_full=args.skip_full))
     print(report(results, args.backends))
     if args.json:
         args.json.write_text(json.dumps(results, indent=2))

@@ -37,7 +37,8 @@ def cmd_up(args: argparse.Namespace) -> int:
     dataplane = args.dataplane or ("netns" if os.geteuid() == 0 else "render")
     options = UpOptions(nodes=args.nodes, listen=args.listen, etcd_servers=_servers(args.etcd_servers),
                         data_dir=Path(args.data_dir), dataplane=dataplane, min_sync_period=args.min_sync_period,
-                        node_monitor_grace_period=args.node_monitor_grace_period,
+                        delta_sync=args.delta_sync, node_cpu=args.node_cpu, node_memory=args.node_memory,
+                        node_max_pods=args.node_max_pods, node_monitor_grace_period=args.node_monitor_grace_period,
                         lb_pool=args.lb_pool or None,
                         token_auth_file=Path(args.token_auth_file) if args.token_auth_file else None)
     _warn_if_open(args.listen, args.token_auth_file)
@@ -291,7 +292,7 @@ def cmd_node(args: argparse.Namespace) -> int:
         applier = IptablesApplier(None, backend=args.iptables_backend) if args.iptables else RecordingApplier()
         agent = ProxyAgent(api, ProxyConfig(node_name=args.name, node_ips=(ip,), cluster_cidr=args.cluster_cidr),
                            applier, min_sync_period=args.min_sync_period, sync_period=args.sync_period,
-                           state_file=Path(args.data_dir) / "nodes" / args.name / "iptables.rules")
+                           delta_sync=args.delta_sync, state_file=Path(args.data_dir) / "nodes" / args.name / "iptables.rules")
         async with asyncio.TaskGroup() as tg:
             tg.create_task(Kubelet(api, config, dataplane).run(), name="kubelet")
             tg.create_task(agent.run(), name="proxy")
@@ -630,6 +631,14 @@ def build_parser() -> argparse.ArgumentParser:
                         "rules are rendered but nothing runs (default: netns as root, render otherwise)")
     p.add_argument("--min-sync-period", type=float, default=1.0,
                    help="proxy agents sync at most twice per this many seconds (kube-proxy: 1s)")
+    p.add_argument("--delta-sync", action="store_true",
+                   help="partial syncs leave out KUBE-SERVICES, KUBE-NODEPORTS and the filter chains when their rules "
+                        "are what the last sync wrote (kube-proxy always rewrites them): the same rules end up in the "
+                        "kernel, and a one-Service change at 10k Services restores tens of rules, not 10k. A "
+                        "hand-edited shared chain is then repaired at the next full sync, not the next partial one")
+    p.add_argument("--node-cpu", default="4", help="each node's cpu capacity and allocatable (default 4)")
+    p.add_argument("--node-memory", default="8Gi", help="each node's memory capacity and allocatable (default 8Gi)")
+    p.add_argument("--node-max-pods", type=int, default=110, help="each node's pods capacity (default 110)")
     p.add_argument("--node-monitor-grace-period", type=float, default=50.0,
                    help="seconds without a heartbeat before a node turns Ready=Unknown (kube: 50)")
     p.add_argument("--lb-pool", default=addressing.LB_POOL,
@@ -656,7 +665,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=cmd_apiserver)
 
     for name, func, text in (("scheduler", cmd_scheduler, "run only the scheduler"),
-                             ("controllers", cmd_controllers, "run only the endpoints and endpointslice controllers")):
+                             ("controllers", cmd_controllers, "run only the controllers (endpoints, endpointslice, node "
+                                                             "lifecycle, namespace, replicaset, deployment, garbage "
+                                                             "collector, loadbalancer)")):
         p = sub.add_parser(name, help=text)
         p.add_argument("--server", default="http://127.0.0.1:8080", help="API server URL")
         _token_args(p)
@@ -696,6 +707,11 @@ def build_parser() -> argparse.ArgumentParser:
                    help="iptables binaries to use with --iptables (default: the system's iptables alternative)")
     p.add_argument("--min-sync-period", type=float, default=1.0,
                    help="proxy syncs at most twice per this many seconds (kube-proxy: 1s)")
+    p.add_argument("--delta-sync", action="store_true",
+                   help="partial syncs leave out KUBE-SERVICES, KUBE-NODEPORTS and the filter chains when their rules "
+                        "are what the last sync wrote (kube-proxy always rewrites them): the same rules end up in the "
+                        "kernel, and a one-Service change at 10k Services restores tens of rules, not 10k. A "
+                        "hand-edited shared chain is then repaired at the next full sync, not the next partial one")
     p.add_argument("--sync-period", type=float, default=30.0,
                    help="proxy retry and iptables-monitor interval in seconds (kube-proxy: 30s)")
     p.add_argument("--metrics-bind-address", default="127.0.0.1:10249", metavar="HOST:PORT",

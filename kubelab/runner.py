@@ -43,6 +43,7 @@ class UpOptions:
     data_dir: Path = Path(".kubelab")
     dataplane: str = "render"
     min_sync_period: float = 1.0
+    delta_sync: bool = False  # proxy agents leave unchanged shared chains out of partial syncs
     node_cpu: str = "4"
     node_memory: str = "8Gi"
     node_max_pods: int = 110
@@ -306,7 +307,7 @@ async def _run_components(tg: asyncio.TaskGroup, options: UpOptions, server_url:
         applier = IptablesApplier(node.dataplane.node_netns) if lab is not None else RecordingApplier()
         agent = ProxyAgent(client(f"proxy-{node.name}"),
                            ProxyConfig(node_name=node.name, node_ips=(node.ip,), cluster_cidr=addressing.POD_CIDR),
-                           applier, min_sync_period=options.min_sync_period,
+                           applier, min_sync_period=options.min_sync_period, delta_sync=options.delta_sync,
                            state_file=data_dir / "nodes" / node.name / "iptables.rules")
         return kubelet, agent
 

@@ -30,10 +30,11 @@ class ProxyAgent:
 
     def __init__(self, api: ApiClient, config: ProxyConfig, applier: Applier | None = None, *,
                  min_sync_period: float = 1.0, sync_period: float = 30.0, burst: int = BURST_SYNCS,
-                 state_file: Path | None = None, metrics: ProxyMetrics | None = None) -> None:
+                 state_file: Path | None = None, metrics: ProxyMetrics | None = None,
+                 delta_sync: bool = False) -> None:
         self.api = api
         self.proxier = Proxier(config, applier, min_sync_period=min_sync_period, sync_period=sync_period,
-                               burst=burst, state_file=state_file, metrics=metrics)
+                               burst=burst, state_file=state_file, metrics=metrics, delta_sync=delta_sync)
         name = config.node_name or "proxy"
         self.services: Informer[Service] = Informer(api, kinds.SERVICES, name=f"proxy-{name}-services")
         self.slices: Informer[EndpointSlice] = Informer(api, kinds.ENDPOINTSLICES, name=f"proxy-{name}-slices")

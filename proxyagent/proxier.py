@@ -15,6 +15,10 @@ of them (`changes.ProxyState`), and decides when and how to sync:
 
 A restarted agent thus converges on its first, full sync: the restore rewrites everything it owns
 and deletes the service chains it no longer owns.
+
+With `delta_sync` (off by default; see delta.py) a partial sync also leaves out the shared chains
+(KUBE-SERVICES, KUBE-NODEPORTS, the filter table, ...) whose rules are what the last sync wrote, so
+its restore costs what changed rather than what exists; the kernel ends up with the same rules.
 """
 
 from __future__ import annotations
@@ -30,6 +34,7 @@ from kubelab.models import EndpointSlice, Service
 
 from .apply import CANARY_TABLES, Applier, ApplyError, RecordingApplier
 from .changes import ProxyState
+from .delta import ChainRules, minimize
 from .metrics import ProxyMetrics
 from .render import LARGE_CLUSTER_ENDPOINTS_THRESHOLD, ProxyConfig, Ruleset, render_ports
 from .runner import BoundedFrequencyRunner
@@ -47,8 +52,11 @@ CANARY_FLUSH_TIMEOUT = 5.0  # iptablesFlushTimeout
 class Proxier:
     def __init__(self, config: ProxyConfig, applier: Applier | None = None, *, min_sync_period: float = 1.0,
                  sync_period: float = 30.0, burst: int = BURST_SYNCS, state_file: Path | None = None,
-                 metrics: ProxyMetrics | None = None, clock: Callable[[], float] = time.monotonic) -> None:
+                 metrics: ProxyMetrics | None = None, clock: Callable[[], float] = time.monotonic,
+                 delta_sync: bool = False) -> None:
         self.config = config
+        self.delta_sync = delta_sync
+        self._applied_shared: ChainRules = {}  # delta_sync: the shared chains' rules the kernel holds
         self.applier: Applier = applier if applier is not None else RecordingApplier()
         self.sync_period = sync_period
         self.state_file = state_file
@@ -70,6 +78,7 @@ class Proxier:
         self.oldest_pending_queued: float | None = None
         self.last_updated: float | None = None
         self.last_ruleset: Ruleset | None = None
+        self.last_payload = ""  # what the last sync restored: the ruleset's text, or less with delta_sync
         self.last_changes: frozenset[str] = frozenset()  # services rewritten by the last partial sync
         self.last_timings: dict[str, float] = {}  # seconds per step of the last sync (jumps, save, ...)
         self.syncs = 0
@@ -170,8 +179,14 @@ class Proxier:
                                    cache=self.cache)
             self.metrics.record_ruleset(ruleset)
             timings["render"], mark = time.perf_counter() - mark, time.perf_counter()
+            payload, shared = ruleset.text, self._applied_shared
+            if self.delta_sync:
+                # A full sync writes everything: it is how a lost or tampered-with state is repaired.
+                payload, shared, _ = minimize(ruleset.text, {} if full else self._applied_shared)
+                timings["delta"], mark = time.perf_counter() - mark, time.perf_counter()
             try:
-                await self.applier.restore(ruleset.text)
+                if payload:  # a delta sync of a change that did not change any rule has nothing to write
+                    await self.applier.restore(payload)
             except ApplyError:
                 self.metrics.restore_failures.inc()
                 raise
@@ -181,6 +196,8 @@ class Proxier:
             self.metrics.observe_sync(time.perf_counter() - start, full=full)
             return None
         self.need_full_sync = False
+        self._applied_shared = shared
+        self.last_payload = payload
         if full:
             self._last_full_sync = now
         self.metrics.record_success(ruleset, changes.trigger_times)
@@ -209,6 +226,7 @@ class Proxier:
         # The changes were checked out already: only a full sync can recover the lost state.
         self.failures += 1
         self.need_full_sync = True
+        self._applied_shared = {}
         if not full:
             self.metrics.partial_restore_failures.inc()
         log.warning("%s: %s sync failed, retrying with a full sync in %gs: %s", self.config.node_name,
