@@ -665,9 +665,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=cmd_apiserver)
 
     for name, func, text in (("scheduler", cmd_scheduler, "run only the scheduler"),
-                             ("controllers", cmd_controllers, "run only the controllers (endpoints, endpointslice, node "
-                                                             "lifecycle, namespace, replicaset, deployment, garbage "
-                                                             "collector, loadbalancer)")):
+                             ("controllers", cmd_controllers, ("run only the controllers (endpoints, endpointslice, node "
+                                                              "lifecycle, namespace, replicaset, deployment, garbage "
+                                                              "collector, loadbalancer)"))):
         p = sub.add_parser(name, help=text)
         p.add_argument("--server", default="http://127.0.0.1:8080", help="API server URL")
         _token_args(p)

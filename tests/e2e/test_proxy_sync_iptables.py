@@ -31,6 +31,15 @@ HTTP, TARGET = [port("http", 80)], [port("http", 8080)]
 
 @pytest.fixture
 def netns() -> Iterator[str]:
+    yield from _netns()
+
+
+@pytest.fixture
+def other_netns() -> Iterator[str]:
+    yield from _netns()
+
+
+def _netns() -> Iterator[str]:
     if os.geteuid() != 0:
         pytest.skip("needs root: creates network namespaces (CI runs as root)")
     for tool in ("ip", *BACKENDS):
@@ -225,40 +234,36 @@ def saved_rules(ns: str, backend: str) -> list[str]:
 
 
 @pytest.mark.parametrize("backend", BACKENDS)
-async def test_delta_syncs_leave_the_kernel_as_kube_proxys_payloads_do(netns: str, backend: str) -> None:
+async def test_delta_syncs_leave_the_kernel_as_kube_proxys_payloads_do(netns: str, other_netns: str,
+                                                                       backend: str) -> None:
     """Two agents, one with --delta-sync, each in its own namespace, through the same changes:
     after every sync iptables-save shows the same rules in both, though the delta restored less."""
-    other = f"{netns}-kp"
-    subprocess.run(["ip", "netns", "add", other], check=True)
-    try:
-        delta = proxier_for(netns, backend, [*SERVICES, *SLICES], delta_sync=True)
-        plain = proxier_for(other, backend, [*SERVICES, *SLICES])
-        changes: list[list[tuple[str, Service | EndpointSlice | None, Service | EndpointSlice | None]]] = [
-            [],  # the first, full sync
-            [("MODIFIED", SLICES[1], eps("beta", "10.244.1.3", "10.244.1.9"))],  # endpoints only
-            [("ADDED", None, svc("delta", "10.96.0.13")), ("ADDED", None, eps("delta", "10.244.1.6"))],
-            [("MODIFIED", SLICES[2], eps("gamma"))],  # no endpoints: REJECT in filter
-            [("DELETED", SERVICES[0], None), ("DELETED", SLICES[0], None)],
-            [("MODIFIED", eps("gamma"), SLICES[2])],
-        ]
-        sizes, payloads = [], []
-        for batch in changes:
-            for proxier in (delta, plain):
-                for event, old, new in batch:
-                    if isinstance(old or new, Service):
-                        proxier.on_service(event, old, new)  # type: ignore[arg-type]
-                    else:
-                        proxier.on_slice(event, old, new)  # type: ignore[arg-type]
-                assert await proxier.sync_proxy_rules() is not None
-            assert saved_rules(netns, backend) == saved_rules(other, backend)
-            sizes.append((delta.last_payload.count("\n"), plain.last_payload.count("\n")))
-            payloads.append(delta.last_payload)
-        # The full sync writes the same; the endpoints-only change leaves KUBE-SERVICES and filter out.
-        assert sizes[0][0] == sizes[0][1] and all(d < p for d, p in sizes[1:]), sizes
-        assert "-A KUBE-SERVICES" not in payloads[1] and "*filter" not in payloads[1]
-        assert "-j REJECT" in payloads[3]
-        # gamma has endpoints again: its ClusterIP jumps to its service chain (as iptables-save prints it).
-        assert any(r.startswith("-A KUBE-SERVICES -d 10.96.0.12/32") and r.endswith(f"-j {chains('gamma').pop()}")
-                   for r in saved_rules(netns, backend))
-    finally:
-        subprocess.run(["ip", "netns", "del", other], check=False)
+    delta = proxier_for(netns, backend, [*SERVICES, *SLICES], delta_sync=True)
+    plain = proxier_for(other_netns, backend, [*SERVICES, *SLICES])
+    changes: list[list[tuple[str, Service | EndpointSlice | None, Service | EndpointSlice | None]]] = [
+        [],  # the first, full sync
+        [("MODIFIED", SLICES[1], eps("beta", "10.244.1.3", "10.244.1.9"))],  # endpoints only
+        [("ADDED", None, svc("delta", "10.96.0.13")), ("ADDED", None, eps("delta", "10.244.1.6"))],
+        [("MODIFIED", SLICES[2], eps("gamma"))],  # no endpoints: REJECT in filter
+        [("DELETED", SERVICES[0], None), ("DELETED", SLICES[0], None)],
+        [("MODIFIED", eps("gamma"), SLICES[2])],
+    ]
+    sizes, payloads = [], []
+    for batch in changes:
+        for proxier in (delta, plain):
+            for event, old, new in batch:
+                if isinstance(old or new, Service):
+                    proxier.on_service(event, old, new)  # type: ignore[arg-type]
+                else:
+                    proxier.on_slice(event, old, new)  # type: ignore[arg-type]
+            assert await proxier.sync_proxy_rules() is not None
+        assert saved_rules(netns, backend) == saved_rules(other_netns, backend)
+        sizes.append((delta.last_payload.count("\n"), plain.last_payload.count("\n")))
+        payloads.append(delta.last_payload)
+    # The full sync writes the same; the endpoints-only change leaves KUBE-SERVICES and filter out.
+    assert sizes[0][0] == sizes[0][1] and all(d < p for d, p in sizes[1:]), sizes
+    assert "-A KUBE-SERVICES" not in payloads[1] and "*filter" not in payloads[1]
+    assert "-j REJECT" in payloads[3]
+    # gamma has endpoints again: its ClusterIP jumps to its service chain (as iptables-save prints it).
+    assert any(r.startswith("-A KUBE-SERVICES -d 10.96.0.12/32") and r.endswith(f"-j {chains('gamma').pop()}")
+               for r in saved_rules(netns, backend))
