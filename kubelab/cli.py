@@ -69,9 +69,9 @@ def cmd_up(args: argparse.Namespace) -> int:
               + (f"  {kubelab} exec{at} node-1 -- curl -s http://{target}      # real packets\n"
                  if dataplane == "netns" else "")
               + f"  {kubelab} status{at}\n"
-              + (f"Token authentication is on ({args.token_auth_file}); the kubeconfig holds the admin's token. "
-                 "kubectl sends tokens only over TLS, which `kubelab up` does not serve: use the Python client, or "
-                 "curl -H 'Authorization: Bearer <token>'.\n" if args.token_auth_file else "")
+              + (f"Token authentication is on ({args.token_auth_file}): the API serves HTTPS with a lab CA "
+                 f"({state.get('ca')}), and the kubeconfig holds that CA and the admin's token.\n"
+                 if args.token_auth_file else "")
               + "Ctrl-C stops everything and removes what kubelab created.\n", flush=True)
 
     from .tokenfile import TokenFileError
@@ -118,6 +118,13 @@ def cmd_apiserver(args: argparse.Namespace) -> int:
     uvicorn.run(app, host=host, port=port, log_level="warning", access_log=False,
                 ssl_certfile=args.tls_cert_file or None, ssl_keyfile=args.tls_private_key_file or None)
     return 0
+
+
+def _verify(ca_file: str | None) -> Any:
+    """httpx's `verify` for a cluster: its own CA when it has one (`kubelab up` with tokens), else the system's."""
+    import ssl
+
+    return ssl.create_default_context(cafile=ca_file) if ca_file else True
 
 
 def _token(args: argparse.Namespace) -> str | None:
@@ -398,11 +405,14 @@ def cmd_status(args: argparse.Namespace) -> int:
 
     token = token_of(Path(state["kubeconfig"]))
     auth = {"Authorization": f"Bearer {token}"} if token else {}
+    verify = _verify(state.get("ca"))  # a cluster with tokens serves HTTPS with its own CA
     try:
-        ready = httpx.get(f"{state['server']}/readyz", timeout=5)
+        ready = httpx.get(f"{state['server']}/readyz", timeout=5, verify=verify)
         print(f"apiserver   {state['server']} ({'ready' if ready.status_code == 200 else 'NOT ready: ' + ready.text})")
-        nodes = httpx.get(f"{state['server']}/api/v1/nodes", timeout=5, headers=auth).json().get("items", [])
-        pods = httpx.get(f"{state['server']}/api/v1/pods", timeout=5, headers=auth).json().get("items", [])
+        nodes = httpx.get(f"{state['server']}/api/v1/nodes", timeout=5, headers=auth, verify=verify).json().get(
+            "items", [])
+        pods = httpx.get(f"{state['server']}/api/v1/pods", timeout=5, headers=auth, verify=verify).json().get(
+            "items", [])
     except httpx.HTTPError as exc:
         print(f"apiserver   {state['server']} (unreachable: {exc})")
         return 1
@@ -530,7 +540,7 @@ def cmd_trace(args: argparse.Namespace) -> int:
     if rt is None:
         print(f"kubelab trace: expected KIND/NAME (e.g. service/web, pod/api-1), got {args.object!r}", file=sys.stderr)
         return 2
-    server, token = args.server, None
+    server, token, ca = args.server, None, None
     if server is None:
         from .kubeconfig import token_of
         from .runner import read_state
@@ -540,11 +550,12 @@ def cmd_trace(args: argparse.Namespace) -> int:
         except FileNotFoundError as exc:
             print(f"kubelab trace: {exc}", file=sys.stderr)
             return 1
-        server, token = state["server"], token_of(Path(state["kubeconfig"]))
+        server, token, ca = state["server"], token_of(Path(state["kubeconfig"])), state.get("ca")
     headers = {"Authorization": f"Bearer {token}"} if token else {}
     key = tracing.storage_key(rt, args.namespace, name)
     try:
-        resp = httpx.get(f"{server}{tracing.PATH}", params={"key": key}, headers=headers, timeout=10)
+        resp = httpx.get(f"{server}{tracing.PATH}", params={"key": key}, headers=headers, timeout=10,
+                         verify=_verify(ca))
     except httpx.HTTPError as exc:
         print(f"kubelab trace: {server}: {exc}", file=sys.stderr)
         return 1
@@ -570,7 +581,7 @@ def cmd_explain(args: argparse.Namespace) -> int:
     from .client import ApiClient, ApiError
 
     server = args.server
-    token = None
+    token = ca = None
     if server is None:
         from .kubeconfig import token_of
         from .runner import read_state
@@ -580,10 +591,10 @@ def cmd_explain(args: argparse.Namespace) -> int:
         except FileNotFoundError as exc:
             print(f"kubelab explain: {exc}", file=sys.stderr)
             return 1
-        server, token = state["server"], token_of(Path(state["kubeconfig"]))
+        server, token, ca = state["server"], token_of(Path(state["kubeconfig"])), state.get("ca")
 
     async def fetch() -> tuple[Any, list[Any], list[Any]]:
-        async with ApiClient(server, token=token, user_agent="kubelab-explain") as api:
+        async with ApiClient(server, token=token, user_agent="kubelab-explain", ca_file=ca) as api:
             pod = await api.get(kinds.PODS, args.name, args.namespace)
             nodes, _ = await api.list(kinds.NODES)
             pods, _ = await api.list(kinds.PODS, field_selector="status.phase!=Succeeded,status.phase!=Failed")
@@ -647,7 +658,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--token-auth-file", metavar="FILE",
                    help="require bearer tokens from this CSV (token,user,uid[,\"group1,group2\"]); tokens for "
                         "kubelab's own components and an admin are added to it when missing, and the admin's goes "
-                        "into the kubeconfig")
+                        "into the kubeconfig. The API then serves HTTPS (kubectl sends tokens only over TLS) with a "
+                        "CA and certificate made in <data-dir>/pki; the kubeconfig carries the CA")
     p.set_defaults(func=cmd_up)
 
     p = sub.add_parser("apiserver", help="run only the API server")

@@ -2,16 +2,20 @@
 
 from __future__ import annotations
 
+import base64
 from pathlib import Path
 
 import yaml
 
 
-def render(server: str, *, name: str = "kubelab", token: str | None = None) -> str:
+def render(server: str, *, name: str = "kubelab", token: str | None = None, ca_pem: bytes | None = None) -> str:
     user: dict[str, str] = {"token": token} if token else {}
+    cluster: dict[str, str] = {"server": server}
+    if ca_pem is not None:
+        cluster["certificate-authority-data"] = base64.b64encode(ca_pem).decode()
     config = {
         "apiVersion": "v1", "kind": "Config",
-        "clusters": [{"name": name, "cluster": {"server": server}}],
+        "clusters": [{"name": name, "cluster": cluster}],
         "users": [{"name": name, "user": user}],
         "contexts": [{"name": name, "context": {"cluster": name, "user": name, "namespace": "default"}}],
         "current-context": name,
@@ -21,9 +25,9 @@ def render(server: str, *, name: str = "kubelab", token: str | None = None) -> s
     return text
 
 
-def write(path: Path, server: str, *, token: str | None = None) -> Path:
+def write(path: Path, server: str, *, token: str | None = None, ca_file: Path | None = None) -> Path:
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(render(server, token=token))
+    path.write_text(render(server, token=token, ca_pem=ca_file.read_bytes() if ca_file else None))
     path.chmod(0o600)
     return path
 

@@ -103,7 +103,9 @@ async def up(options: UpOptions, *, ready: Callable[[dict[str, Any]], None] | No
     _refuse_second_cluster(data_dir)
     host, port = split_listen(options.listen)
     _preflight(options, host, port)
-    server_url = f"http://{'127.0.0.1' if host in ('0.0.0.0', '') else host}:{port}"
+    # With tokens the API serves HTTPS with a lab CA (kubelab/pki.py): kubectl sends tokens only over TLS.
+    scheme = "https" if options.token_auth_file is not None else "http"
+    server_url = f"{scheme}://{'127.0.0.1' if host in ('0.0.0.0', '') else host}:{port}"
     timer = Timer()
     etcd: Etcd | None = None
     lab = None
@@ -116,16 +118,22 @@ async def up(options: UpOptions, *, ready: Callable[[dict[str, Any]], None] | No
             etcd_servers = [etcd.url]
             _log("etcd").info("ready at %s (private, data in %s) [%s]", etcd.url, etcd.data_dir, timer)
         tokens = None
+        pki = None
         if options.token_auth_file is not None:
+            from .pki import ensure_serving_pki
             from .tokenfile import ensure_component_tokens
 
             tokens = ensure_component_tokens(options.token_auth_file.resolve(),
                                              [addressing.node_name(i) for i in range(1, options.nodes + 1)])
+            ips = [addressing.KUBERNETES_SERVICE_IP] + ([host] if host not in ("0.0.0.0", "", "127.0.0.1") else [])
+            pki = await asyncio.to_thread(ensure_serving_pki, data_dir / "pki", ips=ips)
         app = create_app(Config(etcd_servers, advertise_ip=host if host not in ("0.0.0.0", "") else "127.0.0.1",
                                 port=port, token_auth_file=str(options.token_auth_file.resolve())
                                 if options.token_auth_file is not None else None))
         server = uvicorn.Server(uvicorn.Config(app, host=host, port=port, log_level="warning", lifespan="on",
-                                               access_log=False, timeout_graceful_shutdown=2))
+                                               access_log=False, timeout_graceful_shutdown=2,
+                                               ssl_certfile=str(pki.cert_file) if pki else None,
+                                               ssl_keyfile=str(pki.key_file) if pki else None))
         # uvicorn would take SIGINT/SIGTERM for itself; here they cancel the whole cluster instead.
         server.capture_signals = contextlib.nullcontext  # type: ignore[method-assign,assignment]
         serving = asyncio.create_task(server.serve(), name="apiserver")
@@ -137,9 +145,12 @@ async def up(options: UpOptions, *, ready: Callable[[dict[str, Any]], None] | No
                                        "is the port in use? try --listen 127.0.0.1:PORT)")
                 await asyncio.sleep(0.05)
             _log("apiserver").info("ready at %s [%s]", server_url, timer)
-            config_path = kubeconfig.write(data_dir / "kubeconfig", server_url, token=tokens.admin if tokens else None)
+            config_path = kubeconfig.write(data_dir / "kubeconfig", server_url, token=tokens.admin if tokens else None,
+                                           ca_file=pki.ca_file if pki else None)
             state: dict[str, Any] = {"pid": os.getpid(), "server": server_url, "kubeconfig": str(config_path),
                                      "dataplane": options.dataplane, "etcd": etcd_servers, "nodes": {}}
+            if pki is not None:
+                state["ca"] = str(pki.ca_file)
             if options.dataplane == "netns":
                 lab = await _create_lab(data_dir, options)
                 state["netnsPrefix"] = lab.prefix
@@ -160,7 +171,7 @@ async def up(options: UpOptions, *, ready: Callable[[dict[str, Any]], None] | No
                 async with asyncio.TaskGroup() as tg:
                     tg.create_task(_watch_apiserver(serving), name="apiserver-watchdog")
                     await _run_components(tg, options, server_url, data_dir, state, lab, timer, ready, clients,
-                                          tokens=tokens)
+                                          tokens=tokens, ca_file=str(pki.ca_file) if pki else None)
             finally:
                 for api in clients:  # only now: every component using them has stopped
                     with contextlib.suppress(Exception):
@@ -279,7 +290,7 @@ class _Node:
 async def _run_components(tg: asyncio.TaskGroup, options: UpOptions, server_url: str, data_dir: Path,
                           state: dict[str, Any], lab: Any, timer: Timer,
                           ready: Callable[[dict[str, Any]], None] | None, clients: list[Any], *,
-                          tokens: Any = None) -> None:
+                          tokens: Any = None, ca_file: str | None = None) -> None:
     import controllers
     import scheduler
     from kubeletstub.dataplane import NetnsDataplane, RenderDataplane
@@ -295,7 +306,7 @@ async def _run_components(tg: asyncio.TaskGroup, options: UpOptions, server_url:
 
     def client(agent: str, **options: Any) -> ApiClient:
         api = ApiClient(server_url, token=tokens.for_component(agent) if tokens else None,
-                        user_agent=f"kubelab-{agent}", **options)
+                        user_agent=f"kubelab-{agent}", ca_file=ca_file, **options)
         clients.append(api)
         return api
 

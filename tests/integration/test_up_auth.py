@@ -1,14 +1,17 @@
 """`kubelab up --token-auth-file`: the one-process cluster with authentication on. Its components get
 tokens (written into the file when missing) and do their work under the node restrictions: nodes
 register, renew their leases, run pods and delete them, proxy agents program Services; the kubeconfig
-carries the admin token; anonymous requests get 401. Render dataplane, so no root is needed.
+carries the admin token and the lab CA, since the API then serves HTTPS (kubectl sends tokens only over
+TLS); kubectl works with it unchanged; anonymous requests get 401. Render dataplane, so no root is needed.
 
 And the default: `kubelab up` without a token file serves only on loopback, open as before.
 """
 
 from __future__ import annotations
 
+import base64
 import signal
+import ssl
 import stat
 import subprocess
 import sys
@@ -104,11 +107,23 @@ def test_up_with_a_token_file(up: Any, tmp_path: Path) -> None:
     assert stat.S_IMODE(tokens.stat().st_mode) & 0o077 == 0 or tokens.read_text().startswith("my-admin-token")
     config = yaml.safe_load((cluster.data_dir / "kubeconfig").read_text())
     assert config["users"][0]["user"] == {"token": "my-admin-token"}
+    url = f"https://127.0.0.1:{cluster.port}"
+    ca = cluster.data_dir / "pki" / "ca.crt"
+    assert config["clusters"][0]["cluster"] == {"server": url,
+                                                "certificate-authority-data": base64.b64encode(ca.read_bytes()).decode()}
     assert listening_addresses(cluster.port) == {"127.0.0.1"}
 
-    assert httpx.get(f"{cluster.url}/api/v1/nodes").status_code == 401
-    assert httpx.get(f"{cluster.url}/readyz").text == "ok"
-    with httpx.Client(base_url=cluster.url, headers={"Authorization": "Bearer my-admin-token"}, timeout=30) as api:
+    lab_ca = ssl.create_default_context(cafile=str(ca))
+    assert httpx.get(f"{url}/api/v1/nodes", verify=lab_ca).status_code == 401
+    assert httpx.get(f"{url}/readyz", verify=lab_ca).text == "ok"
+    with pytest.raises(httpx.ConnectError):  # a certificate of the lab's own CA, which nobody else trusts
+        httpx.get(f"{url}/readyz")
+    # The real kubectl, with nothing but the kubeconfig: it trusts the CA and so sends the token.
+    kubectl = subprocess.run(["kubectl", "--kubeconfig", str(cluster.data_dir / "kubeconfig"), "get", "nodes",
+                              "-o", "name"], capture_output=True, text=True, timeout=60, check=False)
+    assert kubectl.stdout.split() == ["node/node-1", "node/node-2"], kubectl.stderr
+    with httpx.Client(base_url=url, headers={"Authorization": "Bearer my-admin-token"}, timeout=30,
+                      verify=lab_ca) as api:
         nodes = api.get("/api/v1/nodes").json()["items"]
         assert sorted(n["metadata"]["name"] for n in nodes) == ["node-1", "node-2"]
         for name in ("node-1", "node-2"):  # each kubelet renews its own lease with its own token
@@ -139,8 +154,7 @@ def test_up_with_a_token_file(up: Any, tmp_path: Path) -> None:
     status = subprocess.run([sys.executable, "-m", "kubelab", "status", "--data-dir", str(cluster.data_dir)],
                             capture_output=True, text=True, timeout=60, check=False)
     assert status.returncode == 0 and "node-1" in status.stdout and "node-2" in status.stdout, status.stdout
-    # The official client reads the kubeconfig and sends its token. (kubectl would not: client-go sends
-    # credentials only over TLS, kubernetes/kubectl#744, and kubelab serves plain HTTP.)
+    # The official client reads the kubeconfig (server, CA, token) as well.
     from kubernetes import client as k8s_client
     from kubernetes import config as k8s_config
 
