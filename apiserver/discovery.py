@@ -7,12 +7,15 @@ kubectl to leave validation to the server (reference/kubectl-and-clients.md §2-
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import platform
 from collections.abc import Iterable
 from typing import Any
 
-from kubelab import __version__
+import orjson
+
+from kubelab import __version__, schema
 from kubelab.kinds import ResourceType
 
 KUBE_MAJOR, KUBE_MINOR = "1", "32"
@@ -97,19 +100,28 @@ def _openapi_path(gv: str) -> str:
 
 
 def openapi_index(resources: Iterable[ResourceType]) -> dict[str, Any]:
+    """The /openapi/v3 index. Each document's hash is of its content, as kube-apiserver's is: kubectl
+    keeps the documents in its disk cache by URL, so new content must come with a new URL."""
     paths = {}
     for gv, rts in _group_versions(resources).items():
-        digest = hashlib.sha256(",".join(rt.kind for rt in rts).encode()).hexdigest()[:32].upper()
+        digest = _openapi_document(gv, tuple(rts))[1]
         paths[_openapi_path(gv)] = {"serverRelativeURL": f"/openapi/v3/{_openapi_path(gv)}?hash={digest}"}
     return {"paths": paths}
 
 
 def openapi_group_version(group_version: str, resources: Iterable[ResourceType]) -> dict[str, Any] | None:
-    """Per-GV document: one PATCH operation per kind declaring `fieldValidation`, no schemas (see §3 of the
-    kubectl reference: a requestBody without components makes kubectl warn)."""
-    rts = [rt for rt in resources if rt.group_version == group_version]
-    if not rts:
-        return None
+    rts = tuple(rt for rt in resources if rt.group_version == group_version)
+    return _openapi_document(group_version, rts)[0] if rts else None
+
+
+@functools.lru_cache(maxsize=64)
+def _openapi_document(group_version: str, rts: tuple[ResourceType, ...]) -> tuple[dict[str, Any], str]:
+    """Per-GV document: one PATCH operation per kind declaring `fieldValidation` (how kubectl learns the
+    server validates fields), and the kinds' schemas with their descriptions under components, which is
+    what `kubectl explain` reads. The operations carry no requestBody (see §3 of the kubectl reference: a
+    requestBody without schemas makes kubectl warn, and a PATCH requestBody listing strategic merge patch
+    would make `kubectl apply` take its merge keys from these schemas, which do not carry them; without it
+    kubectl uses its built-in types, as it does against kube-apiserver for these kinds)."""
     paths: dict[str, Any] = {}
     params = [{"name": "fieldValidation", "in": "query", "schema": {"type": "string", "uniqueItems": True},
                "description": "fieldValidation instructs the server on how to handle objects in the request "
@@ -129,4 +141,8 @@ def openapi_group_version(group_version: str, resources: Iterable[ResourceType])
                 "responses": {"201": {"description": "Created"}}}
         paths[path] = {"patch": op, "put": {**op, "operationId": f"replace{rt.kind}", "x-kubernetes-action": "put"}}
         paths[path.rsplit("/", 1)[0]] = {"post": post}
-    return {"openapi": "3.0.0", "info": {"title": "Kubernetes", "version": version()["gitVersion"]}, "paths": paths}
+    components = {"schemas": schema.openapi_schemas([(rt.group_version, rt.kind) for rt in rts])}
+    document = {"openapi": "3.0.0", "info": {"title": "Kubernetes", "version": version()["gitVersion"]},
+                "paths": paths, "components": components}
+    digest = hashlib.sha512(orjson.dumps(document, option=orjson.OPT_SORT_KEYS)).hexdigest()[:128].upper()
+    return document, digest

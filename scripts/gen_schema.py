@@ -2,6 +2,9 @@
 serves, read from the official `kubernetes` Python client's generated models (themselves generated from
 Kubernetes' OpenAPI spec). The API server uses it for fieldValidation=Strict: `unknown field "spec.foo"`.
 
+And kubelab/schema/openapi.json: the same types as OpenAPI v3 component schemas, named and shaped as
+kube-apiserver's /openapi/v3 names and shapes them, with the models' descriptions, for `kubectl explain`.
+
     .venv/bin/python scripts/gen_schema.py
 """
 
@@ -47,6 +50,92 @@ def describe(type_name: str, types: dict[str, Any]) -> Any:
     return type_name
 
 
+# Where kube-apiserver's OpenAPI names a type: meta/v1 for the apimachinery types, otherwise the package
+# of the first served kind (core first) that uses it.
+META_TYPES = {"V1ObjectMeta", "V1ListMeta", "V1OwnerReference", "V1ManagedFieldsEntry", "V1LabelSelector",
+              "V1LabelSelectorRequirement", "V1DeleteOptions", "V1Preconditions", "V1Condition"}
+CORE_TYPES = {"V1PodTemplateSpec"}  # reached only from apps/v1 kinds here, but a core/v1 type
+PACKAGES = {"v1": "io.k8s.api.core.v1", "discovery.k8s.io/v1": "io.k8s.api.discovery.v1",
+            "coordination.k8s.io/v1": "io.k8s.api.coordination.v1", "apps/v1": "io.k8s.api.apps.v1",
+            "autoscaling/v1": "io.k8s.api.autoscaling.v1", "meta/v1": "io.k8s.apimachinery.pkg.apis.meta.v1"}
+INT_OR_STRING = "io.k8s.apimachinery.pkg.util.intstr.IntOrString"
+FORMATS = {"int": "int32", "float": "double", "datetime": "date-time", "bytearray": "byte"}
+
+
+def openapi_name(model: str, package: str) -> str:
+    kind = re.sub(r"^(?:[A-Z][a-z]+)?V\d+(?:(?:alpha|beta)\d+)?", "", model)  # V1PodSpec, CoreV1Event -> ...
+    if model in META_TYPES:
+        package = PACKAGES["meta/v1"]
+    elif model in CORE_TYPES:
+        package = PACKAGES["v1"]
+    return f"{package}.{kind}"
+
+
+def openapi_schemas() -> tuple[dict[str, str], dict[str, Any]]:
+    """(served "apiVersion/Kind" -> schema name, schema name -> OpenAPI v3 schema)."""
+    names: dict[str, str] = {}  # model class -> schema name
+    schemas: dict[str, Any] = {}
+
+    def prop(type_name: str, field_name: str, package: str) -> dict[str, Any]:
+        type_name = type_name.strip()
+        match = re.fullmatch(r"(?:list|List)\[(.+)\]", type_name)
+        if match:
+            return {"type": "array", "items": prop(match.group(1), field_name, package)}
+        match = re.fullmatch(r"(?:dict|Dict)\((?:str|str), (.+)\)|(?:dict|Dict)\[str, (.+)\]", type_name)
+        if match:
+            return {"type": "object", "additionalProperties": prop(match.group(1) or match.group(2), field_name,
+                                                                   package)}
+        if type_name in ("object", "Any"):  # the client's IntOrString fields, and fieldsV1
+            return {"type": "object"} if field_name == "fieldsV1" else {"allOf": [{"$ref": _ref(INT_OR_STRING)}]}
+        if type_name in PRIMITIVES:
+            out = {"type": PRIMITIVES[type_name]}
+            if type_name in FORMATS:
+                out["format"] = FORMATS[type_name]
+            return out
+        return {"allOf": [{"$ref": _ref(visit(type_name, package))}], "default": {}}
+
+    def visit(model_name: str, package: str) -> str:
+        if model_name in names:
+            return names[model_name]
+        model = getattr(client, model_name)
+        name = names[model_name] = openapi_name(model_name, package)
+        own_package = name.rsplit(".", 1)[0]
+        doc = (model.__doc__ or "").strip().split("\n\n", 1)[0].strip()
+        schema: dict[str, Any] = {"type": "object", "properties": {}}
+        if doc and not doc.startswith("NOTE: This class is auto generated"):
+            schema["description"] = " ".join(doc.split())
+        schemas[name] = schema
+        required = []
+        for attr, kind in model.openapi_types.items():
+            json_name = model.attribute_map[attr]
+            field = model.model_fields.get(attr)
+            out = prop(kind, json_name, own_package)
+            if field is not None and field.description:
+                out["description"] = field.description
+            if field is not None and field.is_required():
+                required.append(json_name)
+            schema["properties"][json_name] = out
+        if required:
+            schema["required"] = required
+        return name
+
+    roots = {}
+    for gvk, model in ROOTS.items():
+        api_version, kind = gvk.rsplit("/", 1)
+        roots[gvk] = visit(model, PACKAGES[api_version])
+        group, _, version = api_version.rpartition("/")
+        schemas[roots[gvk]]["x-kubernetes-group-version-kind"] = [
+            {"group": "" if group == "meta" else group, "kind": kind, "version": version}]
+    schemas[INT_OR_STRING] = {"type": "string", "format": "int-or-string",
+                              "description": "IntOrString holds either an int32 or a string: a port number or a "
+                                             "port name, for example."}
+    return roots, schemas
+
+
+def _ref(name: str) -> str:
+    return f"#/components/schemas/{name}"
+
+
 def main() -> None:
     types: dict[str, Any] = {}
     roots = {gvk: describe(model, types) for gvk, model in ROOTS.items()}
@@ -54,6 +143,12 @@ def main() -> None:
     path = Path(__file__).resolve().parents[1] / "kubelab" / "schema" / "kubernetes.json"
     path.write_text(json.dumps(out, sort_keys=True, separators=(",", ":")) + "\n")
     print(f"{path}: {len(types)} types")
+    openapi_roots, schemas = openapi_schemas()
+    out = {"generatedFrom": f"kubernetes Python client {kubernetes.__version__}", "roots": openapi_roots,
+           "schemas": schemas}
+    path = path.with_name("openapi.json")
+    path.write_text(json.dumps(out, sort_keys=True, separators=(",", ":")) + "\n")
+    print(f"{path}: {len(schemas)} schemas, {path.stat().st_size // 1024} KiB")
 
 
 if __name__ == "__main__":
