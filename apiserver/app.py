@@ -35,7 +35,7 @@ class Config:
     advertise_ip: str = "127.0.0.1"
     port: int = 8080
     service_cidr: str = addressing.SERVICE_CIDR
-    resources: tuple[ResourceType, ...] = field(default_factory=lambda: kinds.BUILTIN)
+    resources: tuple[ResourceType, ...] = field(default_factory=lambda: kinds.SERVED)
     # kube-apiserver's --min-request-timeout: a watch without timeoutSeconds ends after a random time
     # between this and twice this, so long-lived watches re-list and rebalance (clients resume).
     min_request_timeout: float = 1800.0

@@ -43,6 +43,8 @@ NODE_WRITES: Mapping[tuple[str, str], frozenset[str]] = {
     ("", "events"): frozenset({"create", "update", "patch"}),
     ("events.k8s.io", "events"): frozenset({"create", "update", "patch"}),
     ("coordination.k8s.io", "leases"): frozenset({"get", "create", "update", "patch", "delete"}),
+    # system:basic-user, which every authenticated user has: may ask what it may do (kubectl auth can-i).
+    ("authorization.k8s.io", "selfsubjectaccessreviews"): frozenset({"create"}),
     # kubelab's own: a node's proxy agent reports its syncs for `kubelab trace` (apiserver/traces.py).
     ("kubelab.dev", "traces"): frozenset({"create"}),
 }
@@ -146,26 +148,30 @@ def authorizer_denial(user: UserInfo, info: RequestInfo, reason: str = "") -> er
 
 def authorize_node(user: UserInfo, node: str, info: RequestInfo) -> errors.StatusError | None:
     """The request's verdict before its body is looked at: None to go on, else the 403."""
+    allowed, reason = node_verdict(node, info)
+    return None if allowed else authorizer_denial(user, info, reason)
+
+
+def node_verdict(node: str, info: RequestInfo) -> tuple[bool, str]:
+    """The Node authorizer's decision and its reason ("" when no rule allows the request at all)."""
     if not info.is_resource or info.verb in READ_VERBS:
-        return None  # kubelab lets nodes read everything (see the module docstring)
+        return True, ""  # kubelab lets nodes read everything (see the module docstring)
     resource = f"{info.resource}/{info.subresource}" if info.subresource else info.resource
     if (info.group, resource) == ("coordination.k8s.io", "leases"):
-        return _authorize_lease(user, node, info)
-    if info.verb in NODE_WRITES.get((info.group, resource), frozenset()):
-        return None
-    return authorizer_denial(user, info)
+        return _lease_verdict(node, info)
+    return info.verb in NODE_WRITES.get((info.group, resource), frozenset()), ""
 
 
-def _authorize_lease(user: UserInfo, node: str, info: RequestInfo) -> errors.StatusError | None:
+def _lease_verdict(node: str, info: RequestInfo) -> tuple[bool, str]:
     """NodeAuthorizer.authorizeLease."""
     if info.verb not in NODE_WRITES[("coordination.k8s.io", "leases")]:
-        return authorizer_denial(user, info, "can only get, create, update, patch, or delete a node lease")
+        return False, "can only get, create, update, patch, or delete a node lease"
     if info.namespace != NODE_LEASE_NAMESPACE:
-        return authorizer_denial(user, info, f'can only access leases in the "{NODE_LEASE_NAMESPACE}" system namespace')
+        return False, f'can only access leases in the "{NODE_LEASE_NAMESPACE}" system namespace'
     # The name is not known on create; NodeRestriction checks it then (admit_node_write).
     if info.verb != "create" and info.name != node:
-        return authorizer_denial(user, info, "can only access node lease with the same name as the requesting node")
-    return None
+        return False, "can only access node lease with the same name as the requesting node"
+    return True, ""
 
 
 # --- NodeRestriction -------------------------------------------------------------------------------

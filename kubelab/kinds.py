@@ -87,6 +87,14 @@ REPLICASETS = ResourceType("apps", "v1", "replicasets", "ReplicaSet", True, mode
 BUILTIN: tuple[ResourceType, ...] = (NAMESPACES, NODES, PODS, SERVICES, ENDPOINTS, EVENTS, CONFIGMAPS, SECRETS,
                                      SERVICEACCOUNTS, ENDPOINTSLICES, LEASES, DEPLOYMENTS, REPLICASETS)
 
+# `kubectl auth can-i` creates one of these and reads the answer back; the API server answers it without
+# storing anything (apiserver/routers/reviews.py), so it is served and discovered but not in BUILTIN, the
+# kinds that are stored, watched and garbage-collected.
+SELFSUBJECTACCESSREVIEWS = ResourceType("authorization.k8s.io", "v1", "selfsubjectaccessreviews",
+                                        "SelfSubjectAccessReview", False, models.SelfSubjectAccessReview,
+                                        verbs=("create",))
+SERVED: tuple[ResourceType, ...] = (*BUILTIN, SELFSUBJECTACCESSREVIEWS)
+
 
 def by_kind(api_version: str, kind: str) -> ResourceType | None:
     for rt in BUILTIN:

@@ -1,9 +1,9 @@
 """Field numbers and types of the Kubernetes messages kubelab decodes from protobuf bodies.
 
 Interoperability data, written down from k8s.io/api's and k8s.io/apimachinery's generated.proto
-(core/v1, apps/v1, autoscaling/v1, meta/v1; field numbers as of Kubernetes 1.34). It covers what
-kubectl's generators send as protobuf (`create namespace|deployment|service|configmap|secret|
-serviceaccount`, `run`, `expose`, `scale`) and the types those reach; volume sources beyond the common
+(core/v1, apps/v1, autoscaling/v1, authorization/v1, meta/v1; field numbers as of Kubernetes 1.34). It
+covers what kubectl's generators send as protobuf (`create namespace|deployment|service|configmap|secret|
+serviceaccount`, `run`, `expose`, `scale`, `auth can-i`) and the types those reach; volume sources beyond the common
 ones (hostPath, emptyDir, secret, configMap, projected, PVC, NFS, CSI, ephemeral, image, downward API)
 are left out and decode as an unknown field.
 
@@ -720,6 +720,43 @@ ReplicaSetCondition
   4 reason string
   5 message string
 
+# --- authorization/v1: what `kubectl auth can-i` sends --------------------------------------------
+SelfSubjectAccessReview
+  1 metadata ObjectMeta
+  2 spec SelfSubjectAccessReviewSpec
+  3 status SubjectAccessReviewStatus
+SelfSubjectAccessReviewSpec
+  1 resourceAttributes ResourceAttributes
+  2 nonResourceAttributes NonResourceAttributes
+ResourceAttributes
+  1 namespace string
+  2 verb string
+  3 group string
+  4 version string
+  5 resource string
+  6 subresource string
+  7 name string
+  8 fieldSelector FieldSelectorAttributes
+  9 labelSelector LabelSelectorAttributes
+FieldSelectorAttributes
+  1 rawSelector string
+  2 requirements []FieldSelectorRequirement
+FieldSelectorRequirement
+  1 key string
+  2 operator string
+  3 values []string
+LabelSelectorAttributes
+  1 rawSelector string
+  2 requirements []LabelSelectorRequirement
+NonResourceAttributes
+  1 path string
+  2 verb string
+SubjectAccessReviewStatus
+  1 allowed bool *
+  4 denied bool
+  2 reason string
+  3 evaluationError string
+
 # --- autoscaling/v1 ------------------------------------------------------------------------------
 Scale
   1 metadata ObjectMeta
@@ -743,6 +780,7 @@ KINDS: dict[tuple[str, str], str] = {
     ("apps/v1", "Deployment"): "Deployment",
     ("apps/v1", "ReplicaSet"): "ReplicaSet",
     ("autoscaling/v1", "Scale"): "Scale",
+    ("authorization.k8s.io/v1", "SelfSubjectAccessReview"): "SelfSubjectAccessReview",
     ("v1", "DeleteOptions"): "DeleteOptions",
     ("meta.k8s.io/v1", "DeleteOptions"): "DeleteOptions",
 }

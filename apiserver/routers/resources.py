@@ -35,6 +35,7 @@ from ..registry.pods import bind
 from ..registry.store import parse_resource_version
 from ..storage import RequestTooLarge, StorageError
 from ..storage import Timeout as StorageTimeout
+from . import reviews
 
 log = logging.getLogger(__name__)
 
@@ -221,6 +222,10 @@ def _observe_at_end(response: StreamingResponse, metrics: Any, request: Request,
 async def _dispatch(request: Request, target: Target, watch_path: bool, path: str) -> Response:
     method = request.method
     q = request.query_params
+    if target.rt == kinds.SELFSUBJECTACCESSREVIEWS:  # answered, never stored
+        if method != "POST" or target.name is not None:
+            raise errors.method_not_allowed()
+        return await reviews.create_self_subject_access_review(request)
     if method == "GET":
         if target.name is None:
             if watch_path or q.get("watch") in ("true", "1"):

@@ -188,3 +188,28 @@ def test_a_node_creates_events_and_nothing_else(node1: httpx.Client) -> None:
         resp = node1.request(method, path, json=body)
         assert_status(resp, 403, "Forbidden")
         assert f'User "system:node:{NODE1}" cannot' in resp.json()["message"], resp.text
+
+
+def can_i(api: httpx.Client, **attributes: str) -> dict[str, Any]:
+    """What `kubectl auth can-i` sends, and the status it reads back."""
+    review = {"apiVersion": "authorization.k8s.io/v1", "kind": "SelfSubjectAccessReview",
+              "spec": {"resourceAttributes": attributes}}
+    resp = api.post("/apis/authorization.k8s.io/v1/selfsubjectaccessreviews", json=review)
+    assert resp.status_code == 201, resp.text
+    assert resp.json()["spec"] == review["spec"]
+    status: dict[str, Any] = resp.json()["status"]
+    return status
+
+
+def test_self_subject_access_reviews_answer_with_the_authorizers_verdicts(server: str, admin: httpx.Client,
+                                                                          node1: httpx.Client) -> None:
+    assert can_i(admin, verb="create", resource="services", namespace=NS) == {"allowed": True}
+    assert can_i(node1, verb="create", resource="services", namespace=NS) == {"allowed": False}
+    assert can_i(node1, verb="patch", resource="nodes", subresource="status", name=NODE1) == {"allowed": True}
+    assert can_i(node1, verb="list", resource="secrets") == {"allowed": True}  # kubelab lets nodes read all
+    assert can_i(node1, verb="update", group="coordination.k8s.io", resource="leases",
+                 namespace="kube-node-lease", name=NODE2) == {
+        "allowed": False, "reason": "can only access node lease with the same name as the requesting node"}
+    with client(server, None) as anonymous:
+        assert_status(anonymous.post("/apis/authorization.k8s.io/v1/selfsubjectaccessreviews", json={}), 401,
+                      "Unauthorized", "Unauthorized")

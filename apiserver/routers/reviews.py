@@ -1,0 +1,69 @@
+"""SelfSubjectAccessReview: `kubectl auth can-i VERB RESOURCE` asks the API server whether the asking user
+may do something, and the server answers with the same authorizers that judge real requests (authz.py).
+Nothing is stored; the answer comes back in `status` with 201, as kube-apiserver's REST handler gives it.
+
+kubelab's authorizers (see authz.py): without a token file the API is open, so everything is allowed (as
+kube-apiserver with AlwaysAllow); with one, every authenticated user but a node is a cluster-admin, and a
+node (`system:node:NAME` in `system:nodes`) gets the Node authorizer's verdict.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import ValidationError
+from starlette.requests import Request
+from starlette.responses import Response
+
+from kubelab import kinds
+from kubelab.models import SelfSubjectAccessReview
+from kubelab.validation import FieldError, invalid
+
+from .. import codecs, errors
+from ..auth import user_of
+from ..authz import RequestInfo, node_name, node_verdict
+
+RT = kinds.SELFSUBJECTACCESSREVIEWS
+
+
+async def create_self_subject_access_review(request: Request) -> Response:
+    body = codecs.decode(codecs.media_type(request), await codecs.read_body(request))
+    if not isinstance(body, dict):
+        raise errors.bad_request("the request body is not a SelfSubjectAccessReview")
+    try:
+        review = SelfSubjectAccessReview.model_validate(body)
+    except ValidationError as exc:
+        raise errors.bad_request(f"the request body is not a SelfSubjectAccessReview: {exc.errors()[0]['msg']}"
+                                 ) from exc
+    spec = review.spec
+    resource = spec.resource_attributes if spec else None
+    non_resource = spec.non_resource_attributes if spec else None
+    problems: list[FieldError] = []
+    if resource is not None and non_resource is not None:  # ValidateSelfSubjectAccessReviewSpec
+        problems.append(invalid("spec.nonResourceAttributes", non_resource.to_dict(),
+                                "cannot be specified in combination with resourceAttributes"))
+    if resource is None and non_resource is None:
+        problems.append(invalid("spec.resourceAttributes", None,
+                                "exactly one of nonResourceAttributes or resourceAttributes must be specified"))
+    if problems:
+        raise errors.invalid(RT, "", problems)
+
+    allowed, reason = True, ""
+    user = user_of(request.scope)
+    node = node_name(user) if user is not None else None
+    if user is not None and node is not None:
+        if resource is not None:
+            info = RequestInfo(path="", verb=resource.verb or "", is_resource=True, group=resource.group or "",
+                               version=resource.version or "", resource=resource.resource or "",
+                               subresource=resource.subresource or "", namespace=resource.namespace or "",
+                               name=resource.name or "")
+        else:
+            assert non_resource is not None
+            info = RequestInfo(path=non_resource.path or "", verb=non_resource.verb or "")
+        allowed, reason = node_verdict(node, info)
+    out: dict[str, Any] = {"kind": "SelfSubjectAccessReview", "apiVersion": "authorization.k8s.io/v1",
+                           "metadata": {"creationTimestamp": None},
+                           "spec": body.get("spec") or {}, "status": {"allowed": allowed}}
+    if reason:
+        out["status"]["reason"] = reason
+    return codecs.respond(request, out, status_code=201)

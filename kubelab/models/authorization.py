@@ -1,0 +1,38 @@
+"""authorization.k8s.io/v1: the SelfSubjectAccessReview `kubectl auth can-i` asks with. Never stored."""
+
+from __future__ import annotations
+
+from .base import Model
+from .meta import TypedObject
+
+
+class ResourceAttributes(Model):
+    namespace: str | None = None
+    verb: str | None = None
+    group: str | None = None
+    version: str | None = None
+    resource: str | None = None
+    subresource: str | None = None
+    name: str | None = None
+
+
+class NonResourceAttributes(Model):
+    path: str | None = None
+    verb: str | None = None
+
+
+class SelfSubjectAccessReviewSpec(Model):
+    resource_attributes: ResourceAttributes | None = None
+    non_resource_attributes: NonResourceAttributes | None = None
+
+
+class SubjectAccessReviewStatus(Model):
+    allowed: bool = False
+    denied: bool | None = None
+    reason: str | None = None
+    evaluation_error: str | None = None
+
+
+class SelfSubjectAccessReview(TypedObject):
+    spec: SelfSubjectAccessReviewSpec | None = None
+    status: SubjectAccessReviewStatus | None = None
