@@ -176,9 +176,10 @@ async def run_workload(nodes: int, pods: int, args: argparse.Namespace) -> dict[
         task.cancel()
         await asyncio.gather(task, return_exceptions=True)
         await api.close()
-        result["pure_decisions_per_second"] = pure_decisions(list(scheduler.nodes.cache.values()),
-                                                             [Pod.from_dict({**pod_body(i), "status": {"phase": "Pending"}})
-                                                              for i in range(pods)])
+        fresh = [Pod.from_dict({**pod_body(i), "status": {"phase": "Pending"}}) for i in range(pods)]
+        node_objects = list(scheduler.nodes.cache.values())
+        result["pure_decisions_per_second"] = pure_decisions(node_objects, fresh)
+        result["pure_decisions_per_second_loop"] = pure_decisions(node_objects, fresh, vectorized=False)
         return result
     finally:
         for proc in procs:
@@ -233,15 +234,17 @@ async def verify(api: ApiClient, nodes: int, pods: int) -> int:
     return over
 
 
-def pure_decisions(node_objects: list[Any], pod_objects: list[Pod]) -> float:
-    """decide() + assume for every pod over the same nodes, in memory: the algorithm alone."""
+def pure_decisions(node_objects: list[Any], pod_objects: list[Pod], *, vectorized: bool = True) -> float:
+    """decide() + assume for every pod over the same nodes, in memory: the algorithm alone, as the
+    scheduler runs it (with the cache's numpy arrays), or with `vectorized=False` the loop alone."""
     cache = Cache()
     for node in node_objects:
         cache.set_node(node)
     rng, start = random.Random(1), 0
     began = time.perf_counter()
     for pod in pod_objects:
-        decision = decide(pod, cache.node_list(), rng=rng, start=start)
+        decision = decide(pod, cache.node_list(), rng=rng, start=start,
+                          arrays=cache.node_arrays() if vectorized else None)
         start = decision.next_start
         assert decision.node is not None
         cache.assume(pod, decision.node)

@@ -18,6 +18,7 @@ from kubelab.models import Pod
 from . import score
 from .cache import NodeInfo
 from .fit import AFFINITY_CONFLICT, NO_NODES, NODE_AFFINITY_PLUGIN, PodContext, failure_message, filter_node
+from .vectorized import NodeArrays, decide_plain, is_plain_pod
 
 # schedule_one.go: below 100 nodes every node is evaluated; the adaptive percentage never drops under 5%.
 MIN_FEASIBLE_NODES_TO_FIND = 100
@@ -65,8 +66,11 @@ def candidate_nodes(ctx: PodContext, nodes: list[NodeInfo]) -> tuple[list[NodeIn
 
 
 def decide(pod: Pod, nodes: list[NodeInfo], *, strategy: str = score.LEAST_ALLOCATED,
-           rng: random.Random | None = None, percentage: int = 0, start: int = 0) -> Decision:
-    """Filter from `start` until enough nodes fit, score those, pick the best (ties at random)."""
+           rng: random.Random | None = None, percentage: int = 0, start: int = 0,
+           arrays: NodeArrays | None = None) -> Decision:
+    """Filter from `start` until enough nodes fit, score those, pick the best (ties at random).
+    `arrays` (the same nodes as numpy arrays, Cache.node_arrays) lets a plain pod be decided by
+    vectorized.py: the same decision, computed for all nodes at once."""
     total = len(nodes)
     if total == 0:
         return Decision(None, {}, {}, NO_NODES)
@@ -77,11 +81,15 @@ def decide(pod: Pod, nodes: list[NodeInfo], *, strategy: str = score.LEAST_ALLOC
     candidates, absent_reason = candidate_nodes(ctx, nodes)
     count = len(candidates)
     wanted = num_feasible_nodes_to_find(count, percentage)
+    begin = start % count if count else 0
+    if arrays is not None and arrays.nodes is nodes and count and is_plain_pod(ctx):
+        decision = decide_plain(ctx, arrays, wanted=wanted, begin=begin, strategy=strategy, rng=rng)
+        if decision is not None:
+            return decision
     feasible: list[NodeInfo] = []
     reasons: dict[str, list[str]] = {}
     plugins: dict[str, str] = {}
     processed = 0
-    begin = start % count if count else 0
     for info in itertools.chain(candidates[begin:], candidates[:begin]):
         processed += 1
         verdict = filter_node(ctx, info)

@@ -9,10 +9,14 @@ from __future__ import annotations
 
 from collections import Counter
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from kubelab.models import Node, Pod, Taint
 
 from .resources import Resources, node_allocatable, pod_nonzero_requests, pod_requests
+
+if TYPE_CHECKING:
+    from .vectorized import NodeArrays
 
 
 @dataclass(eq=False)
@@ -78,13 +82,35 @@ class Cache:
         self.nodes: dict[str, NodeInfo] = {}
         self._pods: dict[str, _PodEntry] = {}
         self._node_list: list[NodeInfo] | None = None
+        self._arrays: NodeArrays | None = None
 
     def node_list(self) -> list[NodeInfo]:
         """Every node in a stable order (the order they were first seen), rebuilt only when a node
         comes or goes: the list that the rotating start index of percentageOfNodesToScore walks."""
         if self._node_list is None:
             self._node_list = list(self.nodes.values())
+            self._arrays = None
         return self._node_list
+
+    def node_arrays(self) -> NodeArrays:
+        """node_list() as numpy arrays (vectorized.py), kept current as pods and nodes change."""
+        from .vectorized import NodeArrays  # vectorized imports fit and score, which import this module
+
+        nodes = self.node_list()
+        if self._arrays is None:
+            self._arrays = NodeArrays(nodes)
+        return self._arrays
+
+    def _changed(self, info: NodeInfo, *, node: bool = False) -> None:
+        arrays = self._arrays
+        if arrays is None:
+            return
+        i = arrays.index.get(info.name)
+        if i is not None and arrays.nodes[i] is info:
+            if node:
+                arrays.refresh_node(i, info)
+            else:
+                arrays.refresh_usage(i, info)
 
     def node_of(self, key: str) -> str | None:
         """The node a bound or assumed pod counts on."""
@@ -103,21 +129,21 @@ class Cache:
         if info is None:
             info = NodeInfo(node, node_allocatable(node))
             self.nodes[name] = info
-            self._node_list = None
+            self._node_list = self._arrays = None
             for key, entry in self._pods.items():
                 if entry.node == name:
                     self._account(info, key, entry, 1)
         else:
             info.refresh(node)
+            self._changed(info, node=True)
 
     def remove_node(self, name: str) -> None:
         if self.nodes.pop(name, None) is not None:
-            self._node_list = None
+            self._node_list = self._arrays = None
 
     # --- pods ------------------------------------------------------------------------------------
 
-    @staticmethod
-    def _account(info: NodeInfo, key: str, entry: _PodEntry, sign: int) -> None:
+    def _account(self, info: NodeInfo, key: str, entry: _PodEntry, sign: int) -> None:
         info.requested.add(entry.requests, sign)
         info.requested.pods += sign
         info.nonzero_cpu += sign * entry.nonzero[0]
@@ -129,6 +155,7 @@ class Cache:
             info.pods.discard(key)
             info.used_ports.subtract(entry.host_ports)
             info.used_ports += Counter()  # drop the ports no pod holds any more
+        self._changed(info)
 
     def _put(self, key: str, entry: _PodEntry) -> None:
         self._drop(key)

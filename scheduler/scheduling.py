@@ -142,7 +142,7 @@ class Scheduler:
         qp.pod = pod
         started = time.perf_counter()
         decision = decide(pod, self.cache.node_list(), strategy=self.strategy, rng=self.rng,
-                          percentage=self.percentage, start=self._next_start)
+                          percentage=self.percentage, start=self._next_start, arrays=self.cache.node_arrays())
         self._next_start = decision.next_start
         self.decisions += 1
         if decision.node is None:
