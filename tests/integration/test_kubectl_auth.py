@@ -36,3 +36,11 @@ def test_reviews_are_answered_not_stored(apiserver: str) -> None:
                       "one of nonResourceAttributes or resourceAttributes must be specified")
         both = {"spec": {"resourceAttributes": {"verb": "get"}, "nonResourceAttributes": {"path": "/"}}}
         assert api.post(PATH, json=both).json()["details"]["causes"][0]["field"] == "spec.nonResourceAttributes"
+        # Bodies are decoded as every kind's are, with the Go decoder's words.
+        assert_status(api.post(PATH, json={"apiVersion": "v1", "kind": "Pod", "spec": {"resourceAttributes": {}}}),
+                      400, "BadRequest", 'Pod in version "v1" cannot be handled as a SelfSubjectAccessReview: '
+                      "converting (v1.Pod) to (authorization.SelfSubjectAccessReview): unknown conversion")
+        assert_status(api.post(PATH, json={"spec": {"resourceAttributes": {"verb": 5}}}), 400, "BadRequest",
+                      'SelfSubjectAccessReview in version "v1" cannot be handled as a SelfSubjectAccessReview: json: '
+                      "cannot unmarshal number 5 into Go struct field ResourceAttributes.spec.resourceAttributes.verb "
+                      "of type string")
