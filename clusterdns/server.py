@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import errno
 import logging
 import socket
 import struct
@@ -51,7 +52,22 @@ class Sockets:
         return int(self.udp.getsockname()[1])
 
 
+# With port 0 the kernel picks a free UDP port, and TCP must take the same number, which another TCP socket
+# may hold: then try another UDP port.
+ANY_PORT_ATTEMPTS = 100
+
+
 def _bind(host: str, port: int, metrics_port: int | None) -> Sockets:
+    for attempt in range(ANY_PORT_ATTEMPTS if port == 0 else 1):
+        try:
+            return _bind_once(host, port, metrics_port)
+        except OSError as exc:
+            if port != 0 or exc.errno != errno.EADDRINUSE or attempt == ANY_PORT_ATTEMPTS - 1:
+                raise
+    raise AssertionError("unreachable")
+
+
+def _bind_once(host: str, port: int, metrics_port: int | None) -> Sockets:
     udp = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
     tcp = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     metrics = socket.socket(socket.AF_INET, socket.SOCK_STREAM) if metrics_port is not None else None
