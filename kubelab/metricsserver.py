@@ -20,7 +20,7 @@ log = logging.getLogger(__name__)
 
 SCHEDULER_BIND_ADDRESS = "127.0.0.1:10259"  # kube-scheduler's secure port
 CONTROLLERS_BIND_ADDRESS = "127.0.0.1:10257"  # kube-controller-manager's secure port
-_REASONS = {200: "OK", 400: "Bad Request", 404: "Not Found", 405: "Method Not Allowed"}
+_REASONS = {200: "OK", 400: "Bad Request", 404: "Not Found", 405: "Method Not Allowed", 503: "Service Unavailable"}
 
 
 def split_bind_address(text: str) -> tuple[str, int]:
@@ -32,7 +32,8 @@ def split_bind_address(text: str) -> tuple[str, int]:
 
 
 class MetricsServer:
-    """Serves `registry` (or whatever `exposition()` returns) at /metrics; /healthz answers ok."""
+    """Serves `registry` (or whatever `exposition()` returns) at /metrics; /healthz answers ok.
+    A subclass answers other paths by overriding `respond` (proxyagent/metricserver.py)."""
 
     def __init__(self, host: str, port: int, *, registry: CollectorRegistry | None = None,
                  exposition: Callable[[], bytes] | None = None, name: str = "component") -> None:
