@@ -120,6 +120,22 @@ def cmd_apiserver(args: argparse.Namespace) -> int:
     return 0
 
 
+def _cluster_access(args: argparse.Namespace, command: str) -> tuple[str, str | None, str | None] | None:
+    """--server when given, else the cluster `kubelab up` runs in --data-dir: (server, token, CA file).
+    None (after saying why) when there is no such cluster."""
+    if args.server is not None:
+        return str(args.server), None, None
+    from .kubeconfig import token_of
+    from .runner import read_state
+
+    try:
+        state = read_state(Path(args.data_dir))
+    except FileNotFoundError as exc:
+        print(f"kubelab {command}: {exc}", file=sys.stderr)
+        return None
+    return str(state["server"]), token_of(Path(state["kubeconfig"])), state.get("ca")
+
+
 def _verify(ca_file: str | None) -> Any:
     """httpx's `verify` for a cluster: its own CA when it has one (`kubelab up` with tokens), else the system's."""
     import ssl
@@ -540,17 +556,10 @@ def cmd_trace(args: argparse.Namespace) -> int:
     if rt is None:
         print(f"kubelab trace: expected KIND/NAME (e.g. service/web, pod/api-1), got {args.object!r}", file=sys.stderr)
         return 2
-    server, token, ca = args.server, None, None
-    if server is None:
-        from .kubeconfig import token_of
-        from .runner import read_state
-
-        try:
-            state = read_state(Path(args.data_dir))
-        except FileNotFoundError as exc:
-            print(f"kubelab trace: {exc}", file=sys.stderr)
-            return 1
-        server, token, ca = state["server"], token_of(Path(state["kubeconfig"])), state.get("ca")
+    access = _cluster_access(args, "trace")
+    if access is None:
+        return 1
+    server, token, ca = access
     headers = {"Authorization": f"Bearer {token}"} if token else {}
     key = tracing.storage_key(rt, args.namespace, name)
     try:
@@ -580,18 +589,10 @@ def cmd_explain(args: argparse.Namespace) -> int:
     from . import kinds
     from .client import ApiClient, ApiError
 
-    server = args.server
-    token = ca = None
-    if server is None:
-        from .kubeconfig import token_of
-        from .runner import read_state
-
-        try:
-            state = read_state(Path(args.data_dir))
-        except FileNotFoundError as exc:
-            print(f"kubelab explain: {exc}", file=sys.stderr)
-            return 1
-        server, token, ca = state["server"], token_of(Path(state["kubeconfig"])), state.get("ca")
+    access = _cluster_access(args, "explain")
+    if access is None:
+        return 1
+    server, token, ca = access
 
     async def fetch() -> tuple[Any, list[Any], list[Any]]:
         async with ApiClient(server, token=token, user_agent="kubelab-explain", ca_file=ca) as api:
