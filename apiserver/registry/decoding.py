@@ -56,6 +56,27 @@ def kind_mismatch(rt: ResourceType, api_version: str, kind: str) -> errors.Statu
     return errors.bad_request(f'{kind} in version "{version}" cannot be handled as a {rt.kind}: {reason}')
 
 
+def check_kind(rt: ResourceType, body: Any) -> dict[str, Any]:
+    """The body as the object the URL names, or the decoder's refusal: not an object, or another kind
+    or version (missing parts come from the URL, as the decoder's gvkWithDefaults fills them)."""
+    if not isinstance(body, dict):
+        raise not_an_object(rt, body)
+    kind, api_version = body.get("kind"), body.get("apiVersion")
+    if kind is not None or api_version is not None:
+        data_gv, data_kind = api_version or rt.api_version, kind or rt.kind
+        if (data_gv, data_kind) != (rt.api_version, rt.kind):
+            raise kind_mismatch(rt, str(data_gv), str(data_kind))
+    return body
+
+
+def to_model(rt: ResourceType, body: dict[str, Any]) -> Any:
+    """`rt.model` from a body, or encoding/json's type error for the first field of the wrong type."""
+    try:
+        return rt.model.model_validate(body)
+    except pydantic.ValidationError as exc:
+        raise type_error(rt, exc) from exc
+
+
 def not_an_object(rt: ResourceType, body: Any) -> errors.StatusError:
     """A body that is a list, string, number or null: there is no kind to read."""
     summary = orjson.dumps(body).decode()  # summarizeData: the first 30 bytes of the body

@@ -14,7 +14,6 @@ from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 import orjson
-import pydantic
 
 from kubelab import schema, timeutil
 from kubelab.kinds import NAMESPACES, ResourceType
@@ -98,19 +97,8 @@ class Registry:
     # --- decoding --------------------------------------------------------------------------------
 
     def decode(self, rt: ResourceType, body: Any, namespace: str | None) -> TypedObject:
-        if not isinstance(body, dict):
-            raise decoding.not_an_object(rt, body)
-        kind, api_version = body.get("kind"), body.get("apiVersion")
-        if kind is not None or api_version is not None:
-            # Missing parts come from the URL, as the decoder's gvkWithDefaults fills them.
-            data_gv, data_kind = api_version or rt.api_version, kind or rt.kind
-            if (data_gv, data_kind) != (rt.api_version, rt.kind):
-                raise decoding.kind_mismatch(rt, str(data_gv), str(data_kind))
-        body = self._check_fields(rt, body)
-        try:
-            obj = rt.model.model_validate(body)
-        except pydantic.ValidationError as exc:
-            raise decoding.type_error(rt, exc) from exc
+        body = self._check_fields(rt, decoding.check_kind(rt, body))
+        obj: TypedObject = decoding.to_model(rt, body)
         if rt.namespaced:
             body_ns = obj.metadata.namespace
             if body_ns and namespace and body_ns != namespace:

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 from typing import Any
 
-from pydantic import ValidationError
 from starlette.requests import Request
 from starlette.responses import Response
 
@@ -30,16 +29,7 @@ RT = kinds.SELFSUBJECTACCESSREVIEWS
 async def create_self_subject_access_review(request: Request) -> Response:
     body = codecs.decode(codecs.media_type(request), await codecs.read_body(request))
     # Decoded as any other kind's body is: kube's words for a non-object, another kind, a wrong type.
-    if not isinstance(body, dict):
-        raise decoding.not_an_object(RT, body)
-    kind, api_version = body.get("kind"), body.get("apiVersion")
-    if (kind is not None or api_version is not None) and (api_version or RT.api_version, kind or RT.kind) != (
-            RT.api_version, RT.kind):
-        raise decoding.kind_mismatch(RT, str(api_version or RT.api_version), str(kind or RT.kind))
-    try:
-        review = SelfSubjectAccessReview.model_validate(body)
-    except ValidationError as exc:
-        raise decoding.type_error(RT, exc) from exc
+    review: SelfSubjectAccessReview = decoding.to_model(RT, decoding.check_kind(RT, body))
     spec = review.spec
     resource = spec.resource_attributes if spec else None
     non_resource = spec.non_resource_attributes if spec else None
