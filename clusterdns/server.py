@@ -18,7 +18,6 @@ import errno
 import logging
 import socket
 import struct
-import threading
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -97,25 +96,12 @@ def open_sockets(host: str, port: int, *, netns: str | None = None, metrics_port
     """Bind the server's sockets, inside `netns` (a named network namespace) if given. Blocking."""
     if netns is None:
         return _bind(host, port, metrics_port)
-    from pyroute2 import netns as pyroute2_netns
+    from kubelab.netnsthread import run_in_netns
 
-    result: list[Sockets] = []
-    failure: list[BaseException] = []
-
-    def enter_and_bind() -> None:
-        try:
-            pyroute2_netns.setns(netns, flags=0)
-            result.append(_bind(host, port, metrics_port))
-        except BaseException as exc:  # noqa: BLE001 - re-raised in the caller's thread
-            failure.append(exc)
-
-    thread = threading.Thread(target=enter_and_bind, name=f"dns-sockets-{netns}")
-    thread.start()
-    thread.join()
-    if failure:
-        raise OSError(f"cannot listen on {host}:{port} in network namespace {netns}: "
-                      f"{failure[0]}") from failure[0]
-    return result[0]
+    try:
+        return run_in_netns(netns, lambda: _bind(host, port, metrics_port), name=f"dns-sockets-{netns}")
+    except Exception as exc:
+        raise OSError(f"cannot listen on {host}:{port} in network namespace {netns}: {exc}") from exc
 
 
 class Metrics:

@@ -72,6 +72,7 @@ from pyroute2 import config as pyroute2_config
 from pyroute2 import netns as pyroute2_netns
 from pyroute2.netlink.exceptions import NetlinkError
 
+from kubelab.netnsthread import run_in_netns
 from kubeletstub.podprocess import (
     PodProcess,
     PodProcessError,
@@ -1022,7 +1023,7 @@ def _rtnl(netns: str | None) -> Iterator[Any]:
     it is created in, whichever thread uses it later, so a throwaway thread enters the namespace,
     opens the netlink socket, and hands its descriptor over."""
     try:
-        ipr = IPRoute() if netns is None else IPRoute(fileno=_in_netns_thread(netns, _netlink_socket_fd))
+        ipr = IPRoute() if netns is None else IPRoute(fileno=run_in_netns(netns, _netlink_socket_fd))
     except FileNotFoundError:
         raise DataplaneError(f"network namespace {netns} does not exist") from None
     try:
@@ -1032,27 +1033,6 @@ def _rtnl(netns: str | None) -> Iterator[Any]:
 
 
 _CLONE_NEWNET = 0x40000000
-
-
-def _in_netns_thread(netns: str | None, work: Any) -> Any:
-    """Run `work()` in a new thread that first enters `netns` (setns affects only the calling thread)
-    and exits afterwards, so no thread that does anything else ever changes namespace. No fork."""
-    box: dict[str, Any] = {}
-
-    def run() -> None:
-        try:
-            if netns is not None:
-                pyroute2_netns.setns(netns, flags=0)
-            box["result"] = work()
-        except BaseException as exc:  # noqa: BLE001 - re-raised in the caller's thread
-            box["error"] = exc
-
-    thread = threading.Thread(target=run, name=f"netns-{netns}")
-    thread.start()
-    thread.join()
-    if "error" in box:
-        raise box["error"]
-    return box["result"]
 
 
 def _netlink_socket_fd() -> int:
@@ -1073,7 +1053,7 @@ def _create_netns_in_thread(name: str) -> None:
             raise OSError(ctypes.get_errno(), "unshare(CLONE_NEWNET) failed")
         pyroute2_netns.attach(name, "thread-self", libc=libc)
 
-    _in_netns_thread(None, create)
+    run_in_netns(None, create)
 
 
 @contextlib.contextmanager
@@ -1187,31 +1167,23 @@ def _write_sysctls(netns: str | None, values: Mapping[str, str]) -> None:
     thread enters the namespace (setns affects only the calling thread), writes, and exits; no
     thread that is reused for anything else ever changes namespace.
     """
-    failure: list[BaseException] = []
-
     def write() -> None:
-        try:
-            if netns is not None:
-                pyroute2_netns.setns(netns, flags=0)
-            for key, value in values.items():
-                with open(f"/proc/sys/{key}") as f:
-                    if f.read().strip() == value:
-                        continue
-                try:
-                    with open(f"/proc/sys/{key}", "w") as f:
-                        f.write(value)
-                except OSError as exc:
-                    raise OSError(exc.errno, f"cannot set {key.replace('/', '.')}={value} ({exc.strerror}); "
-                                  "set it for the container (compose `sysctls:`) or run it privileged") from exc
-        except BaseException as exc:  # noqa: BLE001 - re-raised in the caller's thread
-            failure.append(exc)
+        for key, value in values.items():
+            with open(f"/proc/sys/{key}") as f:
+                if f.read().strip() == value:
+                    continue
+            try:
+                with open(f"/proc/sys/{key}", "w") as f:
+                    f.write(value)
+            except OSError as exc:
+                raise OSError(exc.errno, f"cannot set {key.replace('/', '.')}={value} ({exc.strerror}); "
+                              "set it for the container (compose `sysctls:`) or run it privileged") from exc
 
-    thread = threading.Thread(target=write, name=f"sysctl-{netns}")
-    thread.start()
-    thread.join()
-    if failure:
+    try:
+        run_in_netns(netns, write, name=f"sysctl-{netns}")
+    except Exception as exc:
         where = netns if netns is not None else "this network namespace"
-        raise DataplaneError(f"sysctls in {where}: {failure[0]}") from failure[0]
+        raise DataplaneError(f"sysctls in {where}: {exc}") from exc
 
 
 def _interface_holding(ipr: Any, ip: str) -> tuple[str, int]:

@@ -61,9 +61,9 @@ from typing import Any, Self
 
 import yaml
 from pyroute2 import IPRoute
-from pyroute2 import netns as pyroute2_netns
 
 from kubelab.etcd import find_etcd
+from kubelab.netnsthread import run_in_netns
 from kubeletstub.netns import LAB_BRIDGE, LabNetwork
 
 REPO = Path(__file__).resolve().parents[2]
@@ -252,21 +252,8 @@ class PortForwarder:
         self._thread.start()
 
     def _upstream_socket(self) -> socket.socket:
-        made: list[socket.socket | BaseException] = []
-
-        def make() -> None:  # setns changes only this short-lived thread's namespace
-            try:
-                pyroute2_netns.setns(self.netns, flags=0)
-                made.append(socket.socket(socket.AF_INET, socket.SOCK_STREAM))
-            except BaseException as exc:  # noqa: BLE001 - re-raised in the caller's thread
-                made.append(exc)
-
-        thread = threading.Thread(target=make)
-        thread.start()
-        thread.join()
-        if isinstance(made[0], BaseException):
-            raise made[0]
-        return made[0]
+        # A socket belongs to the namespace of the thread that makes it.
+        return run_in_netns(self.netns, lambda: socket.socket(socket.AF_INET, socket.SOCK_STREAM))
 
     def _accept(self) -> None:
         while True:

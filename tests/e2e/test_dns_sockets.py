@@ -14,13 +14,12 @@ import os
 import secrets
 import socket
 import subprocess
-import threading
 from collections.abc import Iterator
 
 import pytest
-from pyroute2 import netns as pyroute2_netns
 
 from clusterdns.server import open_sockets
+from kubelab.netnsthread import run_in_netns
 
 pytestmark = pytest.mark.root
 
@@ -43,27 +42,18 @@ def narrow_netns() -> Iterator[str]:
 
 
 def tcp_listeners(netns: str, ports: list[int]) -> list[socket.socket]:
-    """TCP sockets listening on 127.0.0.1:`ports` inside `netns` (made from a thread that entered it)."""
-    made: list[socket.socket] = []
-    failed: list[BaseException] = []
+    """TCP sockets listening on 127.0.0.1:`ports` inside `netns`."""
 
-    def make() -> None:
-        try:
-            pyroute2_netns.setns(netns, flags=0)
-            for port in ports:
-                sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-                sock.bind(("127.0.0.1", port))
-                sock.listen(1)
-                made.append(sock)
-        except BaseException as exc:  # noqa: BLE001 - re-raised below
-            failed.append(exc)
+    def make() -> list[socket.socket]:
+        made = []
+        for port in ports:
+            sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+            sock.bind(("127.0.0.1", port))
+            sock.listen(1)
+            made.append(sock)
+        return made
 
-    thread = threading.Thread(target=make)
-    thread.start()
-    thread.join()
-    if failed:
-        raise failed[0]
-    return made
+    return run_in_netns(netns, make)
 
 
 def test_any_port_finds_one_free_for_both_udp_and_tcp(narrow_netns: str) -> None:
