@@ -21,16 +21,18 @@ import random
 from typing import TYPE_CHECKING
 
 import numpy as np
-import numpy.typing as npt
 
 from . import score
-from .fit import PodContext, filter_node
+from .fit import PodContext, failure_message, filter_node
 
 if TYPE_CHECKING:
     from .algorithm import Decision
     from .cache import NodeInfo
 
-IntArray = npt.NDArray[np.int64]
+
+# Past this many non-plain nodes the loop decides: judging each of them here, on every decision, would
+# cost more than the loop's early stop saves.
+MAX_ODD_NODES = 64
 
 
 class NodeArrays:
@@ -71,18 +73,22 @@ def is_plain_pod(ctx: PodContext) -> bool:
 def decide_plain(ctx: PodContext, arrays: NodeArrays, *, wanted: int, begin: int, strategy: str,
                  rng: random.Random | None) -> Decision | None:
     """The decision for a plain pod over every node in `arrays` (filtering from `begin` until `wanted`
-    nodes fit), or None if the loop must decide (a non-plain node is feasible, so it must be scored)."""
+    nodes fit), or None if the loop must decide (many non-plain nodes, or one among those to score)."""
     from .algorithm import Decision, select_host  # algorithm imports this module
 
     nodes, count = arrays.nodes, len(arrays.nodes)
+    odd = np.flatnonzero(~arrays.plain)
+    if len(odd) > MAX_ODD_NODES:
+        return None  # mostly tainted or cordoned nodes: the loop, which stops early, is the cheaper
     req_cpu, req_mem = ctx.request.milli_cpu, ctx.request.memory
     feasible = ((arrays.used_pods < arrays.alloc_pods)
                 & ((req_cpu == 0) | (req_cpu <= arrays.alloc_cpu - arrays.used_cpu))
                 & ((req_mem == 0) | (req_mem <= arrays.alloc_mem - arrays.used_mem))
                 & arrays.plain)
-    odd = np.flatnonzero(~arrays.plain)
-    for i in odd.tolist():  # tainted, unschedulable or resource-less nodes: the loop's own filter
-        feasible[i] = filter_node(ctx, nodes[i]) is None
+    # Tainted, unschedulable or resource-less nodes: the loop's own filter, once each.
+    odd_verdicts = {i: filter_node(ctx, nodes[i]) for i in odd.tolist()}
+    for i, verdict in odd_verdicts.items():
+        feasible[i] = verdict is None
     rolled = np.roll(feasible, -begin) if begin else feasible
     positions = np.flatnonzero(rolled)[:wanted]
     processed = int(positions[-1]) + 1 if len(positions) == wanted else count
@@ -90,16 +96,17 @@ def decide_plain(ctx: PodContext, arrays: NodeArrays, *, wanted: int, begin: int
     reasons: dict[str, list[str]] = {}
     plugins: dict[str, str] = {}
     for pos in rejected.tolist():
-        info = nodes[(pos + begin) % count]
-        verdict = filter_node(ctx, info)
+        i = (pos + begin) % count
+        info = nodes[i]
+        verdict = odd_verdicts[i] if i in odd_verdicts else filter_node(ctx, info)
         assert verdict is not None
         plugins[info.name], reasons[info.name] = verdict
     next_start = (begin + processed) % count
     idx = (positions + begin) % count if begin else positions
-    if len(idx) == 0:
-        return None  # the loop writes the FitError
+    if len(idx) == 0:  # no node fits: the FitError over every node's reasons, as the loop writes it
+        return Decision(None, reasons, {}, failure_message(count, reasons), plugins=plugins, next_start=next_start)
     if not arrays.plain[idx].all():
-        return None
+        return None  # a tainted node is among the chosen: its score needs the loop's TaintToleration
     names = arrays.names
     if len(idx) == 1:
         name = names[int(idx[0])]
