@@ -20,7 +20,7 @@ from kubelab.models import Deployment, DeploymentStatus, ObjectMeta, Pod, Replic
 from kubelab.selectors import SelectorError, selector_from_label_selector
 
 from . import rollout
-from .ownership import SMP, Claim, adopt_patch, claim, controller_ref, new_controller_ref, release_patch
+from .ownership import claim_all, controller_ref, new_controller_ref
 
 log = logging.getLogger(__name__)
 
@@ -105,35 +105,9 @@ class DeploymentController:
 
     async def _claim_replicasets(self, d: Deployment) -> list[ReplicaSet]:
         selector = selector_from_label_selector(d.spec.selector if d.spec else None)
-        owned: list[ReplicaSet] = []
-        checked = False
-        for rs in self.replicasets.items():
-            if rs.metadata.namespace != d.metadata.namespace:
-                continue
-            decision = claim(rs, d, matches=selector.matches(rs.metadata.labels))
-            if decision is Claim.OWNED:
-                owned.append(rs)
-            elif decision is Claim.ADOPT:
-                if not checked:
-                    fresh = await self.api.get(kinds.DEPLOYMENTS, d.metadata.name or "", d.metadata.namespace)
-                    if fresh.metadata.uid != d.metadata.uid or fresh.metadata.deletion_timestamp:
-                        raise RuntimeError(f"cannot adopt replica sets: deployment {d.key} is being deleted "
-                                           "or was replaced")
-                    checked = True
-                try:
-                    owned.append(await self.api.patch(kinds.REPLICASETS, rs.metadata.name or "",
-                                                      adopt_patch(rs, d), rs.metadata.namespace,
-                                                      content_type=SMP))
-                except NotFound:
-                    continue
-            elif decision is Claim.RELEASE:
-                try:
-                    await self.api.patch(kinds.REPLICASETS, rs.metadata.name or "",
-                                         release_patch(rs, d.metadata.uid or ""), rs.metadata.namespace,
-                                         content_type=SMP)
-                except NotFound:
-                    continue
-        return owned
+        candidates = (rs for rs in self.replicasets.items() if rs.metadata.namespace == d.metadata.namespace)
+        return await claim_all(self.api, d, kinds.DEPLOYMENTS, candidates, kinds.REPLICASETS,
+                               lambda rs: selector.matches(rs.metadata.labels), what="replica sets")
 
     def pods_by_rs(self, d: Deployment, rss: list[ReplicaSet]) -> dict[str, list[Pod]]:
         """getPodMapForDeployment: the pods each of `rss` controls, by RS UID."""

@@ -24,7 +24,7 @@ from kubelab.models import OwnerReference, Pod, ReplicaSet, ReplicaSetStatus
 from kubelab.selectors import SelectorError, selector_from_label_selector, selector_from_map
 
 from .expectations import Expectations
-from .ownership import SMP, Claim, adopt_patch, claim, controller_ref, new_controller_ref, release_patch
+from .ownership import claim_all, controller_ref, new_controller_ref
 
 log = logging.getLogger(__name__)
 
@@ -324,36 +324,8 @@ class ReplicaSetController:
             raise RuntimeError(manage_error)
 
     async def _claim_pods(self, rs: ReplicaSet, selector: Any, pods: list[Pod]) -> list[Pod]:
-        owned: list[Pod] = []
-        checked_owner = False
-        for pod in pods:
-            decision = claim(pod, rs, matches=selector.matches(pod.metadata.labels))
-            if decision is Claim.OWNED:
-                owned.append(pod)
-            elif decision is Claim.ADOPT:
-                if not checked_owner:
-                    # RecheckDeletionTimestamp: adopt only for an owner that is really there and staying.
-                    fresh = await self.api.get(kinds.REPLICASETS, rs.metadata.name or "",
-                                               rs.metadata.namespace)
-                    if fresh.metadata.uid != rs.metadata.uid or fresh.metadata.deletion_timestamp:
-                        # Our cache is behind: a sync on a partial claim could over-create. Try again later.
-                        raise RuntimeError(f"cannot adopt pods: replicaset {rs.key} is being deleted or was "
-                                           "replaced")
-                    checked_owner = True
-                try:
-                    owned.append(await self.api.patch(kinds.PODS, pod.metadata.name or "",
-                                                      adopt_patch(pod, rs), pod.metadata.namespace,
-                                                      content_type=SMP))
-                except NotFound:
-                    continue
-            elif decision is Claim.RELEASE:
-                try:
-                    await self.api.patch(kinds.PODS, pod.metadata.name or "",
-                                         release_patch(pod, rs.metadata.uid or ""), pod.metadata.namespace,
-                                         content_type=SMP)
-                except NotFound:
-                    continue
-        return owned
+        return await claim_all(self.api, rs, kinds.REPLICASETS, pods, kinds.PODS,
+                               lambda pod: selector.matches(pod.metadata.labels), what="pods")
 
     async def _manage_replicas(self, rs: ReplicaSet, owned: list[Pod]) -> None:
         key = rs.key
