@@ -4,15 +4,33 @@
     kubectl_for  (module)   kubectl_for("1.29") -> a Kubectl for that binary; one discovery cache
                             per version per module (a fresh server port, so never stale)
     kubectl      (function) the dispatcher, /usr/bin/kubectl, as users type it
+    private_api  (module)   an API server on an etcd of its own, for tests whose components claim
+                            cluster-wide things (kube-dns's 10.96.0.10, the LB pool, nodes) that
+                            another module's objects could already hold
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import AbstractContextManager
 from pathlib import Path
 
 import pytest
 from kubectltools import Kubectl, write_kubeconfig
+
+from kubelab.etcd import Etcd
+
+
+@pytest.fixture(scope="module")
+def private_api(tmp_path_factory: pytest.TempPathFactory,
+                start_apiserver: Callable[..., AbstractContextManager[str]]) -> Iterator[str]:
+    etcd = Etcd(Path(tmp_path_factory.mktemp("private-etcd")) / "data")
+    try:
+        etcd.start()
+        with start_apiserver(etcd.url) as url:
+            yield url
+    finally:
+        etcd.stop()
 
 
 @pytest.fixture(scope="module")

@@ -9,8 +9,6 @@ import subprocess
 import sys
 import time
 from collections.abc import Callable, Iterator
-from contextlib import AbstractContextManager
-from pathlib import Path
 from typing import Any
 
 import dns.exception
@@ -21,20 +19,7 @@ import httpx
 import pytest
 from apitools import ns_path, unique_name
 
-from kubelab.etcd import Etcd, free_port
-
-
-@pytest.fixture(scope="module")
-def private_api(tmp_path_factory: pytest.TempPathFactory,
-                start_apiserver: Callable[..., AbstractContextManager[str]]) -> Iterator[str]:
-    # Its own etcd: kube-dns claims 10.96.0.10, which a Service of another module could have drawn.
-    etcd = Etcd(Path(tmp_path_factory.mktemp("dns-etcd")) / "data")
-    try:
-        etcd.start()
-        with start_apiserver(etcd.url) as url:
-            yield url
-    finally:
-        etcd.stop()
+from kubelab.etcd import free_port
 
 
 def ask(port: int, name: str, rdtype: str, *, tcp: bool = False) -> dns.message.Message:

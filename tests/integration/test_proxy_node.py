@@ -6,40 +6,19 @@ A private etcd and API server: the Node this registers must not show up in other
 
 from __future__ import annotations
 
-import socket
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Iterator
-from contextlib import AbstractContextManager
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import httpx
-import pytest
 from apitools import ns_path, unique_name
 
-from kubelab.etcd import Etcd
+from kubelab.etcd import free_port
 
 ROOT = Path(__file__).resolve().parents[2]
-
-
-@pytest.fixture(scope="module")
-def private_api(tmp_path_factory: pytest.TempPathFactory,
-                start_apiserver: Callable[..., AbstractContextManager[str]]) -> Iterator[str]:
-    etcd = Etcd(Path(tmp_path_factory.mktemp("node-etcd")) / "data")
-    try:
-        etcd.start()
-        with start_apiserver(etcd.url) as url:
-            yield url
-    finally:
-        etcd.stop()
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 def wait_for(what: str, check: Callable[[], Any], timeout: float = 30.0) -> Any:

@@ -9,36 +9,20 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import AsyncIterator, Callable, Iterator
-from contextlib import AbstractContextManager
-from pathlib import Path
+from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 import httpx
-import pytest
 from apitools import CORE, ns_path, unique_name
 
 import controllers
 import scheduler
 from kubelab.client import ApiClient
-from kubelab.etcd import Etcd
 from kubeletstub.dataplane import RenderDataplane
 from kubeletstub.kubelet import Kubelet
 from kubeletstub.node import NodeConfig
 
 APPS = "apps"
-
-
-@pytest.fixture(scope="module")
-def private_api(tmp_path_factory: pytest.TempPathFactory,
-                start_apiserver: Callable[..., AbstractContextManager[str]]) -> Iterator[str]:
-    etcd = Etcd(Path(tmp_path_factory.mktemp("workload-etcd")) / "data")
-    try:
-        etcd.start()
-        with start_apiserver(etcd.url) as url:
-            yield url
-    finally:
-        etcd.stop()
 
 
 @contextlib.asynccontextmanager
