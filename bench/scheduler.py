@@ -28,9 +28,9 @@ import time
 from pathlib import Path
 from typing import Any
 
-import httpx
-
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from harness import cpu_seconds, wait_ready
 
 from kubelab import kinds, quantity
 from kubelab.client import ApiClient
@@ -61,12 +61,6 @@ def pod_body(i: int) -> dict[str, Any]:
                                      "resources": {"limits": resources, "requests": resources}}]}}
 
 
-def cpu_seconds(pid: int) -> float:
-    with open(f"/proc/{pid}/stat") as f:
-        fields = f.read().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-
-
 async def create_all(server: str, bodies: list[dict[str, Any]], rt: Any, concurrency: int) -> float:
     """POST every body with `concurrency` requests in flight; returns the wall time of the first POST."""
     async with ApiClient(server, user_agent="kubelab-bench", fast_requests=True) as api:
@@ -86,20 +80,6 @@ def creator_main(args: argparse.Namespace) -> None:
     bodies = [pod_body(i) for i in range(args.create_pods)]
     first = asyncio.run(create_all(args.server, bodies, kinds.PODS, args.concurrency))
     print(json.dumps({"first_create": first}), flush=True)
-
-
-async def wait_ready(server: str, proc: subprocess.Popen[bytes]) -> None:
-    async with httpx.AsyncClient(base_url=server) as http:
-        for _ in range(300):
-            if proc.poll() is not None:
-                raise RuntimeError("the API server exited during start-up")
-            try:
-                if (await http.get("/readyz")).text == "ok":
-                    return
-            except httpx.HTTPError:
-                pass
-            await asyncio.sleep(0.1)
-    raise TimeoutError("the API server did not become ready")
 
 
 def profiler(pid: int, path: Path) -> subprocess.Popen[bytes] | None:
