@@ -41,42 +41,52 @@ def _chain_of(line: str) -> str:
     return line.split(" ", 2)[1]
 
 
-def shared_rules(text: str) -> ChainRules:
-    """Every shared chain a payload declares, with its rules."""
+def _shared_lines(lines: list[str]) -> tuple[ChainRules, list[tuple[str, str] | None]]:
+    """One pass over a payload's lines (kube-proxy's own text, so no validation; canonical.py's strict
+    parser looks chains up one by one, too slow for 10k of them on every sync): every shared chain it
+    declares with its rules, and for each line the (table, chain) it belongs to if that chain is shared."""
     rules: dict[tuple[str, str], list[str]] = {}
+    owner: list[tuple[str, str] | None] = []
     table = ""
-    for line in text.splitlines():
+    for line in lines:
+        key = None
         if line.startswith("*"):
             table = line[1:]
-        elif line.startswith(":"):
+        elif line[:1] == ":" or line[:2] in ("-A", "-X"):
             chain = _chain_of(line)
             if chain in SHARED_CHAINS:
-                rules.setdefault((table, chain), [])
-        elif line.startswith("-A "):
-            chain = _chain_of(line)
-            if chain in SHARED_CHAINS:
-                rules.setdefault((table, chain), []).append(line)
-    return {key: tuple(lines) for key, lines in rules.items()}
+                key = (table, chain)
+                if line[1] == "A":
+                    rules.setdefault(key, []).append(line)
+                elif line[0] == ":":
+                    rules.setdefault(key, [])
+        owner.append(key)
+    return {key: tuple(chain_lines) for key, chain_lines in rules.items()}, owner
+
+
+def shared_rules(text: str) -> ChainRules:
+    """Every shared chain a payload declares, with its rules."""
+    return _shared_lines(text.splitlines())[0]
 
 
 def minimize(text: str, applied: ChainRules) -> tuple[str, ChainRules, int]:
     """`text` without the shared chains whose rules equal `applied` (what the kernel holds), and
     without any table left with nothing to do. Returns (payload, the shared chains' rules after
     this payload, rules left out)."""
-    current = shared_rules(text)
-    unchanged = {key for key, lines in current.items() if applied.get(key) == lines}
+    lines = text.splitlines()
+    current, owner = _shared_lines(lines)
+    unchanged = {key for key, chain_lines in current.items() if applied.get(key) == chain_lines}
     out: list[str] = []
     section: list[str] = []
-    table = ""
     omitted = 0
-    for line in text.splitlines():
+    for line, key in zip(lines, owner, strict=True):
         if line.startswith("*"):
-            table, section = line[1:], [line]
+            section = [line]
         elif line == "COMMIT":
             if len(section) > 1:
                 out += section
                 out.append(line)
-        elif line[0] in ":-" and (table, _chain_of(line)) in unchanged:
+        elif key is not None and key in unchanged:
             omitted += line[0] == "-"
         else:
             section.append(line)
