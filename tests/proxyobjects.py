@@ -6,9 +6,11 @@ sys.path through their conftest or rootdir; import as `from proxyobjects import 
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, TypeVar
 
 from kubelab.models import EndpointSlice, Service
+
+P = TypeVar("P")  # a proxyagent Proxier (not imported here: the API-object helpers need none of it)
 
 
 def service_dict(ns: str, name: str, *, cluster_ip: str, ports: list[dict[str, Any]], svc_type: str = "ClusterIP",
@@ -57,3 +59,15 @@ def service(*args: Any, **kwargs: Any) -> Service:
 
 def endpoint_slice(*args: Any, **kwargs: Any) -> EndpointSlice:
     return EndpointSlice.from_dict(slice_dict(*args, **kwargs))
+
+
+def listed(proxier: P, objects: list[Service | EndpointSlice]) -> P:
+    """`proxier` after its informers listed `objects` (each ADDED) and reported synced."""
+    for obj in objects:
+        if isinstance(obj, Service):
+            proxier.on_service("ADDED", None, obj)
+        else:
+            proxier.on_slice("ADDED", None, obj)
+    proxier.on_services_synced()
+    proxier.on_slices_synced()
+    return proxier

@@ -15,7 +15,7 @@ import subprocess
 from collections.abc import Iterator
 
 import pytest
-from proxyobjects import endpoint_slice, ep, port, service
+from proxyobjects import endpoint_slice, ep, listed, port, service
 
 from kubelab.models import EndpointSlice, Service
 from proxyagent import Proxier, ProxyConfig
@@ -86,15 +86,7 @@ SLICES = [eps("alpha", "10.244.1.2"), eps("beta", "10.244.1.3", "10.244.1.4"), e
 
 
 def proxier_for(ns: str, backend: str, objects: list[Service | EndpointSlice], **kwargs: object) -> Proxier:
-    proxier = Proxier(CONFIG, IptablesApplier(ns, backend=backend), **kwargs)  # type: ignore[arg-type]
-    for obj in objects:
-        if isinstance(obj, Service):
-            proxier.on_service("ADDED", None, obj)
-        else:
-            proxier.on_slice("ADDED", None, obj)
-    proxier.on_services_synced()
-    proxier.on_slices_synced()
-    return proxier
+    return listed(Proxier(CONFIG, IptablesApplier(ns, backend=backend), **kwargs), objects)  # type: ignore[arg-type]
 
 
 def sample(proxier: Proxier, name: str) -> float:

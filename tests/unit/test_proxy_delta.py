@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from proxyobjects import endpoint_slice, ep, port, service
+from proxyobjects import endpoint_slice, ep, listed, port, service
 
 from kubelab.models import EndpointSlice, Service
 from proxyagent import Proxier, ProxyConfig
@@ -34,15 +34,7 @@ SLICES = [eps("alpha", "10.244.1.2"), eps("beta", "10.244.1.3", "10.244.1.4"), e
 
 
 def make_proxier(objects: list[Service | EndpointSlice], *, delta_sync: bool) -> Proxier:
-    proxier = Proxier(CONFIG, RecordingApplier(), delta_sync=delta_sync)
-    for obj in objects:
-        if isinstance(obj, Service):
-            proxier.on_service("ADDED", None, obj)
-        else:
-            proxier.on_slice("ADDED", None, obj)
-    proxier.on_services_synced()
-    proxier.on_slices_synced()
-    return proxier
+    return listed(Proxier(CONFIG, RecordingApplier(), delta_sync=delta_sync), objects)
 
 
 def declared(payload: str, table: str) -> set[str]:

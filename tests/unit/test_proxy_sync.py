@@ -11,7 +11,7 @@ import time
 from datetime import UTC, datetime
 
 import pytest
-from proxyobjects import endpoint_slice, ep, port, service
+from proxyobjects import endpoint_slice, ep, listed, port, service
 
 from kubelab.models import EndpointSlice, Service
 from proxyagent import Proxier, ProxyConfig, render
@@ -50,15 +50,7 @@ FIXED_NAT = {"KUBE-SERVICES", "KUBE-NODEPORTS", "KUBE-POSTROUTING", "KUBE-MARK-M
 def make_proxier(objects: list[Service | EndpointSlice], applier: RecordingApplier | None = None,
                  **kwargs: object) -> Proxier:
     """A proxier whose informers listed `objects` and reported synced."""
-    proxier = Proxier(CONFIG, applier or RecordingApplier(), **kwargs)  # type: ignore[arg-type]
-    for obj in objects:
-        if isinstance(obj, Service):
-            proxier.on_service("ADDED", None, obj)
-        else:
-            proxier.on_slice("ADDED", None, obj)
-    proxier.on_services_synced()
-    proxier.on_slices_synced()
-    return proxier
+    return listed(Proxier(CONFIG, applier or RecordingApplier(), **kwargs), objects)  # type: ignore[arg-type]
 
 
 SERVICES = [svc("alpha", "10.96.0.10"), svc("beta", "10.96.0.11"), svc("gamma", "10.96.0.12")]
