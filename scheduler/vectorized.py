@@ -10,7 +10,8 @@ comparisons per node and the scores to a few lines of arithmetic, which numpy do
 current as pods are assumed, bound and removed. `decide_plain` gives the decision for a plain pod, or
 None when the pod or a node it would need is not plain, in which case the caller runs the loop. Nodes
 that are not plain (tainted, unschedulable, without cpu or memory) are judged by the loop's own
-`filter_node`, one by one, and a feasible one among them hands the whole scoring back to the loop. The
+`filter_node`, once each, and a feasible one among those to be scored hands the scoring back to the
+loop; past MAX_ODD_NODES of them the loop decides outright (its early stop is then the cheaper). The
 numbers are bit-for-bit the loop's: integer division on non-negative int64, the same float64 operations
 in the same order (tests/unit/test_vectorized.py compares the two on random clusters).
 """
