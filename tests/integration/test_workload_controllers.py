@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 from collections.abc import AsyncIterator, Callable
 from typing import Any
 
@@ -79,6 +80,41 @@ async def items(http: httpx.AsyncClient, path: str, **params: str) -> list[dict[
     resp = await http.get(path, params=params)
     assert resp.status_code == 200, resp.text
     return resp.json()["items"]  # type: ignore[no-any-return]
+
+
+class WatchedStates:
+    """The objects a watch delivered, in order, until it saw a DELETED event."""
+
+    def __init__(self) -> None:
+        self.objects: list[dict[str, Any]] = []
+        self.done = asyncio.Event()
+        self.task: asyncio.Task[None] | None = None
+
+    async def deleted(self) -> bool:
+        return self.done.is_set()
+
+
+async def watch_replicasets(http: httpx.AsyncClient, app: str) -> WatchedStates:
+    """Start watching the ReplicaSets labelled app=`app` from now; stops at the first DELETED event."""
+    path = ns_path("replicasets", group="apps/v1")
+    listed = (await http.get(path, params={"labelSelector": f"app={app}"})).json()
+    states = WatchedStates()
+    params = {"watch": "true", "labelSelector": f"app={app}",
+              "resourceVersion": listed["metadata"]["resourceVersion"]}
+
+    async def follow() -> None:
+        async with http.stream("GET", path, params=params, timeout=None) as resp:
+            async for line in resp.aiter_lines():
+                if not line:
+                    continue
+                event = json.loads(line)
+                states.objects.append(event["object"])
+                if event["type"] == "DELETED":
+                    states.done.set()
+                    return
+
+    states.task = asyncio.create_task(follow())
+    return states
 
 
 def owners(obj: dict[str, Any]) -> list[tuple[str, str, bool]]:
@@ -268,6 +304,9 @@ async def test_foreground_deletion_waits_for_dependents(private_api: str) -> Non
     async with control_plane(private_api) as http:
         await http.post(ns_path("deployments", group="apps/v1"), json=deployment(name, replicas=2))
         await wait_for("the rollout", lambda: rolled_out(http, name, 2))
+        # Every state the ReplicaSet goes through, from a watch: the whole cascade can finish between two
+        # polls, so polling alone would sometimes miss the finalizer the ReplicaSet carried.
+        rs_states = await watch_replicasets(http, name)
         resp = await http.request("DELETE", ns_path("deployments", name=name, group="apps/v1"),
                                   json={"propagationPolicy": "Foreground"})
         assert resp.status_code == 200
@@ -275,17 +314,19 @@ async def test_foreground_deletion_waits_for_dependents(private_api: str) -> Non
         assert marked["metadata"]["finalizers"] == ["foregroundDeletion"]
         assert marked["metadata"]["deletionTimestamp"]
         # Readable while its dependents go; the ReplicaSet is deleted in the foreground too (it has pods).
-        seen_rs_finalizer = False
         while True:
             d = await get(http, ns_path("deployments", name=name, group="apps/v1"))
             pods = await items(http, ns_path("pods"), labelSelector=f"app={name}")
             if d is None:
                 break
             assert d["metadata"]["finalizers"] == ["foregroundDeletion"]
-            for rs in await items(http, ns_path("replicasets", group="apps/v1"), labelSelector=f"app={name}"):
-                seen_rs_finalizer |= "foregroundDeletion" in (rs["metadata"].get("finalizers") or [])
             await asyncio.sleep(0.05)
         assert pods == [] or all(p["metadata"].get("deletionTimestamp") for p in pods)
+        await wait_for("the ReplicaSet's DELETED event", lambda: rs_states.deleted())
+        assert rs_states.task is not None
+        await rs_states.task
+        seen_rs_finalizer = any("foregroundDeletion" in (rs["metadata"].get("finalizers") or [])
+                                for rs in rs_states.objects)
         assert seen_rs_finalizer
         assert await items(http, ns_path("replicasets", group="apps/v1"), labelSelector=f"app={name}") == []
         assert await items(http, ns_path("pods"), labelSelector=f"app={name}") == []
