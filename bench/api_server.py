@@ -1,6 +1,8 @@
 """The API server's hot paths, measured against a private etcd and `kubelab apiserver` in its own process:
 
-(a) pod creates/s through the API vs raw etcd puts of the same bytes, same concurrency, same run;
+(a) pod creates/s through the API vs raw etcd puts of the same bytes, same concurrency, same run; and,
+    for scale, through the floor: a bare ASGI app under the same uvicorn whose only work per POST is
+    one aetcd put of the body it was sent (what any Python API server on this stack costs at least);
 (b) LIST latency with N pods in a namespace: JSON and Table (kubectl's Accept);
 (c) watch fan-out: time from a write's acknowledgement (the writer got its 201) to each of 100
     watchers receiving the event (the watchers run in a process of their own);
@@ -26,9 +28,10 @@ from typing import Any
 
 import aiohttp
 import orjson
-from harness import ROOT, Lab, cpu_seconds, machine, rss_mib, summary_ms
+from harness import ROOT, Lab, cpu_seconds, machine, rss_mib, summary_ms, wait_ready
 
 from kubelab.client import ApiClient
+from kubelab.etcd import free_port
 
 NAMESPACE = "bench"
 TABLE = "application/json;as=Table;v=v1;g=meta.k8s.io,application/json;as=Table;v=v1beta1;g=meta.k8s.io,application/json"
@@ -56,8 +59,8 @@ async def run_concurrently(calls: list[Any], concurrency: int) -> float:
     return time.perf_counter() - start
 
 
-async def creates_vs_puts(server: str, etcd_url: str, count: int, concurrency: int, apiserver_pid: int
-                          ) -> dict[str, Any]:
+async def creates_vs_puts(server: str, etcd_url: str, count: int, concurrency: int, apiserver_pid: int,
+                          etcd_pid: int) -> dict[str, Any]:
     from apiserver.storage import Storage  # the benchmark's own etcd client: aetcd, as the API server uses
 
     stored: list[bytes] = []
@@ -69,14 +72,17 @@ async def creates_vs_puts(server: str, etcd_url: str, count: int, concurrency: i
             obj["metadata"].pop("resourceVersion", None)
             stored.append(orjson.dumps(obj))
 
-        cpu0 = cpu_seconds(apiserver_pid)
+        cpu0, own0, etcd0 = cpu_seconds(apiserver_pid), time.process_time(), cpu_seconds(etcd_pid)
         api_seconds = await run_concurrently([lambda i=i: create(i) for i in range(count)], concurrency)
         api_cpu = cpu_seconds(apiserver_pid) - cpu0
+        client_cpu, api_etcd_cpu = time.process_time() - own0, cpu_seconds(etcd_pid) - etcd0
     storage = Storage([etcd_url])
     try:
         client = storage.client
         calls = [lambda i=i, b=b: client.put(f"/bench-raw/pods/{i:06}".encode(), b) for i, b in enumerate(stored)]
+        own0, etcd0 = time.process_time(), cpu_seconds(etcd_pid)
         raw_seconds = await run_concurrently(calls, concurrency)
+        raw_client_cpu, raw_etcd_cpu = time.process_time() - own0, cpu_seconds(etcd_pid) - etcd0
         await client.delete_prefix(b"/bench-raw/")
     finally:
         await storage.close()
@@ -84,7 +90,70 @@ async def creates_vs_puts(server: str, etcd_url: str, count: int, concurrency: i
     return {"pods": count, "concurrency": concurrency, "api_creates_per_s": round(api_rate),
             "raw_etcd_puts_per_s": round(raw_rate), "ratio": round(api_rate / raw_rate, 2),
             "apiserver_cpu_ms_per_create": round(1000 * api_cpu / count, 3),
+            "client_cpu_ms_per_create": round(1000 * client_cpu / count, 3),
+            "etcd_cpu_ms_per_create": round(1000 * api_etcd_cpu / count, 3),
+            "client_cpu_ms_per_raw_put": round(1000 * raw_client_cpu / count, 3),
+            "etcd_cpu_ms_per_raw_put": round(1000 * raw_etcd_cpu / count, 3),
             "mean_object_bytes": round(statistics.mean(len(b) for b in stored))}
+
+
+def floor_app(etcd_url: str) -> Any:
+    """The floor server: a bare ASGI app (no framework, no decoding, no validation) that answers a POST
+    with 201 and the body it was sent, after one aetcd put of that body under a key of its path."""
+    from apiserver.storage import Storage
+
+    storage: dict[str, Storage] = {}
+
+    async def app(scope: dict[str, Any], receive: Any, send: Any) -> None:
+        if scope["type"] == "lifespan":
+            while True:
+                message = await receive()
+                if message["type"] == "lifespan.startup":
+                    storage["etcd"] = Storage([etcd_url])
+                    await send({"type": "lifespan.startup.complete"})
+                elif message["type"] == "lifespan.shutdown":
+                    await storage["etcd"].close()
+                    await send({"type": "lifespan.shutdown.complete"})
+                    return
+        body, more = b"", True
+        while more:
+            message = await receive()
+            body += message.get("body", b"")
+            more = message.get("more_body", False)
+        if scope["method"] == "POST":
+            await storage["etcd"].client.put(f"/bench-floor{scope['path']}/{len(body)}-{id(body)}".encode(), body)
+            status, answer = 201, body
+        else:
+            status, answer = 200, b"ok"
+        await send({"type": "http.response.start", "status": status,
+                    "headers": [(b"content-type", b"application/json"), (b"content-length", str(len(answer)).encode())]})
+        await send({"type": "http.response.body", "body": answer})
+
+    return app
+
+
+async def floor_creates(lab: Lab, etcd_url: str, etcd_pid: int, count: int, concurrency: int) -> dict[str, Any]:
+    """The same creates as (a), same client and concurrency, sent to the floor server (its own process)."""
+    port = free_port()
+    proc = subprocess.Popen([sys.executable, __file__, "--floor-server", etcd_url, "--port", str(port)], cwd=ROOT,  # noqa: ASYNC220
+                            start_new_session=True)
+    lab.procs["floor"] = proc
+    server = f"http://127.0.0.1:{port}"
+    await wait_ready(server, proc)
+    async with ApiClient(server, user_agent="kubelab-bench", fast_requests=True) as api:
+        async def create(i: int) -> None:
+            await api.request("POST", f"/api/v1/namespaces/{NAMESPACE}/pods", body=pod_body(i))
+
+        cpu0, own0, etcd0 = cpu_seconds(proc.pid), time.process_time(), cpu_seconds(etcd_pid)
+        seconds = await run_concurrently([lambda i=i: create(i) for i in range(count)], concurrency)
+        cpu, own = cpu_seconds(proc.pid) - cpu0, time.process_time() - own0
+        etcd_cpu = cpu_seconds(etcd_pid) - etcd0
+    proc.terminate()
+    proc.wait(15)
+    return {"floor_creates_per_s": round(count / seconds),
+            "floor_server_cpu_ms_per_create": round(1000 * cpu / count, 3),
+            "floor_client_cpu_ms_per_create": round(1000 * own / count, 3),
+            "floor_etcd_cpu_ms_per_create": round(1000 * etcd_cpu / count, 3)}
 
 
 async def list_latency(server: str, repeats: int) -> dict[str, Any]:
@@ -180,6 +249,14 @@ def memory(lab: Lab, server: str, settle: float) -> dict[str, Any]:
     return {"rss_mib": out}
 
 
+def more(lab: Lab, result: dict[str, Any], server: str, apiserver_pid: int, args: argparse.Namespace) -> None:
+    """(b), (c) and (e), against the API server (a) left 10,000 pods in."""
+    result["b_list_latency"] = asyncio.run(list_latency(server, 3 if args.quick else 5))
+    result["c_watch_fanout"] = asyncio.run(fanout(server, args.watchers, 50 if args.quick else 200, 20.0))
+    result["e_memory"] = memory(lab, server, 10 if args.quick else 20)
+    result["e_memory"]["rss_mib"]["apiserver"] = round(rss_mib(apiserver_pid), 1)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--quick", action="store_true", help="2,000 pods, 50 fan-out events")
@@ -190,7 +267,15 @@ def main() -> None:
     parser.add_argument("--server", help=argparse.SUPPRESS)
     parser.add_argument("--rv", help=argparse.SUPPRESS)
     parser.add_argument("--expect", type=int, help=argparse.SUPPRESS)
+    parser.add_argument("--floor-server", metavar="ETCD_URL", help=argparse.SUPPRESS)
+    parser.add_argument("--port", type=int, help=argparse.SUPPRESS)
+    parser.add_argument("--only-creates", action="store_true", help="(a) alone, with its floor")
     args = parser.parse_args()
+    if args.floor_server:
+        import uvicorn
+        uvicorn.run(floor_app(args.floor_server), host="127.0.0.1", port=args.port, log_level="warning",
+                    access_log=False)
+        return
     if args.watchers_process:
         asyncio.run(watchers_main(args.server, args.watchers_process, args.rv, args.expect))
         return
@@ -201,12 +286,15 @@ def main() -> None:
         etcd = lab.start_etcd()
         server = lab.start_apiserver()
         apiserver = lab.procs["apiserver"]
+        assert etcd.process is not None
         result["a_creates_vs_raw_puts"] = asyncio.run(creates_vs_puts(server, etcd.url, pods, args.concurrency,
-                                                                      apiserver.pid))
-        result["b_list_latency"] = asyncio.run(list_latency(server, 3 if args.quick else 5))
-        result["c_watch_fanout"] = asyncio.run(fanout(server, args.watchers, 50 if args.quick else 200, 20.0))
-        result["e_memory"] = memory(lab, server, 10 if args.quick else 20)
-        result["e_memory"]["rss_mib"]["apiserver"] = round(rss_mib(apiserver.pid), 1)
+                                                                      apiserver.pid, etcd.process.pid))
+        result["a_creates_vs_raw_puts"].update(asyncio.run(floor_creates(lab, etcd.url, etcd.process.pid, pods,
+                                                                                args.concurrency)))
+        floor = result["a_creates_vs_raw_puts"]
+        floor["floor_ratio"] = round(floor["floor_creates_per_s"] / floor["raw_etcd_puts_per_s"], 2)
+        if not args.only_creates:
+            more(lab, result, server, apiserver.pid, args)
     finally:
         lab.stop()
     result["machine_after"] = machine()
