@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from fastapi import FastAPI, Request
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.responses import Response
+from starlette.types import ASGIApp, Receive, Scope, Send
 
 from kubelab import addressing, kinds, tokenfile
 from kubelab.kinds import ResourceType
@@ -55,7 +56,47 @@ def storage_status(exc: StorageError) -> errors.StatusError:
     return errors.unavailable(f"etcd is unavailable: {exc}")
 
 
-def create_app(config: Config) -> FastAPI:
+def error_response(request: Request, exc: Exception) -> Response:
+    """The Status answer for an exception a request handler raised: kube's codes, never a bare 500 page."""
+    if isinstance(exc, errors.StatusError):
+        if exc.code == 503 and isinstance(exc.__cause__, StorageTimeout):
+            # The registry says "unavailable"; a timeout is kube-apiserver's 504 (the write may yet land).
+            return codecs.status_response(storage_status(exc.__cause__))
+        return codecs.status_response(exc)
+    if isinstance(exc, StorageError):
+        return codecs.status_response(storage_status(exc))
+    log.exception("%s %s failed", request.method, request.url.path, exc_info=exc)
+    return codecs.status_response(errors.internal(f"{type(exc).__name__}: {exc}"))
+
+
+class ApiServer:
+    """What uvicorn serves. Resource requests (`/api/<v>/...`, `/apis/<g>/<v>/...` with one of the five
+    verbs: nearly every request a cluster makes) go straight to resources.dispatch; everything else
+    (discovery, health, OpenAPI, metrics, traces, the lifespan) goes through the FastAPI app. FastAPI's
+    stack around a handler (body limit, telemetry, two exception layers, an exit stack, the router, and
+    a wrapper of `send` per layer that a watch pays on every event) was ~0.1 ms of CPU per request
+    (BENCHMARKS.md). Authentication, when configured, wraps this whole app."""
+
+    def __init__(self, app: FastAPI) -> None:
+        self.app = app
+        self.state = app.state
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "http" and scope["method"] in resources.METHODS:
+            parts = resources.resource_path(scope["path"])
+            if parts is not None:
+                scope["app"] = self.app
+                request = Request(scope, receive, send)
+                try:
+                    response = await resources.dispatch(request, *parts)
+                except Exception as exc:  # noqa: BLE001 - every failure is a Status; error_response logs the unexpected
+                    response = error_response(request, exc)
+                await response(scope, receive, send)
+                return
+        await self.app(scope, receive, send)
+
+
+def create_app(config: Config) -> ASGIApp:
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         storage = Storage(config.etcd_servers)
@@ -81,9 +122,8 @@ def create_app(config: Config) -> FastAPI:
     app.state.config = config
     app.state.metrics = ApiserverMetrics()
     app.state.traces = TraceRecorder()
-    if config.token_auth_file:
-        # Read now, so a bad file stops the API server before it serves anything (TokenFileError).
-        app.add_middleware(AuthMiddleware, tokens=tokenfile.load(config.token_auth_file), state=app.state)
+    # Read now, so a bad file stops the API server before it serves anything (TokenFileError).
+    tokens = tokenfile.load(config.token_auth_file) if config.token_auth_file else None
     app.include_router(health.router)
     app.include_router(discovery.router)
     # The resource routes match only /api/<v>/... and /apis/<g>/<v>/...; they go first, as plain
@@ -94,14 +134,11 @@ def create_app(config: Config) -> FastAPI:
 
     @app.exception_handler(errors.StatusError)
     async def status_error(request: Request, exc: errors.StatusError) -> Response:
-        if exc.code == 503 and isinstance(exc.__cause__, StorageTimeout):
-            # The registry says "unavailable"; a timeout is kube-apiserver's 504 (the write may yet land).
-            return codecs.status_response(storage_status(exc.__cause__))
-        return codecs.status_response(exc)
+        return error_response(request, exc)
 
     @app.exception_handler(StorageError)
     async def storage_error(request: Request, exc: StorageError) -> Response:
-        return codecs.status_response(storage_status(exc))
+        return error_response(request, exc)
 
     @app.exception_handler(StarletteHTTPException)
     async def http_error(request: Request, exc: StarletteHTTPException) -> Response:
@@ -113,7 +150,9 @@ def create_app(config: Config) -> FastAPI:
 
     @app.exception_handler(Exception)
     async def unexpected(request: Request, exc: Exception) -> Response:
-        log.exception("%s %s failed", request.method, request.url.path)
-        return codecs.status_response(errors.internal(f"{type(exc).__name__}: {exc}"))
+        return error_response(request, exc)
 
-    return app
+    front = ApiServer(app)
+    if tokens is not None:
+        return AuthMiddleware(front, tokens=tokens, state=app.state)
+    return front

@@ -121,7 +121,21 @@ def _list_kind(rt: ResourceType) -> str:
 # Plain Starlette routes, not FastAPI endpoints: the path is parsed here anyway, and FastAPI's
 # per-request dependency solving was a measurable share of every request's CPU (BENCHMARKS.md).
 
-_METHODS = ["GET", "POST", "PUT", "PATCH", "DELETE"]
+METHODS = ("GET", "POST", "PUT", "PATCH", "DELETE")
+
+
+def resource_path(path: str) -> tuple[str, str, str] | None:
+    """(group, version, rest) of a path the resource routes below match, as their patterns do
+    (`/api/{version}/{path:path}`, `/apis/{group}/{version}/{path:path}`); None for any other path.
+    The API server's front (app.ApiServer) sends these here without FastAPI; the trace path is not one."""
+    if path.startswith("/api/"):
+        version, slash, rest = path[5:].partition("/")
+        return ("", version, rest) if version and slash else None
+    if path.startswith("/apis/") and path != traces.PATH:
+        group, slash, tail = path[6:].partition("/")
+        version, slash2, rest = tail.partition("/")
+        return (group, version, rest) if group and slash and version and slash2 else None
+    return None
 
 
 async def core_api(request: Request) -> Response:
@@ -136,8 +150,8 @@ async def group_api(request: Request) -> Response:
 
 # Installed first in the app's own route list (app.py), not through include_router: FastAPI's
 # included routers are matched through a per-request wrapper that cost ~0.1 ms per request.
-routes = [Route("/api/{version}/{path:path}", core_api, methods=_METHODS),
-          Route("/apis/{group}/{version}/{path:path}", group_api, methods=_METHODS)]
+routes = [Route("/api/{version}/{path:path}", core_api, methods=list(METHODS)),
+          Route("/apis/{group}/{version}/{path:path}", group_api, methods=list(METHODS))]
 
 
 def _status_code(exc: BaseException) -> int:
