@@ -167,6 +167,9 @@ def to_field_set(obj: dict[str, Any], kind: str) -> set[Path]:
     return found - STRIPPED
 
 
+_EMPTY: tuple[Any, ...] = ({}, [], None)
+
+
 @dataclass
 class Comparison:
     added: set[Path] = field(default_factory=set)
@@ -180,8 +183,25 @@ def compare(old: dict[str, Any], new: dict[str, Any], kind: str) -> Comparison:
     result = Comparison()
     missing = object()
 
+    def whole(value: Any, path: Path, spath: SchemaPath, into: set[Path]) -> None:
+        # A subtree on one side only (all of a create): every leaf and container in it, with none
+        # of walk's comparing.
+        if _is_leaf(value, kind, spath) or value in _EMPTY:
+            into.add(path)
+            return
+        for element, (child_spath, child) in dict(_elements(value, kind, spath)).items():
+            whole(child, path + (element,), child_spath, into)
+        if path:
+            into.add(path)
+
     def walk(lhs: Any, rhs: Any, path: Path, spath: SchemaPath) -> None:
-        if lhs is missing and rhs is missing or lhs == rhs:
+        if lhs is missing or rhs is missing:
+            if rhs is not missing:
+                whole(rhs, path, spath, result.added)
+            elif lhs is not missing:
+                whole(lhs, path, spath, result.removed)
+            return
+        if lhs == rhs:
             return  # equal subtrees hold no change (a status write leaves spec alone: one C-speed compare)
         leaf = _is_leaf(rhs if rhs is not missing else lhs, kind, spath)
         empty = all(v is missing or v in ({}, [], None) for v in (lhs, rhs))
@@ -291,8 +311,9 @@ def to_fields_v1(paths: Iterable[Path]) -> dict[str, Any]:
 
 
 def _sorted(node: dict[str, Any]) -> dict[str, Any]:
-    # "." first, then the elements in byte order, as the Go serializer writes them.
-    return {k: _sorted(node[k]) for k in sorted(node, key=lambda k: (k != ".", k))}
+    # "." first, then the elements in byte order, as the Go serializer writes them: plain byte order
+    # is both, "." sorting before every element ("f:", "i:", "k:", "v:").
+    return {k: _sorted(node[k]) if node[k] else {} for k in sorted(node)}
 
 
 def from_fields_v1(fields: Any) -> set[Path]:

@@ -183,3 +183,75 @@ def test_entries_sort_apply_first_and_drop_empty_sets() -> None:
     entries = [Entry("b", "Update", "v1", {("f:spec", "f:type")}, NOW), Entry("a", "Apply", "v1", set(), NOW),
                Entry("c", "Apply", "v1", {("f:spec", "f:selector")}, LATER)]
     assert [e["manager"] for e in encode_entries(entries) or []] == ["c", "b"]
+
+
+# --- compare's one-sided subtrees against the generic walk ---------------------------------------
+
+def _reference_compare(old: dict[str, Any], new: dict[str, Any], kind: str) -> tuple[set[Any], set[Any], set[Any]]:
+    """TypedValue.Compare written as one generic walk (what compare() did before it took subtrees that
+    exist on one side only, all of a create, in a walk of their own)."""
+    from apiserver.managedfields.fieldpath import STRIPPED, _elements, _is_leaf
+    added: set[Any] = set()
+    modified: set[Any] = set()
+    removed: set[Any] = set()
+    missing = object()
+
+    def walk(lhs: Any, rhs: Any, path: Any, spath: Any) -> None:
+        if lhs is missing and rhs is missing or lhs == rhs:
+            return
+        leaf = _is_leaf(rhs if rhs is not missing else lhs, kind, spath)
+        empty = all(v is missing or v in ({}, [], None) for v in (lhs, rhs))
+        if leaf or empty or type(lhs) is not type(rhs) and missing not in (lhs, rhs):
+            if lhs is missing:
+                added.add(path)
+            elif rhs is missing:
+                removed.add(path)
+            elif lhs != rhs:
+                modified.add(path)
+            return
+        left = dict(_elements(lhs, kind, spath)) if lhs is not missing else {}
+        right = dict(_elements(rhs, kind, spath)) if rhs is not missing else {}
+        for element in list(left) + [e for e in right if e not in left]:
+            l_spath, l_value = left.get(element, (None, missing))
+            r_spath, r_value = right.get(element, (None, missing))
+            walk(l_value, r_value, path + (element,), r_spath or l_spath or spath)
+        if path:
+            if lhs is missing:
+                added.add(path)
+            elif rhs is missing:
+                removed.add(path)
+
+    walk(old, new, (), ())
+    return added - STRIPPED, modified - STRIPPED, removed - STRIPPED
+
+
+def _pods() -> Any:
+    from hypothesis import strategies as st
+    small = st.sampled_from(["a", "b", "c"])
+    port = st.fixed_dictionaries({"containerPort": st.sampled_from([80, 443])},
+                                 optional={"protocol": st.sampled_from(["TCP", "UDP"]), "name": small})
+    env = st.fixed_dictionaries({"name": small}, optional={"value": small})
+    container = st.fixed_dictionaries({"name": small}, optional={
+        "image": small, "ports": st.lists(port, max_size=3), "env": st.lists(env, max_size=3),
+        "args": st.lists(small, max_size=2), "resources": st.fixed_dictionaries({}, optional={
+            "requests": st.dictionaries(st.sampled_from(["cpu", "memory"]), small)})})
+    meta = st.fixed_dictionaries({}, optional={"name": small, "labels": st.dictionaries(small, small),
+                                               "finalizers": st.lists(small, max_size=2)})
+    spec = st.fixed_dictionaries({}, optional={"containers": st.lists(container, max_size=3),
+                                               "nodeSelector": st.dictionaries(small, small),
+                                               "nodeName": st.one_of(small, st.none())})
+    return st.fixed_dictionaries({}, optional={"metadata": meta, "spec": spec,
+                                               "status": st.fixed_dictionaries({}, optional={"phase": small})})
+
+
+def test_compare_of_one_sided_subtrees_equals_the_generic_walk() -> None:
+    from hypothesis import given, settings
+
+    @settings(max_examples=400, deadline=None)
+    @given(_pods(), _pods())
+    def check(old: dict[str, Any], new: dict[str, Any]) -> None:
+        for lhs, rhs in ((old, new), ({}, new), (old, {}), ({"metadata": {}, "spec": {}, "status": {}}, new)):
+            diff = compare(lhs, rhs, "Pod")
+            assert (diff.added, diff.modified, diff.removed) == _reference_compare(lhs, rhs, "Pod")
+
+    check()
