@@ -156,6 +156,10 @@ class WatchCache:
         self.prefix = f"/registry/{rt.plural}/"
         self.capacity = capacity
         self.metrics = metrics
+        # This resource's metric children, labelled once (labels() costs a lock and lookups per call).
+        self._received = metrics.cache_received.labels(rt.plural) if metrics is not None else None
+        self._dispatched = metrics.cache_dispatched.labels(rt.plural) if metrics is not None else None
+        self._rv = metrics.cache_rv.labels(rt.plural) if metrics is not None else None
         self.store: dict[str, dict[str, Any]] = {}
         self.ring: deque[CacheEvent] = deque()
         self.revision = 0
@@ -252,8 +256,8 @@ class WatchCache:
         self.ring.append(cached)
         if len(self.ring) > self.capacity:
             self.floor = self.ring.popleft().revision
-        if self.metrics is not None:
-            self.metrics.cache_received.labels(self.rt.plural).inc()
+        if self._received is not None:
+            self._received.inc()
         if self.on_event is not None:
             self.on_event(cached)
         dispatched = 0
@@ -270,16 +274,16 @@ class WatchCache:
                 self.watchers.discard(watcher)
             self._closed.clear()
             self._update_watcher_gauge()
-        if dispatched and self.metrics is not None:
-            self.metrics.cache_dispatched.labels(self.rt.plural).inc(dispatched)
+        if dispatched and self._dispatched is not None:
+            self._dispatched.inc(dispatched)
         self._advance(event.revision)
 
     def _advance(self, revision: int) -> None:
         if revision <= self.revision:
             return
         self.revision = revision
-        if self.metrics is not None:
-            self.metrics.cache_rv.labels(self.rt.plural).set(revision)
+        if self._rv is not None:
+            self._rv.set(revision)
         if self._waiters:
             still = []
             for wanted, waiter in self._waiters:

@@ -80,20 +80,33 @@ class ApiserverMetrics:
                                    registry=r)
         # etcd keys -> the type label, resolved once per resource.
         self._types = {f"/registry/{rt.plural}/": group_resource(rt) for rt in BUILTIN}
+        # The labelled children, looked up once per label set (prometheus-client's labels() is a
+        # lock, a tuple and a dict lookup on every call).
         self._children: dict[tuple[str, str], tuple[Histogram, Counter, Counter]] = {}
+        self._request_children: dict[tuple[str | bool | int, ...], tuple[Counter, Histogram]] = {}
+        self._watch_children: dict[str, tuple[Counter, Histogram]] = {}
 
     # --- requests --------------------------------------------------------------------------------
 
     def observe_request(self, verb: str, rt: ResourceType | None, *, subresource: str, scope: str, dry_run: bool,
                         code: int, seconds: float) -> None:
         group, version, resource = (rt.group, rt.version, rt.plural) if rt is not None else ("", "", "")
-        labels = (verb, "All" if dry_run else "", group, version, resource, subresource, scope, COMPONENT)
-        self.request_total.labels(*labels, str(code)).inc()
-        self.request_duration.labels(*labels).observe(seconds)
+        ident = (verb, group, version, resource, subresource, scope, dry_run, code)
+        children = self._request_children.get(ident)
+        if children is None:
+            labels = (verb, "All" if dry_run else "", group, version, resource, subresource, scope, COMPONENT)
+            children = self._request_children[ident] = (self.request_total.labels(*labels, str(code)),
+                                                         self.request_duration.labels(*labels))
+        children[0].inc()
+        children[1].observe(seconds)
 
     def watch_event(self, rt: ResourceType, size: int) -> None:
-        self.watch_events.labels(rt.group, rt.version, rt.kind).inc()
-        self.watch_event_sizes.labels(rt.group, rt.version, rt.kind).observe(size)
+        children = self._watch_children.get(rt.plural)
+        if children is None:
+            children = self._watch_children[rt.plural] = (self.watch_events.labels(rt.group, rt.version, rt.kind),
+                                                   self.watch_event_sizes.labels(rt.group, rt.version, rt.kind))
+        children[0].inc()
+        children[1].observe(size)
 
     # --- etcd (Storage.observe) ------------------------------------------------------------------
 
