@@ -35,6 +35,7 @@ from harness import cpu_seconds, wait_ready
 from kubelab import kinds, quantity
 from kubelab.client import ApiClient
 from kubelab.etcd import Etcd, free_port
+from kubelab.gctune import tune_for_long_running
 from kubelab.models import Pod
 from scheduler.algorithm import decide
 from scheduler.cache import Cache
@@ -332,6 +333,8 @@ def main() -> None:
         print(json.dumps(asyncio.run(apiserver_breakdown(args.apiserver_breakdown, args)), indent=1))
         return
     workloads = [(args.nodes, args.pods)] if args.nodes else WORKLOADS
+    # This process is the scheduler: collect garbage as `kubelab scheduler` does (kubelab/gctune.py).
+    tune_for_long_running()
     for nodes, pods in workloads:
         result = asyncio.run(run_workload(nodes, pods, args))
         print(json.dumps(result), flush=True)

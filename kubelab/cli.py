@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from . import __version__, addressing
+from .gctune import tune_for_long_running
 
 # gRPC (under aetcd) logs a line at every fork() the netns dataplane makes; only its errors matter here.
 os.environ.setdefault("GRPC_VERBOSITY", "ERROR")
@@ -76,6 +77,7 @@ def cmd_up(args: argparse.Namespace) -> int:
 
     from .tokenfile import TokenFileError
 
+    tune_for_long_running()
     try:
         return run_until_interrupted(lambda: up(options, ready=ready))
     except (PermissionError, RuntimeError, FileNotFoundError, TokenFileError) as exc:
@@ -113,6 +115,7 @@ def cmd_apiserver(args: argparse.Namespace) -> int:
         print(f"kubelab apiserver: {exc}", file=sys.stderr)
         return 2
     _warn_if_open(args.listen, args.token_auth_file)
+    tune_for_long_running()
     # With a certificate the port serves HTTPS, as kube-apiserver's secure port does: kubectl sends
     # bearer tokens only over TLS (kubernetes/kubectl#744).
     uvicorn.run(app, host=host, port=port, log_level="warning", access_log=False,
@@ -182,6 +185,8 @@ def _run_client_component(args: argparse.Namespace, make: Any) -> int:
         except (OSError, ssl.SSLError) as exc:
             print(f"kubelab {args.command}: --certificate-authority {ca_file}: {exc}", file=sys.stderr)
             return 2
+
+    tune_for_long_running()
 
     async def main() -> None:
         # A node's user agent names the node, so `kubelab trace` tells its watch deliveries apart.
