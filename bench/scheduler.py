@@ -28,6 +28,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+import uvloop
+
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from harness import cpu_seconds, wait_ready
@@ -336,7 +338,7 @@ def main() -> None:
     # This process is the scheduler: collect garbage as `kubelab scheduler` does (kubelab/gctune.py).
     tune_for_long_running()
     for nodes, pods in workloads:
-        result = asyncio.run(run_workload(nodes, pods, args))
+        result = uvloop.run(run_workload(nodes, pods, args))  # the scheduler's loop, as `kubelab scheduler`
         print(json.dumps(result), flush=True)
 
 

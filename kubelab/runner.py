@@ -475,8 +475,9 @@ def control(data_dir: Path, command: str, timeout: float = 30.0) -> dict[str, An
     return result
 
 
-def run_until_interrupted(coro_factory: Callable[[], Any]) -> int:
-    """asyncio.run with Ctrl-C and SIGTERM turned into a clean cancellation (exit code 0)."""
+def run_until_interrupted(coro_factory: Callable[[], Any], *, fast_loop: bool = False) -> int:
+    """asyncio.run with Ctrl-C and SIGTERM turned into a clean cancellation (exit code 0). With
+    `fast_loop`, on uvloop, as uvicorn runs the API server (the pure API clients: scheduler, controllers)."""
 
     async def main() -> None:
         task = asyncio.current_task()
@@ -495,7 +496,11 @@ def run_until_interrupted(coro_factory: Callable[[], Any]) -> int:
         await coro_factory()
 
     try:
-        asyncio.run(main())
+        if fast_loop:
+            import uvloop
+            uvloop.run(main())
+        else:
+            asyncio.run(main())
     except asyncio.CancelledError:
         return 0
     except KeyboardInterrupt:
