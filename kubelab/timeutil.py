@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from datetime import UTC, datetime
 
 
@@ -9,9 +10,19 @@ def now() -> datetime:
     return datetime.now(UTC)
 
 
+_current: tuple[int, str] = (-1, "")  # (a second of the clock, that second as rfc3339 writes it)
+
+
 def rfc3339(when: datetime | None = None) -> str:
-    """metav1.Time: whole seconds, `2024-01-01T00:00:00Z`."""
-    return (when or now()).astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    """metav1.Time: whole seconds, `2024-01-01T00:00:00Z`. The current time is formatted once per second
+    (the API server stamps several fields of every write with it)."""
+    global _current
+    if when is None:
+        second = int(time.time())
+        if second != _current[0]:
+            _current = (second, time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(second)))
+        return _current[1]
+    return when.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def rfc3339_micro(when: datetime | None = None) -> str:
