@@ -84,7 +84,7 @@ class ApiserverMetrics:
         # lock, a tuple and a dict lookup on every call).
         self._children: dict[tuple[str, str], tuple[Histogram, Counter, Counter]] = {}
         self._request_children: dict[tuple[str | bool | int, ...], tuple[Counter, Histogram]] = {}
-        self._watch_children: dict[str, tuple[Counter, Histogram]] = {}
+        self._watch_children: dict[tuple[str, str, str], tuple[Counter, Histogram]] = {}
 
     # --- requests --------------------------------------------------------------------------------
 
@@ -101,10 +101,11 @@ class ApiserverMetrics:
         children[1].observe(seconds)
 
     def watch_event(self, rt: ResourceType, size: int) -> None:
-        children = self._watch_children.get(rt.plural)
+        ident = (rt.group, rt.version, rt.kind)  # not the plural alone: core and events.k8s.io both have events
+        children = self._watch_children.get(ident)
         if children is None:
-            children = self._watch_children[rt.plural] = (self.watch_events.labels(rt.group, rt.version, rt.kind),
-                                                   self.watch_event_sizes.labels(rt.group, rt.version, rt.kind))
+            children = self._watch_children[ident] = (self.watch_events.labels(*ident),
+                                                      self.watch_event_sizes.labels(*ident))
         children[0].inc()
         children[1].observe(size)
 
