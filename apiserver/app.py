@@ -22,6 +22,7 @@ from .bootstrap import bootstrap
 from .cacher import Cacher
 from .metrics import ApiserverMetrics
 from .registry import Registry, default_strategies
+from .registry.events import DEFAULT_EVENT_TTL
 from .routers import discovery, health, observability, resources
 from .storage import RequestTooLarge, Storage, StorageError
 from .storage import Timeout as StorageTimeout
@@ -45,6 +46,8 @@ class Config:
     token_auth_file: str | None = None
     # kube-apiserver's --watch-cache: watches are served from one etcd watch per resource (cacher.py).
     watch_cache: bool = True
+    # kube-apiserver's --event-ttl, in seconds: an event is deleted this long after its last write.
+    event_ttl: int = DEFAULT_EVENT_TTL
 
 
 def storage_status(exc: StorageError) -> errors.StatusError:
@@ -102,8 +105,8 @@ def create_app(config: Config) -> ASGIApp:
         storage = Storage(config.etcd_servers)
         storage.observe = app.state.metrics.observe_etcd
         cacher = Cacher(storage, metrics=app.state.metrics) if config.watch_cache else None
-        registry = Registry(storage, default_strategies(service_cidr=config.service_cidr), cacher=cacher,
-                            on_write=app.state.traces.accept)
+        strategies = default_strategies(service_cidr=config.service_cidr, event_ttl=config.event_ttl)
+        registry = Registry(storage, strategies, cacher=cacher, on_write=app.state.traces.accept)
         app.state.registry = registry
         await registry.wait_for_storage()
         import ipaddress

@@ -168,6 +168,47 @@ class RequiredKeyMissing(StorageError):
         self.key = key
 
 
+class Leases:
+    """etcd leases for objects that expire some time after their last write (events: kube-apiserver's
+    --event-ttl), shared as kube-apiserver's etcd3 lease manager shares them: granting a lease per write
+    would double the etcd calls of every event. A lease is granted with `ttl` plus a reuse window and
+    serves every write in that window (up to MAX_KEYS of them), so each key lives at least `ttl` and at
+    most `ttl` plus the window after its write."""
+
+    MAX_KEYS = 1000
+    MAX_REUSE = 60.0
+
+    def __init__(self, storage: Storage) -> None:
+        self.storage = storage
+        self._lock = asyncio.Lock()
+        # (lease ID, its TTL as asked, when the grant was asked for (monotonic), keys attached)
+        self._current: tuple[int, int, float, int] | None = None
+
+    @classmethod
+    def reuse_window(cls, ttl: int) -> float:
+        return min(cls.MAX_REUSE, max(1.0, ttl / 10))
+
+    async def for_ttl(self, ttl: int) -> int:
+        """A lease ID under which a key written now lives between `ttl` and `ttl` + the window seconds."""
+        async with self._lock:
+            now = time.monotonic()
+            current = self._current
+            if current is not None:
+                lease_id, lease_ttl, asked, keys = current
+                if lease_ttl == ttl and now - asked <= self.reuse_window(ttl) and keys < self.MAX_KEYS:
+                    self._current = (lease_id, lease_ttl, asked, keys + 1)
+                    return lease_id
+            window = self.reuse_window(ttl)
+            lease = await self.storage._call(self.storage.client.lease(int(ttl + window + 0.999)),
+                                             ("grant", "lease"))
+            self._current = (int(lease.id), ttl, now, 1)
+            return int(lease.id)
+
+    def forget(self) -> None:
+        """After a write under the current lease failed: the next one gets a fresh lease."""
+        self._current = None
+
+
 class Storage:
     """An etcd v3 connection (aetcd) with the object operations the registry needs."""
 
@@ -180,6 +221,7 @@ class Storage:
         self._index = 0
         # observe(operation, key, seconds, ok): etcd_request_duration_seconds and friends (apiserver/metrics.py).
         self.observe: Callable[[str, str, float, bool], None] | None = None
+        self.leases = Leases(self)
 
     def _make_client(self) -> aetcd.Client:
         url = urlparse(self.servers[self._index % len(self.servers)])
@@ -340,12 +382,14 @@ class Storage:
     def _put_revision(responses: builtins.list[Any]) -> int:
         return int(responses[0].response_put.header.revision)
 
-    async def create(self, key: str, obj: dict[str, Any], *, extra: Txn | None = None) -> int:
-        """Store a new object; KeyExists if `key` (or an extra create key) exists. Returns its revision."""
+    async def create(self, key: str, obj: dict[str, Any], *, extra: Txn | None = None, lease: int | None = None
+                     ) -> int:
+        """Store a new object; KeyExists if `key` (or an extra create key) exists. Returns its revision.
+        With a `lease` (Leases.for_ttl), etcd deletes the object when the lease expires."""
         t = self.client.transactions
         compares, ops, checks = self._extra(extra)
         compares.insert(0, t.create(key.encode()) == 0)
-        ops.insert(0, t.put(key.encode(), encode(obj)))
+        ops.insert(0, t.put(key.encode(), encode(obj), lease=lease))
         checks.insert(0, key)
         ok, responses = await self._txn(compares, ops, checks, ("create", key))
         if ok:
@@ -355,12 +399,13 @@ class Storage:
         raise self._explain_failure(checks, responses, extra) or KeyExists(key)
 
     async def update(self, key: str, obj: dict[str, Any], expected_revision: int, *,
-                     extra: Txn | None = None) -> int:
-        """Replace an object if its mod_revision still equals `expected_revision`."""
+                     extra: Txn | None = None, lease: int | None = None) -> int:
+        """Replace an object if its mod_revision still equals `expected_revision` (a put without a lease
+        detaches the key from any lease it had: objects that expire pass theirs on every write)."""
         t = self.client.transactions
         compares, ops, checks = self._extra(extra)
         compares.insert(0, t.mod(key.encode()) == expected_revision)
-        ops.insert(0, t.put(key.encode(), encode(obj)))
+        ops.insert(0, t.put(key.encode(), encode(obj), lease=lease))
         checks.insert(0, key)
         ok, responses = await self._txn(compares, ops, checks, ("update", key))
         if ok:

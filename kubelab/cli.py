@@ -40,7 +40,7 @@ def cmd_up(args: argparse.Namespace) -> int:
                         data_dir=Path(args.data_dir), dataplane=dataplane, min_sync_period=args.min_sync_period,
                         delta_sync=args.delta_sync, node_cpu=args.node_cpu, node_memory=args.node_memory,
                         node_max_pods=args.node_max_pods, node_monitor_grace_period=args.node_monitor_grace_period,
-                        lb_pool=args.lb_pool or None,
+                        lb_pool=args.lb_pool or None, event_ttl=args.event_ttl,
                         token_auth_file=Path(args.token_auth_file) if args.token_auth_file else None)
     _warn_if_open(args.listen, args.token_auth_file)
     data_dir = Path(args.data_dir)
@@ -110,7 +110,7 @@ def cmd_apiserver(args: argparse.Namespace) -> int:
             return 2
     try:
         app = create_app(Config(servers, advertise_ip=args.advertise_address or (host if host != "0.0.0.0" else "127.0.0.1"),
-                                port=port, token_auth_file=args.token_auth_file))
+                                port=port, token_auth_file=args.token_auth_file, event_ttl=args.event_ttl))
     except TokenFileError as exc:
         print(f"kubelab apiserver: {exc}", file=sys.stderr)
         return 2
@@ -121,6 +121,19 @@ def cmd_apiserver(args: argparse.Namespace) -> int:
     uvicorn.run(app, host=host, port=port, log_level="warning", access_log=False,
                 ssl_certfile=args.tls_cert_file or None, ssl_keyfile=args.tls_private_key_file or None)
     return 0
+
+
+def _event_ttl(text: str) -> int:
+    """--event-ttl: a duration, kept as whole seconds (etcd leases are), at least one."""
+    from .timeutil import parse_duration
+
+    try:
+        seconds = parse_duration(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+    if seconds <= 0:
+        raise argparse.ArgumentTypeError(f"must be positive: {text}")
+    return max(1, round(seconds))
 
 
 def _cluster_access(args: argparse.Namespace, command: str) -> tuple[str, str | None, str | None] | None:
@@ -668,6 +681,8 @@ def build_parser() -> argparse.ArgumentParser:
                         "kubelab's own components and an admin are added to it when missing, and the admin's goes "
                         "into the kubeconfig. The API then serves HTTPS (kubectl sends tokens only over TLS) with a "
                         "CA and certificate made in <data-dir>/pki; the kubeconfig carries the CA")
+    p.add_argument("--event-ttl", type=_event_ttl, default=3600, metavar="DURATION",
+                   help="how long the API server keeps an event after its last write (default 1h)")
     p.set_defaults(func=cmd_up)
 
     p = sub.add_parser("apiserver", help="run only the API server")
@@ -682,6 +697,9 @@ def build_parser() -> argparse.ArgumentParser:
                         "carry `Authorization: Bearer <token>`; users system:node:<name> in group system:nodes may "
                         "write only what their kubelet needs; anonymous requests reach /healthz, /livez, /readyz "
                         "and /version only. Without it the API is open to whoever can reach it")
+    p.add_argument("--event-ttl", type=_event_ttl, default=3600, metavar="DURATION",
+                   help="how long an event is kept after its last write (kube-apiserver's --event-ttl; "
+                        "default 1h; e.g. 30m, 90s)")
     p.set_defaults(func=cmd_apiserver)
 
     for name, func, text in (("scheduler", cmd_scheduler, "run only the scheduler"),

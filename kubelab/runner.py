@@ -52,6 +52,7 @@ class UpOptions:
     # --token-auth-file: the API server requires tokens from it; kubelab's components get theirs (added to
     # the file when missing) and the kubeconfig gets the admin's.
     token_auth_file: Path | None = None
+    event_ttl: int = 3600  # kube-apiserver's --event-ttl, in seconds
 
 
 def split_listen(listen: str) -> tuple[str, int]:
@@ -129,7 +130,7 @@ async def up(options: UpOptions, *, ready: Callable[[dict[str, Any]], None] | No
             pki = await asyncio.to_thread(ensure_serving_pki, data_dir / "pki", ips=ips)
         app = create_app(Config(etcd_servers, advertise_ip=host if host not in ("0.0.0.0", "") else "127.0.0.1",
                                 port=port, token_auth_file=str(options.token_auth_file.resolve())
-                                if options.token_auth_file is not None else None))
+                                if options.token_auth_file is not None else None, event_ttl=options.event_ttl))
         server = uvicorn.Server(uvicorn.Config(app, host=host, port=port, log_level="warning", lifespan="on",
                                                access_log=False, timeout_graceful_shutdown=2,
                                                ssl_certfile=str(pki.cert_file) if pki else None,

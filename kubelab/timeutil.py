@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import time
 from datetime import UTC, datetime
 
@@ -28,6 +29,29 @@ def rfc3339(when: datetime | None = None) -> str:
 def rfc3339_micro(when: datetime | None = None) -> str:
     """metav1.MicroTime: six fractional digits, as Leases and events.k8s.io use."""
     return (when or now()).astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+_DURATION_PART = re.compile(r"(\d+(?:\.\d*)?)(h|ms|m|s)")
+
+
+def parse_duration(text: str) -> float:
+    """Seconds of a duration as kube's flags take one (Go's time.ParseDuration: `1h`, `1h0m0s`, `90s`,
+    `1.5m`, `500ms`); a bare number is seconds. ValueError for anything else."""
+    text = text.strip()
+    try:
+        return float(text)
+    except ValueError:
+        pass
+    total, at = 0.0, 0
+    while at < len(text):
+        match = _DURATION_PART.match(text, at)
+        if match is None:
+            raise ValueError(f'time: invalid duration "{text}"')
+        total += float(match.group(1)) * {"h": 3600.0, "m": 60.0, "s": 1.0, "ms": 0.001}[match.group(2)]
+        at = match.end()
+    if not text:
+        raise ValueError('time: invalid duration ""')
+    return total
 
 
 def parse(text: str | None) -> datetime | None:

@@ -7,7 +7,7 @@ from kubelab import kinds
 
 from .apps import ConfigMapStrategy, DeploymentsStrategy, ReplicaSetsStrategy
 from .cluster import NamespaceStrategy, NodeStrategy
-from .events import EventStrategy, LeaseStrategy
+from .events import DEFAULT_EVENT_TTL, EventStrategy, LeaseStrategy
 from .networking import EndpointSliceStrategy, EndpointsStrategy
 from .pods import PodStrategy
 from .secrets import SecretStrategy, ServiceAccountStrategy
@@ -16,7 +16,8 @@ from .store import Registry, WatchEvent
 from .strategy import Strategy
 
 
-def default_strategies(*, service_cidr: str | None = None) -> dict[kinds.ResourceType, Strategy]:
+def default_strategies(*, service_cidr: str | None = None, event_ttl: int = DEFAULT_EVENT_TTL
+                       ) -> dict[kinds.ResourceType, Strategy]:
     from .allocation import IPRange
 
     pods = PodStrategy(kinds.PODS)
@@ -26,7 +27,7 @@ def default_strategies(*, service_cidr: str | None = None) -> dict[kinds.Resourc
         kinds.PODS: pods,
         kinds.SERVICES: ServiceStrategy(kinds.SERVICES, ip_range=IPRange(service_cidr) if service_cidr else None),
         kinds.ENDPOINTS: EndpointsStrategy(kinds.ENDPOINTS),
-        kinds.EVENTS: EventStrategy(kinds.EVENTS),
+        kinds.EVENTS: EventStrategy(kinds.EVENTS, ttl=event_ttl),
         kinds.ENDPOINTSLICES: EndpointSliceStrategy(kinds.ENDPOINTSLICES),
         kinds.LEASES: LeaseStrategy(kinds.LEASES),
         kinds.CONFIGMAPS: ConfigMapStrategy(kinds.CONFIGMAPS),

@@ -4,14 +4,22 @@ from __future__ import annotations
 
 from typing import Any
 
+from kubelab.kinds import ResourceType
 from kubelab.models import Event, TypedObject
 from kubelab.validation import FieldError, invalid, required
 
 from .strategy import Strategy
 
+# kube-apiserver's --event-ttl default: an event is gone an hour after its last write.
+DEFAULT_EVENT_TTL = 3600
+
 
 class EventStrategy(Strategy):
     has_status = False
+
+    def __init__(self, rt: ResourceType, *, ttl: int = DEFAULT_EVENT_TTL) -> None:
+        super().__init__(rt)
+        self.ttl = ttl
 
     def validate_create(self, obj: TypedObject) -> list[FieldError]:
         assert isinstance(obj, Event)

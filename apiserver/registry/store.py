@@ -248,9 +248,10 @@ class Registry:
             if rt.namespaced:
                 txn.require.append(self.key(NAMESPACES, None, attempt.metadata.namespace or ""))
                 txn.absent.append(terminating_key(attempt.metadata.namespace or ""))
+            lease = await self._lease(strategy)
             sent = time.time()
             try:
-                revision = await self.storage.create(key, data, extra=txn)
+                revision = await self.storage.create(key, data, extra=txn, lease=lease)
             except KeyExists as exc:
                 if exc.key == key:
                     if generated and base.metadata.generate_name:
@@ -267,6 +268,7 @@ class Registry:
                 raise errors.namespace_terminating(rt, attempt.metadata.name or "",
                                                    attempt.metadata.namespace or "") from None
             except Unavailable as exc:
+                self._lease_failed(lease)
                 raise errors.unavailable(f"etcd is unavailable: {exc}") from exc
             self._written(key, revision, "create", sent)
             data["metadata"]["resourceVersion"] = str(revision)
@@ -363,10 +365,11 @@ class Registry:
                 self._written(key, revision, "delete", sent)
                 data["metadata"]["resourceVersion"] = str(revision)
                 return data
+            lease = await self._lease(strategy)
             sent = time.time()
             try:
                 revision = await self.storage.update(key, data, stored.mod_revision,
-                                                     extra=alloc.txn if alloc else None)
+                                                     extra=alloc.txn if alloc else None, lease=lease)
             except RevisionConflict:
                 if precondition is not None:
                     raise errors.stale_update(rt, name) from None
@@ -379,11 +382,27 @@ class Registry:
                 avoid.add(exc.key)
                 continue
             except Unavailable as exc:
+                self._lease_failed(lease)
                 raise errors.unavailable(f"etcd is unavailable: {exc}") from exc
             self._written(key, revision, "update", sent)
             data["metadata"]["resourceVersion"] = str(revision)
             return data
         raise errors.conflict(rt, name, "too many concurrent updates, please try again")
+
+    async def _lease(self, strategy: Strategy) -> int | None:
+        """The etcd lease a write of this kind goes under: None for kinds that live until deleted."""
+        if strategy.ttl is None:
+            return None
+        try:
+            return await self.storage.leases.for_ttl(strategy.ttl)
+        except Unavailable as exc:
+            raise errors.unavailable(f"etcd is unavailable: {exc}") from exc
+
+    def _lease_failed(self, lease: int | None) -> None:
+        # A write under a lease etcd no longer knows (revoked by hand, say) fails as unavailable; the
+        # next write then asks for a fresh lease instead of failing the same way until the window ends.
+        if lease is not None:
+            self.storage.leases.forget()
 
     def _cached(self, rt: ResourceType, key: str, precondition: str | None) -> Stored | None:
         """The watch cache's copy of an object as a first guess for an update, cloned (mutations get

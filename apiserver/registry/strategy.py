@@ -67,6 +67,8 @@ class Strategy:
     rt: ResourceType
     # Kinds whose main-resource writes ignore status (and whose status writes ignore the rest).
     has_status: bool = True
+    # Seconds an object lives after its last write (events: --event-ttl); None: until deleted.
+    ttl: int | None = None
     name_check = staticmethod(validation.dns1123_subdomain_errors)
 
     def __init__(self, rt: ResourceType) -> None:
