@@ -25,8 +25,13 @@ from kubelab.etcd import free_port
 T = TypeVar("T")
 
 
+class GiveUp(AssertionError):
+    """Raised by a `wait_for` check when waiting longer cannot help (the process it waits on died)."""
+
+
 def wait_for(what: str, check: Callable[[], T | None], timeout: float = 60.0, interval: float = 0.25) -> T:
-    """Poll `check` until it returns something truthy; fail with `what` after `timeout` seconds."""
+    """Poll `check` until it returns something truthy; fail with `what` after `timeout` seconds, or at
+    once when the check raises GiveUp."""
     deadline = time.monotonic() + timeout
     last: Exception | None = None
     while time.monotonic() < deadline:
@@ -34,6 +39,8 @@ def wait_for(what: str, check: Callable[[], T | None], timeout: float = 60.0, in
             result = check()
             if result:
                 return result
+        except GiveUp:
+            raise
         except Exception as exc:  # noqa: BLE001 - keep polling; report the last error on timeout
             last = exc
         time.sleep(interval)
@@ -72,7 +79,7 @@ class Cluster:
     def _is_ready(self) -> bool:
         assert self.proc is not None
         if self.proc.poll() is not None:
-            raise AssertionError(f"kubelab up exited with {self.proc.returncode}:\n{self.log()}")
+            raise GiveUp(f"kubelab up exited with {self.proc.returncode}:\n{self.log()}")
         return b"kubelab is up" in self.log_path.read_bytes()
 
     def log(self) -> str:
