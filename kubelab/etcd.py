@@ -40,6 +40,13 @@ def find_etcd() -> str:
     raise EtcdNotFound("no etcd found: install Debian's etcd-server (apt-get install etcd-server)")
 
 
+PORT_ATTEMPTS = 5
+
+
+class PortTaken(RuntimeError):
+    """etcd's port was taken between choosing it and etcd binding it."""
+
+
 def free_port() -> int:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
         sock.bind(("127.0.0.1", 0))
@@ -54,17 +61,39 @@ class Etcd:
     binary: str = ""
     process: subprocess.Popen[bytes] | None = field(default=None, repr=False)
     name: str = "kubelab"
+    _log_start: int = field(default=0, repr=False)
 
     @property
     def url(self) -> str:
         return f"http://127.0.0.1:{self.client_port}"
 
     def start(self, timeout: float = 30.0) -> Self:
+        """Start etcd and wait until it is healthy. Ports chosen here (none given) are free when chosen,
+        but another process may take one before etcd binds it: then etcd exits with "address already in
+        use", or another etcd answers on that port. Either way this etcd is stopped and started again
+        on other ports (a few times)."""
         self.binary = self.binary or find_etcd()
-        self.client_port = self.client_port or free_port()
-        self.peer_port = self.peer_port or free_port()
+        choose = not self.client_port and not self.peer_port
+        for _ in range(PORT_ATTEMPTS if choose else 1):
+            if choose:
+                self.client_port, self.peer_port = free_port(), free_port()
+            try:
+                self._launch()
+                self.wait_healthy(timeout)
+                return self
+            except PortTaken:
+                self.stop()
+                if not choose:
+                    raise
+        raise RuntimeError(f"etcd could not get free ports in {PORT_ATTEMPTS} attempts; see {self.log_path}")
+
+    @property
+    def log_path(self) -> Path:
+        return self.data_dir.parent / f"{self.data_dir.name}.log"
+
+    def _launch(self) -> None:
         self.data_dir.mkdir(parents=True, exist_ok=True)
-        log_path = self.data_dir.parent / f"{self.data_dir.name}.log"
+        log_path = self.log_path
         argv = [self.binary, "--name", self.name, "--data-dir", str(self.data_dir),
                 "--listen-client-urls", self.url, "--advertise-client-urls", self.url,
                 "--listen-peer-urls", f"http://127.0.0.1:{self.peer_port}",
@@ -76,25 +105,64 @@ class Etcd:
         if os.uname().machine not in ("x86_64", "AMD64"):  # etcd 3.4 refuses unsupported arches unless told
             env["ETCD_UNSUPPORTED_ARCH"] = os.uname().machine
         with open(log_path, "ab") as log_file:
+            self._log_start = log_file.tell()
             self.process = subprocess.Popen(argv, stdout=log_file, stderr=subprocess.STDOUT, env=env,
                                             start_new_session=True)
-        self.wait_healthy(timeout)
-        return self
 
     def wait_healthy(self, timeout: float) -> None:
+        """Until this etcd answers /health; PortTaken when it could not bind, or another etcd answers."""
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             if self.process is not None and self.process.poll() is not None:
-                raise RuntimeError(f"etcd exited with code {self.process.returncode}; see "
-                                   f"{self.data_dir.parent / (self.data_dir.name + '.log')}")
+                if b"address already in use" in self._log_since_start():
+                    raise PortTaken(f"etcd could not bind {self.url} or its peer port")
+                raise RuntimeError(f"etcd exited with code {self.process.returncode}; see {self.log_path}")
             try:
                 with urllib.request.urlopen(f"{self.url}/health", timeout=1) as resp:  # loopback
                     if b"true" in resp.read():
+                        if not self._answers_as_itself():
+                            raise PortTaken(f"another etcd answers on {self.url}")
                         return
             except OSError:
                 pass
             time.sleep(0.1)
         raise TimeoutError(f"etcd did not become healthy within {timeout}s")
+
+    def _answers_as_itself(self) -> bool:
+        """Whether the socket listening on the client port is this etcd process's (read from /proc: the
+        listening socket's inode among the process's open files)."""
+        if self.process is None:
+            return False
+        inodes = set()
+        for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+            try:
+                with open(table) as f:
+                    rows = f.read().splitlines()[1:]
+            except OSError:
+                continue
+            for row in rows:
+                fields = row.split()
+                if fields[3] == "0A" and int(fields[1].rsplit(":", 1)[1], 16) == self.client_port:  # LISTEN
+                    inodes.add(f"socket:[{fields[9]}]")
+        try:
+            fds = os.listdir(f"/proc/{self.process.pid}/fd")
+        except OSError:
+            return False
+        for fd in fds:
+            try:
+                if os.readlink(f"/proc/{self.process.pid}/fd/{fd}") in inodes:
+                    return True
+            except OSError:
+                continue
+        return False
+
+    def _log_since_start(self) -> bytes:
+        try:
+            with open(self.log_path, "rb") as log:
+                log.seek(self._log_start)
+                return log.read()
+        except OSError:
+            return b""
 
     def stop(self, timeout: float = 10.0) -> None:
         proc, self.process = self.process, None
