@@ -24,8 +24,7 @@ from .metrics import ApiserverMetrics
 from .registry import Registry, default_strategies
 from .registry.events import DEFAULT_EVENT_TTL
 from .routers import discovery, health, observability, resources
-from .storage import RequestTooLarge, Storage, StorageError
-from .storage import Timeout as StorageTimeout
+from .storage import Storage, StorageError
 from .traces import TraceRecorder
 
 log = logging.getLogger(__name__)
@@ -50,28 +49,6 @@ class Config:
     event_ttl: int = DEFAULT_EVENT_TTL
 
 
-def storage_status(exc: StorageError) -> errors.StatusError:
-    """The Status for a storage failure that reached the top (never a 500: none is a server bug)."""
-    if isinstance(exc, RequestTooLarge):
-        return errors.StatusError(413, "RequestEntityTooLarge", f"Request entity too large: {exc}")
-    if isinstance(exc, StorageTimeout):
-        return errors.timeout(f"Timeout: request did not complete within the allotted timeout ({exc})")
-    return errors.unavailable(f"etcd is unavailable: {exc}")
-
-
-def error_response(request: Request, exc: Exception) -> Response:
-    """The Status answer for an exception a request handler raised: kube's codes, never a bare 500 page."""
-    if isinstance(exc, errors.StatusError):
-        if exc.code == 503 and isinstance(exc.__cause__, StorageTimeout):
-            # The registry says "unavailable"; a timeout is kube-apiserver's 504 (the write may yet land).
-            return codecs.status_response(storage_status(exc.__cause__))
-        return codecs.status_response(exc)
-    if isinstance(exc, StorageError):
-        return codecs.status_response(storage_status(exc))
-    log.exception("%s %s failed", request.method, request.url.path, exc_info=exc)
-    return codecs.status_response(errors.internal(f"{type(exc).__name__}: {exc}"))
-
-
 class ApiServer:
     """What uvicorn serves. Resource requests (`/api/<v>/...`, `/apis/<g>/<v>/...` with one of the five
     verbs: nearly every request a cluster makes) go straight to resources.dispatch; everything else
@@ -89,11 +66,7 @@ class ApiServer:
             parts = resources.resource_path(scope["path"])
             if parts is not None:
                 scope["app"] = self.app
-                request = Request(scope, receive, send)
-                try:
-                    response = await resources.dispatch(request, *parts)
-                except Exception as exc:  # noqa: BLE001 - every failure is a Status; error_response logs the unexpected
-                    response = error_response(request, exc)
+                response = await resources.dispatch(Request(scope, receive, send), *parts)
                 await response(scope, receive, send)
                 return
         await self.app(scope, receive, send)
@@ -137,11 +110,11 @@ def create_app(config: Config) -> ASGIApp:
 
     @app.exception_handler(errors.StatusError)
     async def status_error(request: Request, exc: errors.StatusError) -> Response:
-        return error_response(request, exc)
+        return codecs.error_response(request, exc)
 
     @app.exception_handler(StorageError)
     async def storage_error(request: Request, exc: StorageError) -> Response:
-        return error_response(request, exc)
+        return codecs.error_response(request, exc)
 
     @app.exception_handler(StarletteHTTPException)
     async def http_error(request: Request, exc: StarletteHTTPException) -> Response:
@@ -153,7 +126,7 @@ def create_app(config: Config) -> ASGIApp:
 
     @app.exception_handler(Exception)
     async def unexpected(request: Request, exc: Exception) -> Response:
-        return error_response(request, exc)
+        return codecs.error_response(request, exc)
 
     front = ApiServer(app)
     if tokens is not None:

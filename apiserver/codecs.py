@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import base64
+import logging
 from typing import Any, ClassVar
 
 import orjson
@@ -12,6 +13,10 @@ from starlette.requests import Request
 from starlette.responses import Response
 
 from . import errors, protobuf
+from .storage import RequestTooLarge, StorageError
+from .storage import Timeout as StorageTimeout
+
+log = logging.getLogger(__name__)
 
 PROTOBUF = "application/vnd.kubernetes.protobuf"
 MAX_BODY = 3 * 1024 * 1024  # kube-apiserver's request body limit (3 MiB)
@@ -187,3 +192,25 @@ def respond(request: Request, body: Any, status_code: int = 200, headers: dict[s
 
 def status_response(exc: errors.StatusError) -> Response:
     return Response(orjson.dumps(exc.status()), status_code=exc.code, media_type="application/json")
+
+
+def storage_status(exc: StorageError) -> errors.StatusError:
+    """The Status for a storage failure that reached the top (never a 500: none is a server bug)."""
+    if isinstance(exc, RequestTooLarge):
+        return errors.StatusError(413, "RequestEntityTooLarge", f"Request entity too large: {exc}")
+    if isinstance(exc, StorageTimeout):
+        return errors.timeout(f"Timeout: request did not complete within the allotted timeout ({exc})")
+    return errors.unavailable(f"etcd is unavailable: {exc}")
+
+
+def error_response(request: Request, exc: Exception) -> Response:
+    """The Status answer for an exception a request handler raised: kube's codes, never a bare 500 page."""
+    if isinstance(exc, errors.StatusError):
+        if exc.code == 503 and isinstance(exc.__cause__, StorageTimeout):
+            # The registry says "unavailable"; a timeout is kube-apiserver's 504 (the write may yet land).
+            return status_response(storage_status(exc.__cause__))
+        return status_response(exc)
+    if isinstance(exc, StorageError):
+        return status_response(storage_status(exc))
+    log.exception("%s %s failed", request.method, request.url.path, exc_info=exc)
+    return status_response(errors.internal(f"{type(exc).__name__}: {exc}"))

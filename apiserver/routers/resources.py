@@ -33,8 +33,6 @@ from ..registry import Registry, decoding
 from ..registry.apps import scale_of
 from ..registry.pods import bind
 from ..registry.store import parse_resource_version
-from ..storage import RequestTooLarge, StorageError
-from ..storage import Timeout as StorageTimeout
 from . import reviews
 
 log = logging.getLogger(__name__)
@@ -154,14 +152,6 @@ routes = [Route("/api/{version}/{path:path}", core_api, methods=list(METHODS)),
           Route("/apis/{group}/{version}/{path:path}", group_api, methods=list(METHODS))]
 
 
-def _status_code(exc: BaseException) -> int:
-    if isinstance(exc, errors.StatusError):
-        return 504 if exc.code == 503 and isinstance(exc.__cause__, StorageTimeout) else exc.code
-    if isinstance(exc, StorageError):
-        return 413 if isinstance(exc, RequestTooLarge) else 504 if isinstance(exc, StorageTimeout) else 503
-    return 500
-
-
 def _metric_verb(request: Request, target: Target | None, watch_path: bool) -> str:
     """kube's request verbs for the metrics: LIST and WATCH apart from GET, APPLY apart from PATCH."""
     method = request.method
@@ -182,28 +172,29 @@ async def dispatch(request: Request, group: str, version: str, path: str) -> Res
     traces.client.set(request.headers.get("user-agent") or "")
     target: Target | None = None
     watch_path = False
-    code = 500
     metrics = getattr(request.app.state, "metrics", None)
+    code = 500  # what a request cancelled before it was answered is observed as
     try:
-        mode = request.query_params.get("fieldValidation") or "Warn"
-        if mode not in requestctx.MODES:
-            raise errors.bad_request(f'fieldValidation: Unsupported value: "{mode}": supported values: "Ignore", '
-                                     '"Strict", "Warn"')
-        requestctx.field_validation.set(mode)
-        warnings = requestctx.start()
-        target, watch_path = resolve(request, group, version, path)
-        response = await _dispatch(request, target, watch_path, path)
-        for name, value in requestctx.warning_headers(warnings):
-            response.headers.append(name, value)
+        try:
+            mode = request.query_params.get("fieldValidation") or "Warn"
+            if mode not in requestctx.MODES:
+                raise errors.bad_request(f'fieldValidation: Unsupported value: "{mode}": supported values: '
+                                         '"Ignore", "Strict", "Warn"')
+            requestctx.field_validation.set(mode)
+            warnings = requestctx.start()
+            target, watch_path = resolve(request, group, version, path)
+            response = await _dispatch(request, target, watch_path, path)
+            for name, value in requestctx.warning_headers(warnings):
+                response.headers.append(name, value)
+        except Exception as exc:  # noqa: BLE001 - every failure is answered with its Status (logged if unexpected)
+            response = codecs.error_response(request, exc)
         code = response.status_code
         if isinstance(response, StreamingResponse) and metrics is not None:
             # A watch is observed when its stream ends, as kube-apiserver observes it.
+            assert target is not None
             _observe_at_end(response, metrics, request, target, watch_path, start)
             metrics = None
         return response
-    except BaseException as exc:
-        code = _status_code(exc)
-        raise
     finally:
         if metrics is not None:
             _observe(metrics, request, target, watch_path, code, time.perf_counter() - start)
