@@ -27,7 +27,6 @@ fails, every watcher gets the error and the cache starts over (a new list) on th
 from __future__ import annotations
 
 import asyncio
-import functools
 import logging
 from collections import deque
 from collections.abc import AsyncGenerator, Callable
@@ -172,8 +171,6 @@ class WatchCache:
         self._progress_asked = False
         self._waiters: list[tuple[int, asyncio.Future[None]]] = []
         self._closed: list[CacheWatcher] = []
-        # on_event(event, received_at): the API server's trace ring hears of every change here.
-        self.on_event: Callable[[CacheEvent], None] | None = None
 
     @property
     def ready(self) -> bool:
@@ -198,7 +195,8 @@ class WatchCache:
         self._ready = True
         if self.metrics is not None:
             self.metrics.cache_inits.labels(self.rt.plural).inc()
-            self.metrics.cache_rv.labels(self.rt.plural).set(revision)
+        if self._rv is not None:
+            self._rv.set(revision)
         self._task = asyncio.create_task(self._follow(revision + 1), name=f"watch-cache-{self.rt.plural}")
 
     async def _follow(self, start: int) -> None:
@@ -258,8 +256,6 @@ class WatchCache:
             self.floor = self.ring.popleft().revision
         if self._received is not None:
             self._received.inc()
-        if self.on_event is not None:
-            self.on_event(cached)
         dispatched = 0
         for watcher in self.watchers:
             if not cached.key.startswith(watcher.prefix):
@@ -381,21 +377,16 @@ class WatchCache:
 class Cacher:
     """The watch caches of one API server, one per resource, started on demand."""
 
-    def __init__(self, storage: Storage, *, capacity: int = DEFAULT_CAPACITY, metrics: Any = None,
-                 on_event: Callable[[ResourceType, CacheEvent], None] | None = None) -> None:
+    def __init__(self, storage: Storage, *, capacity: int = DEFAULT_CAPACITY, metrics: Any = None) -> None:
         self.storage = storage
         self.capacity = capacity
         self.metrics = metrics
-        self.on_event = on_event
         self.caches: dict[ResourceType, WatchCache] = {}
 
     def cache(self, rt: ResourceType) -> WatchCache:
         cache = self.caches.get(rt)
         if cache is None:
             cache = self.caches[rt] = WatchCache(self.storage, rt, capacity=self.capacity, metrics=self.metrics)
-            if self.on_event is not None:
-                on_event = self.on_event
-                cache.on_event = functools.partial(on_event, rt)
         return cache
 
     def cached(self, rt: ResourceType, key: str) -> dict[str, Any] | None:
