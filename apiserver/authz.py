@@ -23,6 +23,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from kubelab import tracing
 from kubelab.tokenfile import NODE_USER_PREFIX, NODES_GROUP, UserInfo
 
 from . import errors
@@ -46,7 +47,7 @@ NODE_WRITES: Mapping[tuple[str, str], frozenset[str]] = {
     # system:basic-user, which every authenticated user has: may ask what it may do (kubectl auth can-i).
     ("authorization.k8s.io", "selfsubjectaccessreviews"): frozenset({"create"}),
     # kubelab's own: a node's proxy agent reports its syncs for `kubelab trace` (apiserver/traces.py).
-    ("kubelab.dev", "traces"): frozenset({"create"}),
+    (tracing.GROUP, "traces"): frozenset({"create"}),
 }
 
 _METHOD_VERBS = {"POST": "create", "GET": "get", "HEAD": "get", "PUT": "update", "PATCH": "patch",

@@ -24,13 +24,13 @@ from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import Any
 
+from kubelab import tracing
+
 ACCEPTED_CAPACITY = 50_000
 DELIVERED_CAPACITY = 500_000
 REPORTS_CAPACITY = 50_000
 
-GROUP = "kubelab.dev"
-VERSION = "v1alpha1"
-PATH = f"/apis/{GROUP}/{VERSION}/traces"
+GROUP, VERSION, PATH = tracing.GROUP, tracing.VERSION, tracing.PATH
 
 # The user agent of the request being served (set by the router, read where writes are recorded).
 client: ContextVar[str] = ContextVar("trace_client", default="")

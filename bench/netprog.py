@@ -33,9 +33,9 @@ from harness import ROOT, Lab, machine, summary_ms
 
 from kubelab.client import ApiClient
 from kubelab.etcd import free_port
+from kubelab.tracing import PATH as TRACES
 
 SERVICES = 50
-TRACES = "/apis/kubelab.dev/v1alpha1/traces"
 
 
 def service(i: int) -> dict[str, Any]:

@@ -12,7 +12,11 @@ from typing import Any
 from . import kinds
 from .kinds import ResourceType
 
-PATH = "/apis/kubelab.dev/v1alpha1/traces"
+# kubelab's own API path for traces: components POST milestones to it (client/tracereport.py), the API
+# server keeps and joins them (apiserver/traces.py), `kubelab trace` reads the timeline from it.
+GROUP = "kubelab.dev"
+VERSION = "v1alpha1"
+PATH = f"/apis/{GROUP}/{VERSION}/traces"
 
 
 def resolve(kind: str) -> ResourceType | None:

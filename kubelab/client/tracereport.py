@@ -13,12 +13,11 @@ import asyncio
 import logging
 from typing import Any
 
-from .errors import ApiError
+from ..tracing import PATH
 from .http import ApiClient
 
 log = logging.getLogger(__name__)
 
-PATH = "/apis/kubelab.dev/v1alpha1/traces"
 MAX_QUEUED = 1000
 
 
@@ -43,5 +42,5 @@ class TraceReporter:
                 self.sent += 1
             except asyncio.CancelledError:
                 raise
-            except (ApiError, Exception) as exc:  # noqa: BLE001 - traces are best effort
+            except Exception as exc:  # noqa: BLE001 - traces are best effort
                 log.debug("trace report not sent: %s", exc)
