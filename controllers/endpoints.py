@@ -7,6 +7,7 @@ import math
 
 from kubelab import kinds
 from kubelab.client import ApiClient, NotFound
+from kubelab.client.tracereport import TraceReporter
 from kubelab.models import (
     EndpointAddress,
     EndpointPort,
@@ -20,8 +21,7 @@ from kubelab.models import (
 from kubelab.selectors import selector_from_map
 
 from .podutil import find_port, is_headless, should_include
-from .triggertime import ANNOTATION as TRIGGER_TIME
-from .triggertime import TriggerTimeTracker, format_time, report, trigger_revision
+from .triggertime import TriggerTimeTracker, format_time, report, trigger_revision, with_trigger_time
 
 log = logging.getLogger(__name__)
 
@@ -150,7 +150,7 @@ class EndpointsController:
         self.api = api
         self.informers = informers
         self.triggers = TriggerTimeTracker()
-        self.traces: object = None  # kubelab.client.tracereport.TraceReporter, set by the manager
+        self.traces: TraceReporter | None = None  # set by the manager
 
     async def reconcile(self, key: str) -> None:
         namespace, name = key.split("/", 1)
@@ -171,10 +171,9 @@ class EndpointsController:
         pods = [p for p in self.informers.pods_in(namespace) if selector.matches(p.metadata.labels)]
         desired = desired_endpoints(service, pods)
         trigger = self.triggers.compute(service, pods)
+        trigger_text = format_time(trigger) if trigger is not None else None
         if current is None:
-            if trigger is not None:
-                desired.metadata.annotations = {**(desired.metadata.annotations or {}),
-                                                TRIGGER_TIME: format_time(trigger)}
+            desired.metadata.annotations = with_trigger_time(desired.metadata.annotations, trigger_text)
             log.info("endpoints: creating %s", key)
             written = await self.api.create(kinds.ENDPOINTS, desired, namespace)
             report(self.traces, self.name, key, "endpoints", written, trigger_revision(service, pods))
@@ -183,12 +182,9 @@ class EndpointsController:
             return
         current.subsets = desired.subsets
         current.metadata.labels = desired.metadata.labels
-        annotations = {k: v for k, v in (current.metadata.annotations or {}).items()
-                       if k not in (OVER_CAPACITY, TRIGGER_TIME)}
-        annotations.update(desired.metadata.annotations or {})
-        if trigger is not None:
-            annotations[TRIGGER_TIME] = format_time(trigger)
-        current.metadata.annotations = annotations or None
+        annotations = {k: v for k, v in (current.metadata.annotations or {}).items() if k != OVER_CAPACITY}
+        current.metadata.annotations = with_trigger_time({**annotations, **(desired.metadata.annotations or {})},
+                                                         trigger_text)
         log.info("endpoints: updating %s", key)
         written = await self.api.update(kinds.ENDPOINTS, current)
         report(self.traces, self.name, key, "endpoints", written, trigger_revision(service, pods))

@@ -12,6 +12,7 @@ from typing import Any
 
 from kubelab import kinds
 from kubelab.client import ApiClient, NotFound
+from kubelab.client.tracereport import TraceReporter
 from kubelab.models import (
     Endpoint,
     EndpointConditions,
@@ -27,8 +28,7 @@ from kubelab.models import (
 from kubelab.selectors import selector_from_map
 
 from .podutil import find_port, is_headless, selects_pods, should_include
-from .triggertime import ANNOTATION as TRIGGER_TIME
-from .triggertime import TriggerTimeTracker, format_time, report, trigger_revision
+from .triggertime import TriggerTimeTracker, format_time, report, trigger_revision, with_trigger_time
 
 log = logging.getLogger(__name__)
 
@@ -121,14 +121,6 @@ def _port_key(slice_: EndpointSlice) -> PortKey:
     return tuple((p.name or "", p.port or 0, p.protocol or "TCP", p.app_protocol or "") for p in slice_.ports or [])
 
 
-def _with_trigger_time(annotations: dict[str, str] | None, when: str | None) -> dict[str, str] | None:
-    """Set (or, with nothing changed, remove) the trigger time; a change of it alone is never written."""
-    result = {k: v for k, v in (annotations or {}).items() if k != TRIGGER_TIME}
-    if when is not None:
-        result[TRIGGER_TIME] = when
-    return result or None
-
-
 def _content(slice_: EndpointSlice) -> dict[str, Any]:
     data = slice_.to_dict()
     meta = data.get("metadata") or {}
@@ -145,7 +137,7 @@ class EndpointSliceController:
         self.api = api
         self.informers = informers
         self.triggers = TriggerTimeTracker()
-        self.traces: object = None  # kubelab.client.tracereport.TraceReporter, set by the manager
+        self.traces: TraceReporter | None = None  # set by the manager
         # endpointSliceTracker: the resourceVersion of every slice this controller wrote, by service key,
         # so a sync never acts on an informer cache that has not seen those writes yet (it would create a
         # second slice for the same endpoints). The slice's own event enqueues the service again.
@@ -219,7 +211,7 @@ class EndpointSliceController:
                 # its name stays (no second slice, no churn in every node's rules).
                 await self._refresh(key, leftovers.pop(0), want, trigger_text, inputs)
                 continue
-            want.metadata.annotations = _with_trigger_time(want.metadata.annotations, trigger_text)
+            want.metadata.annotations = with_trigger_time(want.metadata.annotations, trigger_text)
             created = await self.api.create(kinds.ENDPOINTSLICES, want, namespace)
             self._track(key, created)
             log.info("endpointslices: created %s/%s for %s", namespace, created.metadata.name, key)
@@ -235,7 +227,7 @@ class EndpointSliceController:
         have.endpoints, have.ports = want.endpoints, want.ports
         have.metadata.labels = want.metadata.labels
         have.metadata.owner_references = want.metadata.owner_references
-        have.metadata.annotations = _with_trigger_time(have.metadata.annotations, trigger_text)
+        have.metadata.annotations = with_trigger_time(have.metadata.annotations, trigger_text)
         log.info("endpointslices: updating %s/%s", have.metadata.namespace, have.metadata.name)
         written = await self.api.update(kinds.ENDPOINTSLICES, have)
         self._track(key, written)

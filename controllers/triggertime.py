@@ -9,10 +9,12 @@ changed (the annotation is then removed). kube-proxy measures network programmin
 
 from __future__ import annotations
 
+import time
 from datetime import UTC, datetime
 
 from kubelab import timeutil
-from kubelab.models import Pod, Service
+from kubelab.client.tracereport import TraceReporter
+from kubelab.models import Pod, Service, TypedObject
 
 ANNOTATION = "endpoints.kubernetes.io/last-change-trigger-time"
 
@@ -58,16 +60,23 @@ def trigger_revision(service: Service, pods: list[Pod]) -> int:
     return max((int(o.metadata.resource_version or 0) for o in (service, *pods)), default=0)
 
 
-def report(reporter: object, controller: str, service_key: str, resource: str, written: object,
-           trigger: int) -> None:
+def report(reporter: TraceReporter | None, controller: str, service_key: str, resource: str,
+           written: TypedObject, trigger: int) -> None:
     """Tell the API server's trace ring that `written` (an Endpoints or EndpointSlice) was written."""
     if reporter is None:
         return
-    import time
-    meta = written.metadata  # type: ignore[attr-defined]
-    reporter.report({"type": "endpoints", "controller": controller, "service": service_key,  # type: ignore[attr-defined]
+    meta = written.metadata
+    reporter.report({"type": "endpoints", "controller": controller, "service": service_key,
                      "object": f"/registry/{resource}/{meta.namespace}/{meta.name}",
                      "revision": int(meta.resource_version or 0), "triggerRevision": trigger, "at": time.time()})
+
+
+def with_trigger_time(annotations: dict[str, str] | None, when: str | None) -> dict[str, str] | None:
+    """`annotations` with the trigger time set to `when`, or removed when None (nothing changed)."""
+    result = {k: v for k, v in (annotations or {}).items() if k != ANNOTATION}
+    if when is not None:
+        result[ANNOTATION] = when
+    return result or None
 
 
 def format_time(when: datetime) -> str:
