@@ -643,6 +643,16 @@ def _token_args(p: argparse.ArgumentParser) -> None:
                    help="check an https --server's certificate against this CA bundle (default: the system's)")
 
 
+# --metrics-bind-address defaults (metricsserver.py): the secure ports of kube-scheduler and
+# kube-controller-manager, served here as plain HTTP on loopback.
+SCHEDULER_BIND_ADDRESS = "127.0.0.1:10259"
+CONTROLLERS_BIND_ADDRESS = "127.0.0.1:10257"
+DELTA_SYNC_HELP = ("partial syncs leave out KUBE-SERVICES, KUBE-NODEPORTS and the filter chains when their rules are "
+                   "what the last sync wrote (kube-proxy always rewrites them): the same rules end up in the kernel, "
+                   "and a one-Service change at 10k Services restores tens of rules, not 10k. A hand-edited shared "
+                   "chain is then repaired at the next full sync, not the next partial one")
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="kubelab", description="A Kubernetes control plane in miniature: "
                                      "apply -> etcd -> watch -> iptables -> packets, for real, on one machine.")
@@ -663,11 +673,7 @@ def build_parser() -> argparse.ArgumentParser:
                         "rules are rendered but nothing runs (default: netns as root, render otherwise)")
     p.add_argument("--min-sync-period", type=float, default=1.0,
                    help="proxy agents sync at most twice per this many seconds (kube-proxy: 1s)")
-    p.add_argument("--delta-sync", action="store_true",
-                   help="partial syncs leave out KUBE-SERVICES, KUBE-NODEPORTS and the filter chains when their rules "
-                        "are what the last sync wrote (kube-proxy always rewrites them): the same rules end up in the "
-                        "kernel, and a one-Service change at 10k Services restores tens of rules, not 10k. A "
-                        "hand-edited shared chain is then repaired at the next full sync, not the next partial one")
+    p.add_argument("--delta-sync", action="store_true", help=DELTA_SYNC_HELP)
     p.add_argument("--node-cpu", default="4", help="each node's cpu capacity and allocatable (default 4)")
     p.add_argument("--node-memory", default="8Gi", help="each node's memory capacity and allocatable (default 8Gi)")
     p.add_argument("--node-max-pods", type=int, default=110, help="each node's pods capacity (default 110)")
@@ -681,7 +687,7 @@ def build_parser() -> argparse.ArgumentParser:
                         "kubelab's own components and an admin are added to it when missing, and the admin's goes "
                         "into the kubeconfig. The API then serves HTTPS (kubectl sends tokens only over TLS) with a "
                         "CA and certificate made in <data-dir>/pki; the kubeconfig carries the CA")
-    p.add_argument("--event-ttl", type=_event_ttl, default=3600, metavar="DURATION",
+    p.add_argument("--event-ttl", type=_event_ttl, default="1h", metavar="DURATION",
                    help="how long the API server keeps an event after its last write (default 1h)")
     p.set_defaults(func=cmd_up)
 
@@ -697,7 +703,7 @@ def build_parser() -> argparse.ArgumentParser:
                         "carry `Authorization: Bearer <token>`; users system:node:<name> in group system:nodes may "
                         "write only what their kubelet needs; anonymous requests reach /healthz, /livez, /readyz "
                         "and /version only. Without it the API is open to whoever can reach it")
-    p.add_argument("--event-ttl", type=_event_ttl, default=3600, metavar="DURATION",
+    p.add_argument("--event-ttl", type=_event_ttl, default="1h", metavar="DURATION",
                    help="how long an event is kept after its last write (kube-apiserver's --event-ttl; "
                         "default 1h; e.g. 30m, 90s)")
     p.set_defaults(func=cmd_apiserver)
@@ -709,7 +715,7 @@ def build_parser() -> argparse.ArgumentParser:
         p = sub.add_parser(name, help=text)
         p.add_argument("--server", default="http://127.0.0.1:8080", help="API server URL")
         _token_args(p)
-        default_bind = "127.0.0.1:10259" if name == "scheduler" else "127.0.0.1:10257"
+        default_bind = SCHEDULER_BIND_ADDRESS if name == "scheduler" else CONTROLLERS_BIND_ADDRESS
         p.add_argument("--metrics-bind-address", default=default_bind, metavar="HOST:PORT",
                        help=f"serve Prometheus /metrics here, plain HTTP (default {default_bind}, kube-"
                             f"{'scheduler' if name == 'scheduler' else 'controller-manager'}'s port; empty: off)")
@@ -745,11 +751,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help="iptables binaries to use with --iptables (default: the system's iptables alternative)")
     p.add_argument("--min-sync-period", type=float, default=1.0,
                    help="proxy syncs at most twice per this many seconds (kube-proxy: 1s)")
-    p.add_argument("--delta-sync", action="store_true",
-                   help="partial syncs leave out KUBE-SERVICES, KUBE-NODEPORTS and the filter chains when their rules "
-                        "are what the last sync wrote (kube-proxy always rewrites them): the same rules end up in the "
-                        "kernel, and a one-Service change at 10k Services restores tens of rules, not 10k. A "
-                        "hand-edited shared chain is then repaired at the next full sync, not the next partial one")
+    p.add_argument("--delta-sync", action="store_true", help=DELTA_SYNC_HELP)
     p.add_argument("--sync-period", type=float, default=30.0,
                    help="proxy retry and iptables-monitor interval in seconds (kube-proxy: 30s)")
     p.add_argument("--metrics-bind-address", default="127.0.0.1:10249", metavar="HOST:PORT",

@@ -18,8 +18,6 @@ from prometheus_client.exposition import CONTENT_TYPE_LATEST
 
 log = logging.getLogger(__name__)
 
-SCHEDULER_BIND_ADDRESS = "127.0.0.1:10259"  # kube-scheduler's secure port
-CONTROLLERS_BIND_ADDRESS = "127.0.0.1:10257"  # kube-controller-manager's secure port
 _REASONS = {200: "OK", 400: "Bad Request", 404: "Not Found", 405: "Method Not Allowed", 503: "Service Unavailable"}
 
 

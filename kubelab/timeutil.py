@@ -32,6 +32,7 @@ def rfc3339_micro(when: datetime | None = None) -> str:
 
 
 _DURATION_PART = re.compile(r"(\d+(?:\.\d*)?)(h|ms|m|s)")
+_DURATION_UNITS = {"h": 3600.0, "m": 60.0, "s": 1.0, "ms": 0.001}
 
 
 def parse_duration(text: str) -> float:
@@ -42,15 +43,15 @@ def parse_duration(text: str) -> float:
         return float(text)
     except ValueError:
         pass
+    if not text:
+        raise ValueError('time: invalid duration ""')
     total, at = 0.0, 0
     while at < len(text):
         match = _DURATION_PART.match(text, at)
         if match is None:
             raise ValueError(f'time: invalid duration "{text}"')
-        total += float(match.group(1)) * {"h": 3600.0, "m": 60.0, "s": 1.0, "ms": 0.001}[match.group(2)]
+        total += float(match.group(1)) * _DURATION_UNITS[match.group(2)]
         at = match.end()
-    if not text:
-        raise ValueError('time: invalid duration ""')
     return total
 
 
