@@ -7,7 +7,6 @@ from __future__ import annotations
 import asyncio
 import os
 import shutil
-import signal
 import subprocess
 import sys
 import tempfile
@@ -21,6 +20,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from kubelab.etcd import Etcd, free_port
+from kubelab.processes import stop_process
 
 
 def etcd_dir() -> str | None:
@@ -89,14 +89,7 @@ class Lab:
 
     def stop(self) -> None:
         for proc in self.procs.values():
-            if proc.poll() is None:
-                proc.send_signal(signal.SIGTERM)
-        for proc in self.procs.values():
-            try:
-                proc.wait(15)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait()
+            stop_process(proc)
         if self.etcd is not None:
             self.etcd.stop()
         shutil.rmtree(self.base, ignore_errors=True)

@@ -23,7 +23,6 @@ import asyncio
 import json
 import os
 import signal
-import subprocess
 import sys
 import time
 from pathlib import Path
@@ -33,6 +32,7 @@ from harness import ROOT, Lab, machine, summary_ms
 
 from kubelab.client import ApiClient
 from kubelab.etcd import free_port
+from kubelab.processes import stop_process
 from kubelab.tracing import PATH as TRACES
 
 SERVICES = 50
@@ -113,13 +113,8 @@ def run(nodes: int, dataplane: str, quick: bool) -> dict[str, Any]:
         result.update(nodes=nodes, dataplane=dataplane, min_sync_period_s=1.0, burst=2)
         return result
     finally:
-        if proc.poll() is None:
-            proc.send_signal(signal.SIGINT)  # kubelab up tears down its namespaces and etcd itself
-            try:
-                proc.wait(60)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait()
+        # kubelab up tears down its namespaces and etcd itself on Ctrl-C.
+        stop_process(proc, sig=signal.SIGINT, timeout=60)
         lab.stop()
 
 

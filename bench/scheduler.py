@@ -39,6 +39,7 @@ from kubelab.client import ApiClient
 from kubelab.etcd import Etcd, free_port
 from kubelab.gctune import tune_for_long_running
 from kubelab.models import Pod
+from kubelab.processes import stop_process
 from scheduler.algorithm import decide
 from scheduler.cache import Cache
 from scheduler.scheduling import Scheduler
@@ -166,13 +167,7 @@ async def run_workload(nodes: int, pods: int, args: argparse.Namespace) -> dict[
         return result
     finally:
         for proc in procs:
-            if proc.poll() is None:
-                proc.terminate()
-                try:
-                    proc.wait(15)
-                except subprocess.TimeoutExpired:
-                    proc.kill()
-                    proc.wait()
+            stop_process(proc)
         etcd.stop()
         shutil.rmtree(base, ignore_errors=True)
 

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import os
 import shutil
-import signal
 import socket
 import subprocess
 import time
@@ -17,6 +16,8 @@ import urllib.request
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Self
+
+from .processes import stop_process
 
 
 class EtcdNotFound(RuntimeError):
@@ -166,14 +167,7 @@ class Etcd:
 
     def stop(self, timeout: float = 10.0) -> None:
         proc, self.process = self.process, None
-        if proc is None or proc.poll() is not None:
-            return
-        proc.send_signal(signal.SIGTERM)
-        try:
-            proc.wait(timeout)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
+        stop_process(proc, timeout=timeout)
 
     def __enter__(self) -> Self:
         return self.start()

@@ -48,7 +48,6 @@ import os
 import re
 import shlex
 import shutil
-import signal
 import socket
 import subprocess
 import sys
@@ -64,6 +63,7 @@ from pyroute2 import IPRoute
 
 from kubelab.etcd import find_etcd
 from kubelab.netnsthread import run_in_netns
+from kubelab.processes import stop_process
 from kubeletstub.netns import LAB_BRIDGE, LabNetwork
 
 REPO = Path(__file__).resolve().parents[2]
@@ -606,31 +606,17 @@ class ComposeLab:
         """`docker-compose stop NAME`: its namespace (and address) stays, its process goes."""
         service = self.services[name]
         service.healthy = False
-        return stop_process(service.proc)
+        return stop_process(service.proc, timeout=STOP_TIMEOUT)
 
     def down(self) -> None:
         """Stop every service by PID (reverse start order), close the ports, remove the namespaces."""
         try:
             for name in reversed(self.started):
-                stop_process(self.services[name].proc)
+                stop_process(self.services[name].proc, timeout=STOP_TIMEOUT)
         finally:
             for forwarder in self.forwarders.values():
                 forwarder.close()
             self.lab.destroy()
-
-
-def stop_process(proc: subprocess.Popen[bytes] | None) -> int | None:
-    """docker stop: SIGTERM, then SIGKILL after the grace period. Returns the exit code."""
-    if proc is None:
-        return None
-    if proc.poll() is None:
-        proc.send_signal(signal.SIGTERM)
-        try:
-            proc.wait(STOP_TIMEOUT)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
-    return proc.returncode
 
 
 def parse_port(port: Any) -> tuple[str, int, int, str]:

@@ -21,6 +21,7 @@ from typing import Any, TypeVar
 import httpx
 
 from kubelab.etcd import free_port
+from kubelab.processes import stop_process
 
 T = TypeVar("T")
 
@@ -86,19 +87,9 @@ class Cluster:
         return self.log_path.read_text(errors="replace") if self.log_path.exists() else ""
 
     def stop(self, timeout: float = 60.0) -> int | None:
-        """Ctrl-C, as a user would; returns the exit code (None if it had to be killed)."""
+        """Ctrl-C, as a user would; returns the exit code (-9 if it had to be killed)."""
         proc, self.proc = self.proc, None
-        if proc is None:
-            return None
-        if proc.poll() is None:
-            proc.send_signal(signal.SIGINT)
-            try:
-                return proc.wait(timeout)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait()
-                return None
-        return proc.returncode
+        return stop_process(proc, sig=signal.SIGINT, timeout=timeout)
 
     def leftovers(self) -> list[str]:
         """What of this cluster still exists: namespaces, etcd, pod servers."""

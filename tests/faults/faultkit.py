@@ -28,6 +28,7 @@ from typing import Any, TypeVar
 import httpx
 
 from kubelab.etcd import Etcd, free_port
+from kubelab.processes import stop_process
 
 T = TypeVar("T")
 REPO = Path(__file__).resolve().parents[2]
@@ -177,14 +178,7 @@ class ApiServerProcess:
 
     def stop(self) -> None:
         proc, self.proc = self.proc, None
-        if proc is None or proc.poll() is not None:
-            return
-        proc.terminate()
-        try:
-            proc.wait(15)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
+        stop_process(proc)
 
     def restart(self) -> None:
         self.kill()

@@ -32,6 +32,7 @@ import pytest
 
 from kubelab import kubeconfig as kubeconfigs
 from kubelab.etcd import free_port
+from kubelab.processes import stop_process
 
 BIN = Path("/usr/lib/google-cloud-sdk/bin")
 DISPATCHER = Path("/usr/bin/kubectl")
@@ -178,13 +179,7 @@ class RenderCluster:
         proc, self.proc = self.proc, None
         if proc is None:
             return
-        if proc.poll() is None:
-            proc.send_signal(signal.SIGINT)
-            try:
-                proc.wait(timeout)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait()
+        stop_process(proc, sig=signal.SIGINT, timeout=timeout)
         assert not self.etcd_leftovers(), f"etcd still running after kubelab up stopped: {self.etcd_leftovers()}"
 
     def etcd_leftovers(self) -> list[str]:
