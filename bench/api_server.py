@@ -32,6 +32,7 @@ from harness import ROOT, Lab, cpu_seconds, machine, rss_mib, summary_ms, wait_r
 
 from kubelab.client import ApiClient
 from kubelab.etcd import free_port
+from kubelab.processes import stop_process
 
 NAMESPACE = "bench"
 TABLE = "application/json;as=Table;v=v1;g=meta.k8s.io,application/json;as=Table;v=v1beta1;g=meta.k8s.io,application/json"
@@ -148,8 +149,7 @@ async def floor_creates(lab: Lab, etcd_url: str, etcd_pid: int, count: int, conc
         seconds = await run_concurrently([lambda i=i: create(i) for i in range(count)], concurrency)
         cpu, own = cpu_seconds(proc.pid) - cpu0, time.process_time() - own0
         etcd_cpu = cpu_seconds(etcd_pid) - etcd0
-    proc.terminate()
-    proc.wait(15)
+    stop_process(proc)  # before the next measurement; Lab.stop would only at the very end
     return {"floor_creates_per_s": round(count / seconds),
             "floor_server_cpu_ms_per_create": round(1000 * cpu / count, 3),
             "floor_client_cpu_ms_per_create": round(1000 * own / count, 3),

@@ -291,9 +291,7 @@ async def apiserver_breakdown(count: int, args: argparse.Namespace) -> dict[str,
             spy.wait(60)
         return out
     finally:
-        if apiserver is not None and apiserver.poll() is None:
-            apiserver.terminate()
-            apiserver.wait(15)
+        stop_process(apiserver)
         etcd.stop()
         shutil.rmtree(base, ignore_errors=True)
 
