@@ -1,7 +1,8 @@
 """Run every benchmark, one after the other, each writing its JSON into bench/results/ (and printing it).
 
-    .venv/bin/python bench/run_all.py            # full runs (about 15 minutes on the 2-CPU VM)
-    .venv/bin/python bench/run_all.py --quick    # smaller workloads (about 4 minutes)
+    .venv/bin/python bench/run_all.py            # full runs (about 45 minutes on the 2-CPU VM, most of it
+                                                 # proxy_sync's 10k-Service restores; root for those)
+    .venv/bin/python bench/run_all.py --quick    # smaller workloads (about 6 minutes)
     make bench                                   # the same as the first
 
 The numbers, the machine conditions and what they mean are in BENCHMARKS.md.

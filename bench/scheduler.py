@@ -32,7 +32,7 @@ import uvloop
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from harness import cpu_seconds, wait_ready
+from harness import cpu_seconds, etcd_dir, wait_ready
 
 from kubelab import kinds, quantity
 from kubelab.client import ApiClient
@@ -312,7 +312,7 @@ def main() -> None:
     parser.add_argument("--pods", type=int)
     parser.add_argument("--parallelism", type=int, default=16, help="bindings in flight (kube-scheduler: 16)")
     parser.add_argument("--create-concurrency", type=int, default=16, help="pod POSTs in flight")
-    parser.add_argument("--etcd-dir", default="/dev/shm" if Path("/dev/shm").is_dir() else None,
+    parser.add_argument("--etcd-dir", default=etcd_dir(),
                         help="where etcd keeps its data (default /dev/shm: tmpfs)")
     parser.add_argument("--profile", metavar="DIR", help="py-spy the API server and the scheduler into DIR")
     parser.add_argument("--apiserver-breakdown", type=int, metavar="N",
