@@ -13,12 +13,13 @@ import os
 import signal
 import subprocess
 import sys
-import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
 
 import httpx
+import polling
+from polling import GiveUp
 
 from kubelab.etcd import free_port
 from kubelab.processes import stop_process
@@ -26,26 +27,9 @@ from kubelab.processes import stop_process
 T = TypeVar("T")
 
 
-class GiveUp(AssertionError):
-    """Raised by a `wait_for` check when waiting longer cannot help (the process it waits on died)."""
-
-
 def wait_for(what: str, check: Callable[[], T | None], timeout: float = 60.0, interval: float = 0.25) -> T:
-    """Poll `check` until it returns something truthy; fail with `what` after `timeout` seconds, or at
-    once when the check raises GiveUp."""
-    deadline = time.monotonic() + timeout
-    last: Exception | None = None
-    while time.monotonic() < deadline:
-        try:
-            result = check()
-            if result:
-                return result
-        except GiveUp:
-            raise
-        except Exception as exc:  # noqa: BLE001 - keep polling; report the last error on timeout
-            last = exc
-        time.sleep(interval)
-    raise AssertionError(f"timed out waiting for {what}" + (f" (last error: {last})" if last else ""))
+    """Poll `check` (any error: not yet; GiveUp: stop) until it returns something truthy."""
+    return polling.wait_for(what, check, timeout, interval=interval)
 
 
 class Cluster:

@@ -19,34 +19,19 @@ import secrets
 import signal
 import subprocess
 import sys
-import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, TypeVar
 
 import httpx
+from polling import wait_for
 
 from kubelab.etcd import Etcd, free_port
 from kubelab.processes import stop_process
 
 T = TypeVar("T")
 REPO = Path(__file__).resolve().parents[2]
-
-
-def wait_for(what: str, check: Callable[[], T | None], timeout: float = 60.0, interval: float = 0.1) -> T:
-    """Poll `check` until it returns something truthy; fail with `what` after `timeout` seconds."""
-    deadline = time.monotonic() + timeout
-    last: BaseException | None = None
-    while time.monotonic() < deadline:
-        try:
-            result = check()
-            if result:
-                return result
-        except Exception as exc:  # noqa: BLE001 - keep polling; report the last error on timeout
-            last = exc
-        time.sleep(interval)
-    raise AssertionError(f"timed out after {timeout}s waiting for {what}" + (f" (last error: {last!r})" if last else ""))
 
 
 class OwnedEtcd:

@@ -22,12 +22,12 @@ import re
 import signal
 import subprocess
 import sys
-import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Self, TypeVar
 
+import polling
 import pytest
 
 from kubelab import kubeconfig as kubeconfigs
@@ -124,19 +124,9 @@ def normalize(text: str, **patterns: str) -> str:
 
 
 def wait_for(what: str, check: Callable[[], T | None], timeout: float = 60.0, interval: float = 0.2) -> T:
-    """Poll `check` until it returns something truthy (the budget is a safety net against a hung
-    test, not an assertion about speed)."""
-    deadline = time.monotonic() + timeout
-    last: Exception | None = None
-    while time.monotonic() < deadline:
-        try:
-            result = check()
-            if result:
-                return result
-        except (AssertionError, ValueError, KeyError, IndexError) as exc:
-            last = exc
-        time.sleep(interval)
-    raise AssertionError(f"timed out waiting for {what}" + (f" (last: {last})" if last else ""))
+    """Poll `check` until it returns something truthy; a failed assertion or lookup in it means "not yet"."""
+    return polling.wait_for(what, check, timeout, interval=interval,
+                            retry_on=(AssertionError, ValueError, KeyError, IndexError))
 
 
 class RenderCluster:

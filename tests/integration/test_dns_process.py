@@ -7,7 +7,6 @@ import os
 import signal
 import subprocess
 import sys
-import time
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -16,6 +15,7 @@ import dns.message
 import dns.query
 import dns.rcode
 import httpx
+import polling
 import pytest
 from apitools import ns_path, unique_name
 
@@ -33,17 +33,7 @@ def answers(response: dns.message.Message) -> list[str]:
 
 
 def wait_for(what: str, check: Callable[[], Any], timeout: float = 30.0) -> Any:
-    deadline = time.monotonic() + timeout
-    last: Any = None
-    while time.monotonic() < deadline:
-        try:
-            last = check()
-            if last:
-                return last
-        except (OSError, dns.exception.DNSException) as exc:
-            last = exc
-        time.sleep(0.1)
-    raise AssertionError(f"timed out waiting for {what} (last: {last!r})")
+    return polling.wait_for(what, check, timeout, retry_on=(OSError, dns.exception.DNSException))
 
 
 @pytest.fixture(scope="module")

@@ -8,12 +8,12 @@ from __future__ import annotations
 
 import subprocess
 import sys
-import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import httpx
+import polling
 from apitools import ns_path, unique_name
 
 from kubelab.etcd import free_port
@@ -22,18 +22,7 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 def wait_for(what: str, check: Callable[[], Any], timeout: float = 30.0) -> Any:
-    deadline = time.monotonic() + timeout
-    last: Any = None
-    while time.monotonic() < deadline:
-        try:
-            last = check()
-        except httpx.HTTPError as exc:
-            last = exc
-        else:
-            if last:
-                return last
-        time.sleep(0.1)
-    raise AssertionError(f"timed out waiting for {what} (last: {last!r})")
+    return polling.wait_for(what, check, timeout, retry_on=(httpx.HTTPError,))
 
 
 def samples(text: str) -> dict[str, float]:

@@ -15,12 +15,12 @@ import ssl
 import stat
 import subprocess
 import sys
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import httpx
+import polling
 import pytest
 import yaml
 
@@ -31,13 +31,8 @@ NS = "/api/v1/namespaces/default"
 
 
 def wait_for(what: str, check: Any, timeout: float = 60.0) -> Any:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        result = check()
-        if result:
-            return result
-        time.sleep(0.2)
-    raise AssertionError(f"timed out waiting for {what}")
+    """Poll `check` until it returns something truthy; any error in it fails at once."""
+    return polling.wait_for(what, check, timeout, interval=0.2, retry_on=())
 
 
 class Up:
