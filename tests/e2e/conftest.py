@@ -84,9 +84,6 @@ def cluster(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFac
     try:
         yield running
     finally:
-        code = running.stop()
-        left = running.leftovers()
-        if left:
-            running.cleanup_after_failure()
+        code, left = running.shutdown()
         assert code == 0, f"kubelab up did not exit cleanly on Ctrl-C (exit {code}):\n{running.log()[-4000:]}"
         assert not left, f"left behind after Ctrl-C: {left}"

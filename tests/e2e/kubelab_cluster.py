@@ -75,6 +75,15 @@ class Cluster:
         proc, self.proc = self.proc, None
         return stop_process(proc, sig=signal.SIGINT, timeout=timeout)
 
+    def shutdown(self) -> tuple[int | None, list[str]]:
+        """stop(), then what was left behind (removed, so the next test starts clean): the exit code and
+        the leftovers, for the caller to assert on."""
+        code = self.stop()
+        left = self.leftovers()
+        if left:
+            self.cleanup_after_failure()
+        return code, left
+
     def leftovers(self) -> list[str]:
         """What of this cluster still exists: namespaces, etcd, pod servers."""
         found = []

@@ -195,10 +195,7 @@ def test_components_resume_after_etcd_restarts(own_etcd: OwnedEtcd, tmp_path: Pa
             pods_now = len(api.get(PODS).json()["items"])
             services_now = len(api.get(SVCS).json()["items"])
     finally:
-        code = cluster.stop()
-        left = cluster.leftovers()
-        if left:
-            cluster.cleanup_after_failure()
+        code, left = cluster.shutdown()
     assert code == 0, f"kubelab up did not exit cleanly (exit {code}):\n{cluster.log()[-3000:]}"
     assert not left, left
     assert failed > 0, "the churn never met the outage: the restarts were not under load"
