@@ -16,7 +16,7 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 from kubelab import addressing, kinds, tokenfile
 from kubelab.kinds import ResourceType
 
-from . import codecs, errors
+from . import codecs, errors, requestinfo
 from .auth import AuthMiddleware
 from .bootstrap import bootstrap
 from .cacher import Cacher
@@ -63,10 +63,10 @@ class ApiServer:
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] == "http" and scope["method"] in resources.METHODS:
-            parts = resources.resource_path(scope["path"])
-            if parts is not None:
+            info = requestinfo.of(scope)  # the parse the authorizer judged, when there is one
+            if resources.serves(info):
                 scope["app"] = self.app
-                response = await resources.dispatch(Request(scope, receive, send), *parts)
+                response = await resources.dispatch(Request(scope, receive, send), info)
                 await response(scope, receive, send)
                 return
         await self.app(scope, receive, send)

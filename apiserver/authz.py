@@ -10,7 +10,12 @@ kubelab's policy, when a token file is configured (`auth.py`):
   NodeRestriction narrows (plugin/pkg/auth/authorizer/node, plugin/pkg/admission/noderestriction):
   its own Node and Node status, its own Lease in kube-node-lease, the status of pods bound to it, the
   delete of pods bound to it, mirror pods bound to it, and events;
-* every other authenticated user is a cluster-admin (kubelab has no RBAC).
+* every other authenticated user is a cluster-admin (kubelab has no RBAC), and so may impersonate
+  any user, group, service account, uid or extra (`kubectl --as`); the request then goes on as that
+  user, under the same rules (impersonation.py); nodes may not impersonate.
+
+The verdict is taken on the request's one RequestInfo (requestinfo.py), the same record the router
+dispatches on.
 
 Differences from kube, on purpose: node reads are not narrowed (kube's Node authorizer limits which
 ConfigMaps, Secrets and Leases a node may get or list); NodeRestriction's rules on what a node may
@@ -20,19 +25,19 @@ change in its own Node (taints, labels under kubernetes.io and k8s.io) are not e
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
 from typing import Any
 
 from kubelab import tracing
 from kubelab.tokenfile import NODE_USER_PREFIX, NODES_GROUP, UserInfo
 
 from . import errors
+from .impersonation import AUTHENTICATED_GROUP
+from .requestinfo import READ_VERBS, RequestInfo
 
 # system:public-info-viewer, bound to system:unauthenticated and system:authenticated.
 PUBLIC_PATHS = frozenset({"/healthz", "/livez", "/readyz", "/version", "/version/"})
 NODE_LEASE_NAMESPACE = "kube-node-lease"
 MIRROR_POD_ANNOTATION = "kubernetes.io/config.mirror"
-READ_VERBS = frozenset({"get", "list", "watch"})
 
 # The writes bootstrappolicy.NodeRules grants (reads are all allowed here): (group, resource) -> verbs.
 NODE_WRITES: Mapping[tuple[str, str], frozenset[str]] = {
@@ -50,61 +55,6 @@ NODE_WRITES: Mapping[tuple[str, str], frozenset[str]] = {
     (tracing.GROUP, "traces"): frozenset({"create"}),
 }
 
-_METHOD_VERBS = {"POST": "create", "GET": "get", "HEAD": "get", "PUT": "update", "PATCH": "patch",
-                 "DELETE": "delete"}
-_NAMESPACE_SUBRESOURCES = frozenset({"status", "finalize"})
-
-
-@dataclass(frozen=True)
-class RequestInfo:
-    """What a request is about, parsed from its path as RequestInfoFactory does."""
-
-    path: str
-    verb: str
-    is_resource: bool = False
-    group: str = ""
-    version: str = ""
-    resource: str = ""
-    subresource: str = ""
-    namespace: str = ""
-    name: str = ""
-
-    @property
-    def group_resource(self) -> str:
-        return f"{self.resource}.{self.group}" if self.group else self.resource
-
-
-def request_info(method: str, path: str, query: Mapping[str, str]) -> RequestInfo:
-    """kube's RequestInfoFactory.NewRequestInfo: `/api/v1/namespaces/default/pods/web/status` is the
-    update of pods/status of default/web; a GET without a name is a list, or a watch with ?watch=true;
-    a DELETE without a name is a deletecollection; anything else is a non-resource request."""
-    parts = [p for p in path.strip("/").split("/") if p]
-    verb = _METHOD_VERBS.get(method.upper(), method.lower())
-    if len(parts) < 2 or parts[0] not in ("api", "apis") or (parts[0] == "apis" and len(parts) < 3):
-        return RequestInfo(path=path, verb=method.lower())
-    if parts[0] == "api":
-        group, version, rest = "", parts[1], parts[2:]
-    else:
-        group, version, rest = parts[1], parts[2], parts[3:]
-    if not rest:
-        return RequestInfo(path=path, verb=method.lower())
-    if rest[0] == "watch":
-        verb, rest = "watch", rest[1:]
-    namespace = ""
-    if rest and rest[0] == "namespaces" and len(rest) > 1:
-        namespace = rest[1]
-        if len(rest) > 2 and rest[2] not in _NAMESPACE_SUBRESOURCES:
-            rest = rest[2:]
-    resource = rest[0] if rest else ""
-    name = rest[1] if len(rest) > 1 else ""
-    subresource = rest[2] if len(rest) > 2 else ""
-    if not name and verb == "get":
-        verb = "watch" if query.get("watch") in ("true", "1") else "list"
-    if not name and verb == "delete":
-        verb = "deletecollection"
-    return RequestInfo(path=path, verb=verb, is_resource=True, group=group, version=version, resource=resource,
-                       subresource=subresource, namespace=namespace, name=name)
-
 
 def node_name(user: UserInfo) -> str | None:
     """nodeidentifier.NodeIdentity: the node a user is ("" if it claims to be one but names none), or
@@ -112,6 +62,32 @@ def node_name(user: UserInfo) -> str | None:
     if not user.name.startswith(NODE_USER_PREFIX) or NODES_GROUP not in user.groups:
         return None
     return user.name[len(NODE_USER_PREFIX):]
+
+
+def verdict(user: UserInfo, info: RequestInfo) -> tuple[bool, str]:
+    """kubelab's authorizer chain: whether `user` may do what `info` describes, and the reason of a
+    refusal ("" when no rule allows it at all). A user outside system:authenticated (system:anonymous,
+    or whoever impersonates system:unauthenticated) may get the public paths only; a node gets the Node
+    authorizer's verdict; every other authenticated user is a cluster-admin."""
+    if AUTHENTICATED_GROUP not in user.groups:
+        return info.verb == "get" and info.path in PUBLIC_PATHS, ""
+    node = node_name(user)
+    if node is None:
+        return True, ""
+    return node_verdict(node, info)
+
+
+def authorize(user: UserInfo, info: RequestInfo) -> errors.StatusError | None:
+    """The request's verdict before its body is looked at: None to go on, else kube's 403."""
+    allowed, reason = verdict(user, info)
+    return None if allowed else authorizer_denial(user, info, reason)
+
+
+def may_impersonate(user: UserInfo) -> bool:
+    """The `impersonate` verb on users, groups, serviceaccounts, uids and userextras: cluster-admins
+    (every authenticated user but a node) have it, as cluster-admin's `*` rule gives it in kube; nodes
+    and anonymous users have no rule that does."""
+    return AUTHENTICATED_GROUP in user.groups and node_name(user) is None
 
 
 # --- messages --------------------------------------------------------------------------------------

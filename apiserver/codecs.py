@@ -128,7 +128,15 @@ def load_yaml_all(text: str | bytes) -> list[Any]:
         raise yaml.YAMLError(f"exceeded max depth of {MAX_DEPTH}") from exc
 
 
+BODY_KEY = "kubelab.body"  # the body, once read, in the ASGI scope: admission reads it before the handler
+
+
 async def read_body(request: Request) -> bytes:
+    """The whole request body, 3 MiB at most (413 past it, by Content-Length or while reading). Read
+    once per request: a second call gives the same bytes."""
+    kept: bytes | None = request.scope.get(BODY_KEY)
+    if kept is not None:
+        return kept
     length = request.headers.get("content-length")
     if length and length.isdigit() and int(length) > MAX_BODY:
         raise errors.too_large()
@@ -138,7 +146,9 @@ async def read_body(request: Request) -> bytes:
         if size > MAX_BODY:
             raise errors.too_large()
         chunks.append(chunk)
-    return b"".join(chunks)
+    body = b"".join(chunks)
+    request.scope[BODY_KEY] = body
+    return body
 
 
 def media_type(request: Request) -> str:

@@ -44,6 +44,8 @@ class UserInfo:
     name: str
     uid: str = ""
     groups: tuple[str, ...] = ()
+    # user.Info's Extra, as (key, values) pairs: only impersonation sets it (Impersonate-Extra-<key>).
+    extra: tuple[tuple[str, tuple[str, ...]], ...] = ()
 
 
 @dataclass

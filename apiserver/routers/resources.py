@@ -26,13 +26,14 @@ from kubelab.kinds import ResourceType
 from kubelab.models import Binding, Pod
 from kubelab.selectors import SelectorError, parse_field_selector, parse_label_selector
 
-from .. import codecs, errors, managedfields, requestctx, tables, traces
+from .. import admission, codecs, errors, managedfields, requestctx, requestinfo, tables, traces
 from ..managedfields.fieldpath import path_string
 from ..patch import PATCH_TYPES, apply_patch, strategic_merge_patch
 from ..registry import Registry, decoding
 from ..registry.apps import scale_of
 from ..registry.pods import bind
 from ..registry.store import parse_resource_version
+from ..requestinfo import RequestInfo
 from . import reviews
 
 log = logging.getLogger(__name__)
@@ -56,33 +57,69 @@ def _resources(request: Request) -> tuple[ResourceType, ...]:
     return resources
 
 
-def resolve(request: Request, group: str, version: str, path: str) -> tuple[Target, bool]:
-    """Parse the part of the URL after the group version. Returns the target and whether it was a
-    legacy `/watch/` path."""
-    parts = [p for p in path.split("/") if p]
-    watch_path = bool(parts) and parts[0] == "watch"
-    if watch_path:
-        parts = parts[1:]
+def resolve(request: Request, info: RequestInfo) -> Target:
+    """The served kind and object a resource request names, from the request's one RequestInfo (the
+    authorizer judged the same record). Paths kube's mux has no route for are 404: an unknown
+    resource or subresource, a cluster-scoped kind under /namespaces/NS/, a namespaced kind named
+    without its namespace, more segments than resource/name/subresource, the proxy verb. Routes that
+    exist for other methods only are 405: a `watch/` path serves GET alone, and a namespaced kind
+    across all namespaces (/api/v1/pods) serves only list and watch."""
+    if not info.is_resource or not info.resource or info.special_verb not in ("", "watch"):
+        raise errors.route_not_found()
+    rt = next((rt for rt in _resources(request)
+               if rt.group == info.group and rt.version == info.version and rt.plural == info.resource), None)
+    if rt is None or len(info.parts) > 3 or "" in info.parts:
+        raise errors.route_not_found()
+    name = info.name or None
+    subresource = info.subresource or None
+    if subresource and subresource not in rt.subresources:
+        raise errors.route_not_found()
+    if info.special_verb == "watch" and (request.method != "GET" or subresource):
+        # /watch/... is registered for GET only: any other method there is kube's 405, never a write.
+        if subresource:
+            raise errors.route_not_found()
+        raise errors.method_not_allowed()
+    if rt.namespaced:
+        if info.in_namespace_path and info.namespace:
+            target = Target(rt, info.namespace, name, subresource)
+        elif info.in_namespace_path or name is not None:
+            raise errors.route_not_found()
+        elif request.method != "GET":
+            raise errors.method_not_allowed()
+        else:
+            target = Target(rt, None, None, None)
+    elif info.in_namespace_path:
+        raise errors.route_not_found()
+    else:
+        target = Target(rt, None, name, subresource)
+    # Before any admission plugin is asked: a request with no route is answered by the mux alone.
+    if request.method not in routed_methods(target):
+        raise errors.method_not_allowed()
+    return target
 
-    def lookup(plural: str) -> ResourceType | None:
-        for rt in _resources(request):
-            if rt.group == group and rt.version == version and rt.plural == plural:
-                return rt
-        return None
 
-    if len(parts) >= 3 and parts[0] == "namespaces":
-        rt = lookup(parts[2])
-        if rt is not None and rt.namespaced and len(parts) <= 5:
-            return Target(rt, parts[1], parts[3] if len(parts) > 3 else None,
-                          parts[4] if len(parts) > 4 else None), watch_path
-    if 1 <= len(parts) <= 3:
-        rt = lookup(parts[0])
-        if rt is not None and (len(parts) == 1 or not rt.namespaced):
-            target = Target(rt, None, parts[1] if len(parts) > 1 else None, parts[2] if len(parts) > 2 else None)
-            if target.subresource and target.subresource not in rt.subresources:
-                raise errors.route_not_found()
-            return target, watch_path
-    raise errors.route_not_found()
+_METHOD_VERBS = {"GET": ("get", "list", "watch"), "POST": ("create",), "PUT": ("update",), "PATCH": ("patch",),
+                 "DELETE": ("delete", "deletecollection")}
+
+
+def routed_methods(target: Target) -> frozenset[str]:
+    """The methods kube's installer registers for a path: a collection serves list/watch, create and
+    deletecollection; an object get, update, patch and delete; status and scale get, update and patch;
+    binding only create, finalize only update; each only where the kind has the verb."""
+    if target.subresource == "binding":
+        return frozenset({"POST"})
+    if target.subresource == "finalize":
+        return frozenset({"PUT"})
+    if target.subresource:
+        methods = {"GET", "PUT", "PATCH"}
+    elif target.name is not None:
+        methods = {"GET", "PUT", "PATCH", "DELETE"}
+    else:
+        methods = {"GET", "POST", "DELETE"}
+    verbs = set(target.rt.verbs)
+    if target.name is None and "deletecollection" not in verbs:
+        methods.discard("DELETE")
+    return frozenset(m for m in methods if verbs.intersection(_METHOD_VERBS[m]) or target.subresource)
 
 
 def _check_subresource(target: Target) -> None:
@@ -122,56 +159,41 @@ def _list_kind(rt: ResourceType) -> str:
 METHODS = ("GET", "POST", "PUT", "PATCH", "DELETE")
 
 
-def resource_path(path: str) -> tuple[str, str, str] | None:
-    """(group, version, rest) of a path the resource routes below match, as their patterns do
-    (`/api/{version}/{path:path}`, `/apis/{group}/{version}/{path:path}`); None for any other path.
-    The API server's front (app.ApiServer) sends these here without FastAPI; the trace path is not one."""
-    if path.startswith("/api/"):
-        version, slash, rest = path[5:].partition("/")
-        return ("", version, rest) if version and slash else None
-    if path.startswith("/apis/") and path != traces.PATH:
-        group, slash, tail = path[6:].partition("/")
-        version, slash2, rest = tail.partition("/")
-        return (group, version, rest) if group and slash and version and slash2 else None
-    return None
+def serves(info: RequestInfo) -> bool:
+    """Whether a request is one for dispatch: a resource request (its info parsed it so), except the
+    trace endpoint, which has a FastAPI route of its own (observability.py)."""
+    return info.is_resource and info.path != traces.PATH
 
 
-async def core_api(request: Request) -> Response:
-    params = request.path_params
-    return await dispatch(request, "", params["version"], params["path"])
-
-
-async def group_api(request: Request) -> Response:
-    params = request.path_params
-    return await dispatch(request, params["group"], params["version"], params["path"])
+async def resource_api(request: Request) -> Response:
+    return await dispatch(request, requestinfo.of(request.scope))
 
 
 # Installed first in the app's own route list (app.py), not through include_router: FastAPI's
-# included routers are matched through a per-request wrapper that cost ~0.1 ms per request.
-routes = [Route("/api/{version}/{path:path}", core_api, methods=list(METHODS)),
-          Route("/apis/{group}/{version}/{path:path}", group_api, methods=list(METHODS))]
+# included routers are matched through a per-request wrapper that cost ~0.1 ms per request. The API
+# server's front (app.ApiServer) sends resource requests to dispatch before any route is matched; these
+# routes take the rest under /api and /apis (e.g. `/api/v1/`), which dispatch answers with 404.
+routes = [Route("/api/{version}/{path:path}", resource_api, methods=list(METHODS)),
+          Route("/apis/{group}/{version}/{path:path}", resource_api, methods=list(METHODS))]
+
+_METRIC_VERBS = {"get": "GET", "list": "LIST", "watch": "WATCH", "create": "POST", "update": "PUT",
+                 "patch": "PATCH", "delete": "DELETE", "deletecollection": "DELETECOLLECTION"}
 
 
-def _metric_verb(request: Request, target: Target | None, watch_path: bool) -> str:
+def _metric_verb(request: Request, info: RequestInfo) -> str:
     """kube's request verbs for the metrics: LIST and WATCH apart from GET, APPLY apart from PATCH."""
-    method = request.method
-    if method == "GET":
-        if watch_path or (target is not None and target.name is None and
-                          request.query_params.get("watch") in ("true", "1")):
-            return "WATCH"
-        return "LIST" if target is not None and target.name is None else "GET"
-    if method == "PATCH" and codecs.media_type(request) == APPLY_PATCH:
+    verb = _METRIC_VERBS.get(info.verb, request.method)
+    if verb == "PATCH" and codecs.media_type(request) == APPLY_PATCH:
         return "APPLY"
-    if method == "DELETE" and target is not None and target.name is None:
-        return "DELETECOLLECTION"
-    return method
+    return verb
 
 
-async def dispatch(request: Request, group: str, version: str, path: str) -> Response:
+async def dispatch(request: Request, info: RequestInfo) -> Response:
+    """Answer one resource request. `info` is the request's one parse (requestinfo.of), the very record
+    the authorizer judged: what is served here is what was authorized."""
     start = time.perf_counter()
     traces.client.set(request.headers.get("user-agent") or "")
     target: Target | None = None
-    watch_path = False
     metrics = getattr(request.app.state, "metrics", None)
     code = 500  # what a request cancelled before it was answered is observed as
     try:
@@ -182,8 +204,11 @@ async def dispatch(request: Request, group: str, version: str, path: str) -> Res
                                          '"Ignore", "Strict", "Warn"')
             requestctx.field_validation.set(mode)
             warnings = requestctx.start()
-            target, watch_path = resolve(request, group, version, path)
-            response = await _dispatch(request, target, watch_path, path)
+            target = resolve(request, info)
+            admit = admission.of(request.scope)
+            if admit is not None:
+                await admit(request, info)
+            response = await _dispatch(request, target, info)
             for name, value in requestctx.warning_headers(warnings):
                 response.headers.append(name, value)
         except Exception as exc:  # noqa: BLE001 - every failure is answered with its Status (logged if unexpected)
@@ -192,26 +217,26 @@ async def dispatch(request: Request, group: str, version: str, path: str) -> Res
         if isinstance(response, StreamingResponse) and metrics is not None:
             # A watch is observed when its stream ends, as kube-apiserver observes it.
             assert target is not None
-            _observe_at_end(response, metrics, request, target, watch_path, start)
+            _observe_at_end(response, metrics, request, target, info, start)
             metrics = None
         return response
     finally:
         if metrics is not None:
-            _observe(metrics, request, target, watch_path, code, time.perf_counter() - start)
+            _observe(metrics, request, target, info, code, time.perf_counter() - start)
 
 
-def _observe(metrics: Any, request: Request, target: Target | None, watch_path: bool, code: int,
+def _observe(metrics: Any, request: Request, target: Target | None, info: RequestInfo, code: int,
              seconds: float) -> None:
     scope = "cluster"
     if target is not None:
         scope = "resource" if target.name is not None else "namespace" if target.namespace else "cluster"
-    metrics.observe_request(_metric_verb(request, target, watch_path), target.rt if target else None,
+    metrics.observe_request(_metric_verb(request, info), target.rt if target else None,
                             subresource=(target.subresource or "") if target else "", scope=scope,
                             dry_run=bool(request.query_params.get("dryRun")), code=code, seconds=seconds)
 
 
 def _observe_at_end(response: StreamingResponse, metrics: Any, request: Request, target: Target,
-                    watch_path: bool, start: float) -> None:
+                    info: RequestInfo, start: float) -> None:
     body = response.body_iterator
 
     async def observed() -> AsyncIterator[Any]:
@@ -219,33 +244,29 @@ def _observe_at_end(response: StreamingResponse, metrics: Any, request: Request,
             async for chunk in body:
                 yield chunk
         finally:
-            _observe(metrics, request, target, watch_path, response.status_code, time.perf_counter() - start)
+            _observe(metrics, request, target, info, response.status_code, time.perf_counter() - start)
 
     response.body_iterator = observed()
 
 
-async def _dispatch(request: Request, target: Target, watch_path: bool, path: str) -> Response:
+async def _dispatch(request: Request, target: Target, info: RequestInfo) -> Response:
     method = request.method
-    q = request.query_params
     if target.rt == kinds.SELFSUBJECTACCESSREVIEWS:  # answered, never stored
         if method != "POST" or target.name is not None:
             raise errors.method_not_allowed()
         return await reviews.create_self_subject_access_review(request)
     if method == "GET":
-        if target.name is None:
-            if watch_path or q.get("watch") in ("true", "1"):
-                return await watch(request, target)
-            return await list_objects(request, target)
-        if watch_path:
+        # info.verb is watch for a `watch/` path (resolve let only GET through) and for a list with ?watch.
+        if info.verb == "watch":
             return await watch(request, target)
+        if target.name is None:
+            return await list_objects(request, target)
         return await get_object(request, target)
     if method == "POST":
         if target.name is not None:
             if target.rt == kinds.PODS and target.subresource == "binding":
                 return await bind_pod(request, target)
             raise errors.method_not_allowed()
-        if target.rt == kinds.PODS and path.endswith("bindings"):
-            raise errors.route_not_found()
         return await create(request, target)
     if method == "PUT" and target.name is not None:
         return await replace(request, target)

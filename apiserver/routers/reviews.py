@@ -20,8 +20,9 @@ from kubelab.validation import FieldError, invalid
 
 from .. import codecs, errors
 from ..auth import user_of
-from ..authz import RequestInfo, node_name, node_verdict
+from ..authz import verdict
 from ..registry import decoding
+from ..requestinfo import RequestInfo
 
 RT = kinds.SELFSUBJECTACCESSREVIEWS
 
@@ -44,9 +45,8 @@ async def create_self_subject_access_review(request: Request) -> Response:
         raise errors.invalid(RT, "", problems)
 
     allowed, reason = True, ""
-    user = user_of(request.scope)
-    node = node_name(user) if user is not None else None
-    if user is not None and node is not None:
+    user = user_of(request.scope)  # None: the API is open (no token file), and everything is allowed
+    if user is not None:
         if resource is not None:
             info = RequestInfo(path="", verb=resource.verb or "", is_resource=True, group=resource.group or "",
                                version=resource.version or "", resource=resource.resource or "",
@@ -55,7 +55,7 @@ async def create_self_subject_access_review(request: Request) -> Response:
         else:
             assert non_resource is not None
             info = RequestInfo(path=non_resource.path or "", verb=non_resource.verb or "")
-        allowed, reason = node_verdict(node, info)
+        allowed, reason = verdict(user, info)
     out: dict[str, Any] = {"kind": "SelfSubjectAccessReview", "apiVersion": "authorization.k8s.io/v1",
                            "metadata": {"creationTimestamp": None},
                            "spec": body.get("spec") or {}, "status": {"allowed": allowed}}

@@ -117,6 +117,20 @@ def test_up_with_a_token_file(up: Any, tmp_path: Path) -> None:
     kubectl = subprocess.run(["kubectl", "--kubeconfig", str(cluster.data_dir / "kubeconfig"), "get", "nodes",
                               "-o", "name"], capture_output=True, text=True, timeout=60, check=False)
     assert kubectl.stdout.split() == ["node/node-1", "node/node-2"], kubectl.stderr
+    # kubectl --as: the admin acts as node-1, and is judged as node-1 (the Node authorizer's 403).
+    as_node = ["kubectl", "--kubeconfig", str(cluster.data_dir / "kubeconfig"), "--as", "system:node:node-1",
+               "--as-group", "system:nodes"]
+    run = subprocess.run([*as_node, "auth", "can-i", "create", "secrets"], capture_output=True, text=True,
+                         timeout=60, check=False)
+    assert run.stdout == "no\n", run.stderr
+    run = subprocess.run([*as_node, "create", "secret", "generic", "impersonated", "--from-literal=k=v"],
+                         capture_output=True, text=True, timeout=60, check=False)
+    assert run.returncode == 1 and run.stderr.endswith(
+        'secrets is forbidden: User "system:node:node-1" cannot create resource "secrets" in API group "" in the '
+        'namespace "default"\n'), run.stderr
+    run = subprocess.run([*as_node, "get", "nodes", "-o", "name"], capture_output=True, text=True, timeout=60,
+                         check=False)
+    assert run.stdout.split() == ["node/node-1", "node/node-2"], run.stderr
     with httpx.Client(base_url=url, headers={"Authorization": "Bearer my-admin-token"}, timeout=30,
                       verify=lab_ca) as api:
         nodes = api.get("/api/v1/nodes").json()["items"]

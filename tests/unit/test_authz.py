@@ -8,7 +8,9 @@ from typing import Any
 import pytest
 
 from apiserver.auth import Unauthorized, authenticate
-from apiserver.authz import RequestInfo, admit_node_write, authorize_node, node_name, request_info
+from apiserver.authz import admit_node_write, authorize_node, node_name
+from apiserver.requestinfo import RequestInfo
+from apiserver.requestinfo import parse as request_info
 from kubelab.tokenfile import UserInfo
 
 NODE1 = UserInfo("system:node:node-1", "n1", ("system:nodes", "system:authenticated"))
@@ -31,6 +33,23 @@ NODE1 = UserInfo("system:node:node-1", "n1", ("system:nodes", "system:authentica
     pytest.param("PATCH", "/apis/coordination.k8s.io/v1/namespaces/kube-node-lease/leases/node-1", {},
                  ("patch", "coordination.k8s.io", "leases", "", "kube-node-lease", "node-1"), id="group"),
     pytest.param("POST", "/api/v1/nodes", {}, ("create", "", "nodes", "", "", ""), id="cluster scoped create"),
+    # `watch` in the path is the verb, whatever the method: the router serves it for GET only (405 else).
+    pytest.param("POST", "/api/v1/watch/namespaces/kube-system/secrets", {},
+                 ("watch", "", "secrets", "", "kube-system", ""), id="POST on a watch path is a watch"),
+    pytest.param("DELETE", "/apis/apps/v1/watch/namespaces/default/deployments/web", {},
+                 ("watch", "apps", "deployments", "", "default", "web"), id="DELETE on a watch path is a watch"),
+    pytest.param("GET", "/api/v1/namespaces/default/pods", {"watch": "false"}, ("list", "", "pods", "", "default", ""),
+                 id="watch=false lists"),
+    pytest.param("GET", "/api/v1/namespaces/default/pods", {"watch": "0"}, ("list", "", "pods", "", "default", ""),
+                 id="watch=0 lists"),
+    pytest.param("GET", "/api/v1/namespaces/default/pods", {"watch": ""}, ("watch", "", "pods", "", "default", ""),
+                 id="any other watch value watches"),
+    pytest.param("GET", "/api/v1/namespaces/default/pods/web", {"watch": "true"},
+                 ("get", "", "pods", "", "default", "web"), id="a named GET stays a get"),
+    pytest.param("POST", "/api/v1/namespaces//pods", {}, ("create", "", "pods", "", "", ""),
+                 id="empty namespace segment"),
+    pytest.param("GET", "/api/v1/proxy/namespaces/default/pods/web/extra", {},
+                 ("proxy", "", "pods", "", "default", "web"), id="proxy has no subresource"),
 ])
 def test_request_info(method: str, path: str, query: dict[str, str], want: tuple[str, ...]) -> None:
     info = request_info(method, path, query)
