@@ -24,6 +24,7 @@ from .metrics import ApiserverMetrics
 from .registry import Registry, default_strategies
 from .registry.events import DEFAULT_EVENT_TTL
 from .routers import discovery, health, observability, resources
+from .serving import RequestGuard, ServingOptions
 from .storage import Storage, StorageError
 from .traces import TraceRecorder
 
@@ -47,6 +48,8 @@ class Config:
     watch_cache: bool = True
     # kube-apiserver's --event-ttl, in seconds: an event is deleted this long after its last write.
     event_ttl: int = DEFAULT_EVENT_TTL
+    # Timeouts and in-flight limits (--request-timeout, --max-requests-inflight, ...): serving.py.
+    serving: ServingOptions = field(default_factory=ServingOptions)
 
 
 class ApiServer:
@@ -128,7 +131,9 @@ def create_app(config: Config) -> ASGIApp:
     async def unexpected(request: Request, exc: Exception) -> Response:
         return codecs.error_response(request, exc)
 
-    front = ApiServer(app)
+    # Outermost first: authentication (with impersonation and authorization), then the request timeout and
+    # in-flight limits (which see the user), then the resource front.
+    guarded = RequestGuard(ApiServer(app), config.serving, metrics=app.state.metrics)
     if tokens is not None:
-        return AuthMiddleware(front, tokens=tokens, state=app.state)
-    return front
+        return AuthMiddleware(guarded, tokens=tokens, state=app.state)
+    return guarded

@@ -11,6 +11,8 @@ server unchanged:
   sent to one watcher
 * `etcd_request_duration_seconds{operation,type}`, `etcd_requests_total`, `etcd_request_errors_total`
   (type is the group-resource, as kube-apiserver labels it since 1.26: `pods`, `deployments.apps`)
+* `apiserver_current_inflight_requests{request_kind}` and `apiserver_dropped_requests_total{request_kind}`
+  (the in-flight limits of serving.py: `readOnly`, `mutating`, and kubelab's own `nodeHigh` for nodes)
 * `apiserver_watch_cache_events_dispatched_total{resource}`, `apiserver_watch_cache_resource_version`,
   `apiserver_watch_cache_initializations_total` and `apiserver_registered_watchers{group,version,kind}`
   for the watch cache (cacher.py).
@@ -78,6 +80,11 @@ class ApiserverMetrics:
         self.cache_inits = Counter("apiserver_watch_cache_initializations_total",
                                    "Counter of watch cache initializations broken by resource type.", ["resource"],
                                    registry=r)
+        self.inflight = Gauge("apiserver_current_inflight_requests", "Maximal number of currently used inflight "
+                              "request limit of this apiserver per request kind in last second.", ["request_kind"],
+                              registry=r)
+        self.dropped = Counter("apiserver_dropped_requests_total", "Number of requests dropped with 'Try again "
+                               "later' response", ["request_kind"], registry=r)
         # etcd keys -> the type label, resolved once per resource.
         self._types = {f"/registry/{rt.plural}/": group_resource(rt) for rt in BUILTIN}
         # The labelled children, looked up once per label set (prometheus-client's labels() is a

@@ -40,7 +40,7 @@ def cmd_up(args: argparse.Namespace) -> int:
                         data_dir=Path(args.data_dir), dataplane=dataplane, min_sync_period=args.min_sync_period,
                         delta_sync=args.delta_sync, node_cpu=args.node_cpu, node_memory=args.node_memory,
                         node_max_pods=args.node_max_pods, node_monitor_grace_period=args.node_monitor_grace_period,
-                        lb_pool=args.lb_pool or None, event_ttl=args.event_ttl,
+                        lb_pool=args.lb_pool or None, event_ttl=args.event_ttl, serving=_serving_options(args),
                         token_auth_file=Path(args.token_auth_file) if args.token_auth_file else None)
     _warn_if_open(args.listen, args.token_auth_file)
     data_dir = Path(args.data_dir)
@@ -88,9 +88,8 @@ def cmd_up(args: argparse.Namespace) -> int:
 # --- one component per process -------------------------------------------------------------------
 
 def cmd_apiserver(args: argparse.Namespace) -> int:
-    import uvicorn
-
     from apiserver.app import Config, create_app
+    from apiserver.serving import api_server, raise_open_files_limit, uvicorn_config
 
     from .runner import split_listen
 
@@ -110,21 +109,42 @@ def cmd_apiserver(args: argparse.Namespace) -> int:
             return 2
     try:
         app = create_app(Config(servers, advertise_ip=args.advertise_address or (host if host != "0.0.0.0" else "127.0.0.1"),
-                                port=port, token_auth_file=args.token_auth_file, event_ttl=args.event_ttl))
+                                port=port, token_auth_file=args.token_auth_file, event_ttl=args.event_ttl,
+                                serving=_serving_options(args)))
     except TokenFileError as exc:
         print(f"kubelab apiserver: {exc}", file=sys.stderr)
         return 2
     _warn_if_open(args.listen, args.token_auth_file)
     tune_for_long_running()
+    raise_open_files_limit()
     # With a certificate the port serves HTTPS, as kube-apiserver's secure port does: kubectl sends
     # bearer tokens only over TLS (kubernetes/kubectl#744).
-    uvicorn.run(app, host=host, port=port, log_level="warning", access_log=False,
-                ssl_certfile=args.tls_cert_file or None, ssl_keyfile=args.tls_private_key_file or None)
+    options = _serving_options(args)
+    api_server(uvicorn_config(app, options=options, host=host, port=port, ssl_certfile=args.tls_cert_file or None,
+                              ssl_keyfile=args.tls_private_key_file or None, graceful_shutdown=None), options).run()
     return 0
 
 
-def _event_ttl(text: str) -> int:
-    """--event-ttl: a duration, kept as whole seconds (etcd leases are), at least one."""
+def _add_serving_flags(p: argparse.ArgumentParser) -> None:
+    """kube-apiserver's flags for the limits that keep one client from taking the server (serving.py)."""
+    p.add_argument("--request-timeout", type=_duration_seconds, default="1m0s", metavar="DURATION",
+                   help="answer a request that is not a watch with 504 Timeout after this long (default 1m0s)")
+    p.add_argument("--max-requests-inflight", type=_non_negative, default=400, metavar="N",
+                   help="at most N reads (get, list) at once, then 429 with Retry-After: 1; watches do not count "
+                        "(default 400; 0: no limit)")
+    p.add_argument("--max-mutating-requests-inflight", type=_non_negative, default=200, metavar="N",
+                   help="at most N writes at once, then 429 with Retry-After: 1 (default 200; 0: no limit)")
+
+
+def _serving_options(args: argparse.Namespace) -> Any:
+    from apiserver.serving import ServingOptions
+
+    return ServingOptions(request_timeout=args.request_timeout, max_requests_inflight=args.max_requests_inflight,
+                          max_mutating_requests_inflight=args.max_mutating_requests_inflight)
+
+
+def _duration_seconds(text: str) -> float:
+    """A positive Go duration (`1m0s`, `90s`), in seconds."""
     from .timeutil import parse_duration
 
     try:
@@ -133,7 +153,18 @@ def _event_ttl(text: str) -> int:
         raise argparse.ArgumentTypeError(str(exc)) from None
     if seconds <= 0:
         raise argparse.ArgumentTypeError(f"must be positive: {text}")
-    return max(1, round(seconds))
+    return seconds
+
+
+def _non_negative(text: str) -> int:
+    if not (text.isascii() and text.isdigit()):
+        raise argparse.ArgumentTypeError(f"not a non-negative integer: {text!r}")
+    return int(text)
+
+
+def _event_ttl(text: str) -> int:
+    """--event-ttl: a duration, kept as whole seconds (etcd leases are), at least one."""
+    return max(1, round(_duration_seconds(text)))
 
 
 def _cluster_access(args: argparse.Namespace, command: str) -> tuple[str, str | None, str | None] | None:
@@ -689,6 +720,7 @@ def build_parser() -> argparse.ArgumentParser:
                         "CA and certificate made in <data-dir>/pki; the kubeconfig carries the CA")
     p.add_argument("--event-ttl", type=_event_ttl, default="1h", metavar="DURATION",
                    help="how long the API server keeps an event after its last write (default 1h)")
+    _add_serving_flags(p)
     p.set_defaults(func=cmd_up)
 
     p = sub.add_parser("apiserver", help="run only the API server")
@@ -706,6 +738,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--event-ttl", type=_event_ttl, default="1h", metavar="DURATION",
                    help="how long an event is kept after its last write (kube-apiserver's --event-ttl; "
                         "default 1h; e.g. 30m, 90s)")
+    _add_serving_flags(p)
     p.set_defaults(func=cmd_apiserver)
 
     for name, func, text in (("scheduler", cmd_scheduler, "run only the scheduler"),

@@ -53,6 +53,8 @@ class UpOptions:
     # the file when missing) and the kubeconfig gets the admin's.
     token_auth_file: Path | None = None
     event_ttl: int = 3600  # kube-apiserver's --event-ttl, in seconds
+    # The API server's timeouts and in-flight limits (apiserver.serving.ServingOptions; None: kube's defaults).
+    serving: Any = None
 
 
 def split_listen(listen: str) -> tuple[str, int]:
@@ -98,6 +100,7 @@ async def up(options: UpOptions, *, ready: Callable[[dict[str, Any]], None] | No
     import uvicorn
 
     from apiserver.app import Config, create_app
+    from apiserver.serving import Internal, ServingOptions, api_server, raise_open_files_limit, uvicorn_config
 
     data_dir = options.data_dir.resolve()
     data_dir.mkdir(parents=True, exist_ok=True)
@@ -128,16 +131,25 @@ async def up(options: UpOptions, *, ready: Callable[[dict[str, Any]], None] | No
                                              [addressing.node_name(i) for i in range(1, options.nodes + 1)])
             ips = [addressing.KUBERNETES_SERVICE_IP] + ([host] if host not in ("0.0.0.0", "", "127.0.0.1") else [])
             pki = await asyncio.to_thread(ensure_serving_pki, data_dir / "pki", ips=ips)
+        serving_options = options.serving or ServingOptions()
+        raise_open_files_limit()
         app = create_app(Config(etcd_servers, advertise_ip=host if host not in ("0.0.0.0", "") else "127.0.0.1",
                                 port=port, token_auth_file=str(options.token_auth_file.resolve())
-                                if options.token_auth_file is not None else None, event_ttl=options.event_ttl))
-        server = uvicorn.Server(uvicorn.Config(app, host=host, port=port, log_level="warning", lifespan="on",
-                                               access_log=False, timeout_graceful_shutdown=2,
-                                               ssl_certfile=str(pki.cert_file) if pki else None,
-                                               ssl_keyfile=str(pki.key_file) if pki else None))
+                                if options.token_auth_file is not None else None, event_ttl=options.event_ttl,
+                                serving=serving_options))
+        server = api_server(uvicorn_config(app, options=serving_options, host=host, port=port,
+                                           ssl_certfile=str(pki.cert_file) if pki else None,
+                                           ssl_keyfile=str(pki.key_file) if pki else None), serving_options)
+        # The components of this process reach the API server on a socket of their own (plain HTTP, 0600, not
+        # counted against the listener's connection cap), so a flood of clients on the port cannot cut their
+        # heartbeats off; the same app serves it, its lifespan run once by the public server.
+        private = _PrivateSocket(data_dir)
+        internal = uvicorn.Server(uvicorn_config(Internal(app), options=serving_options, lifespan="off"))
         # uvicorn would take SIGINT/SIGTERM for itself; here they cancel the whole cluster instead.
         server.capture_signals = contextlib.nullcontext  # type: ignore[method-assign,assignment]
+        internal.capture_signals = contextlib.nullcontext  # type: ignore[method-assign,assignment]
         serving = asyncio.create_task(server.serve(), name="apiserver")
+        serving_internal: asyncio.Task[None] | None = None
         try:
             while not server.started:
                 if serving.done():
@@ -145,6 +157,11 @@ async def up(options: UpOptions, *, ready: Callable[[dict[str, Any]], None] | No
                     raise RuntimeError(f"the API server could not start on {host}:{port} (see the error above; "
                                        "is the port in use? try --listen 127.0.0.1:PORT)")
                 await asyncio.sleep(0.05)
+            serving_internal = asyncio.create_task(internal.serve(sockets=[private.bind()]), name="apiserver-private")
+            while not internal.started:
+                if serving_internal.done():
+                    raise RuntimeError(f"the API server could not serve its private socket {private.path}")
+                await asyncio.sleep(0.01)
             _log("apiserver").info("ready at %s [%s]", server_url, timer)
             config_path = kubeconfig.write(data_dir / "kubeconfig", server_url, token=tokens.admin if tokens else None,
                                            ca_file=pki.ca_file if pki else None)
@@ -170,18 +187,20 @@ async def up(options: UpOptions, *, ready: Callable[[dict[str, Any]], None] | No
             clients: list[Any] = []
             try:
                 async with asyncio.TaskGroup() as tg:
-                    tg.create_task(_watch_apiserver(serving), name="apiserver-watchdog")
-                    await _run_components(tg, options, server_url, data_dir, state, lab, timer, ready, clients,
-                                          tokens=tokens, ca_file=str(pki.ca_file) if pki else None)
+                    for task in (serving, serving_internal):
+                        tg.create_task(_watch_apiserver(task), name=f"{task.get_name()}-watchdog")
+                    await _run_components(tg, options, private.path, data_dir, state, lab, timer, ready, clients,
+                                          tokens=tokens)
             finally:
                 for api in clients:  # only now: every component using them has stopped
                     with contextlib.suppress(Exception):
                         await api.close()
         finally:
             # Components are stopped first (the TaskGroup is done), so no watch keeps uvicorn waiting.
-            server.should_exit = True
+            server.should_exit = internal.should_exit = True
             with contextlib.suppress(Exception, asyncio.CancelledError, SystemExit):
-                await asyncio.wait_for(serving, 5)
+                await asyncio.wait_for(asyncio.gather(*(t for t in (serving, serving_internal) if t is not None)), 5)
+            private.remove()
     finally:
         if lab is not None:
             await asyncio.to_thread(lab.destroy)
@@ -221,6 +240,47 @@ def _preflight(options: UpOptions, host: str, port: int) -> None:
             raise RuntimeError(f"{host}:{port} is already in use (another `kubelab up`, or some other server); "
                                "stop it or pick another port with --listen 127.0.0.1:PORT") from None
         raise RuntimeError(f"cannot listen on {host}:{port}: {exc.strerror or exc}") from None
+
+
+# The URL the components of `kubelab up` use on the private socket (any host: the socket is the address).
+PRIVATE_SERVER = "http://apiserver.local"
+
+
+class _PrivateSocket:
+    """The API server's private socket for its own components: `<data-dir>/apiserver.sock`, or one in a
+    private temporary directory when that path is too long for a socket address; mode 0600."""
+
+    MAX_PATH = 100  # sun_path holds 108 bytes
+
+    def __init__(self, data_dir: Path) -> None:
+        import tempfile
+
+        path = data_dir / "apiserver.sock"
+        self._tmp: str | None = None
+        if len(str(path).encode()) > self.MAX_PATH:
+            self._tmp = tempfile.mkdtemp(prefix="kubelab-")
+            path = Path(self._tmp) / "apiserver.sock"
+        self.path = str(path)
+
+    def bind(self) -> Any:
+        import socket
+
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(self.path)  # left by a run that was killed
+        sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        old = os.umask(0o177)
+        try:
+            sock.bind(self.path)
+        finally:
+            os.umask(old)
+        return sock
+
+    def remove(self) -> None:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(self.path)
+        if self._tmp is not None:
+            with contextlib.suppress(OSError):
+                os.rmdir(self._tmp)
 
 
 async def _watch_apiserver(serving: asyncio.Task[None]) -> None:
@@ -288,10 +348,10 @@ class _Node:
         await asyncio.gather(*self.tasks, return_exceptions=True)
 
 
-async def _run_components(tg: asyncio.TaskGroup, options: UpOptions, server_url: str, data_dir: Path,
+async def _run_components(tg: asyncio.TaskGroup, options: UpOptions, api_socket: str, data_dir: Path,
                           state: dict[str, Any], lab: Any, timer: Timer,
                           ready: Callable[[dict[str, Any]], None] | None, clients: list[Any], *,
-                          tokens: Any = None, ca_file: str | None = None) -> None:
+                          tokens: Any = None) -> None:
     import controllers
     import scheduler
     from kubeletstub.dataplane import NetnsDataplane, RenderDataplane
@@ -306,8 +366,8 @@ async def _run_components(tg: asyncio.TaskGroup, options: UpOptions, server_url:
     from .metricsserver import MetricsServer
 
     def client(agent: str, **options: Any) -> ApiClient:
-        api = ApiClient(server_url, token=tokens.for_component(agent) if tokens else None,
-                        user_agent=f"kubelab-{agent}", ca_file=ca_file, **options)
+        api = ApiClient(PRIVATE_SERVER, uds=api_socket, token=tokens.for_component(agent) if tokens else None,
+                        user_agent=f"kubelab-{agent}", **options)
         clients.append(api)
         return api
 
@@ -325,7 +385,7 @@ async def _run_components(tg: asyncio.TaskGroup, options: UpOptions, server_url:
 
     # Every component has its own metrics registry, served on a loopback port of its own (picked by the
     # kernel, recorded in cluster.json and printed by `kubelab status`); the API server's is its /metrics.
-    metrics: dict[str, Any] = {"apiserver": f"{server_url}/metrics", "proxy": {}}
+    metrics: dict[str, Any] = {"apiserver": f"{state['server']}/metrics", "proxy": {}}
     state["metrics"] = metrics
 
     async def serve_metrics(server: Any, task_name: str) -> str:

@@ -30,9 +30,9 @@ from typing import Any
 
 import httpx
 import pytest
-import uvicorn
 
 from apiserver.app import Config, create_app
+from apiserver.serving import api_server, uvicorn_config
 from kubelab.etcd import Etcd
 
 
@@ -47,10 +47,11 @@ def run_apiserver(etcd_url: str, *, startup_timeout: float = 30.0, **config: Any
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     sock.bind(("127.0.0.1", 0))
     port = sock.getsockname()[1]
-    app = create_app(Config([etcd_url], port=port, **config))
-    # Open watch streams would hold a graceful shutdown forever; give them a few seconds.
-    config = uvicorn.Config(app, log_level="warning", access_log=False, timeout_graceful_shutdown=3)
-    server = uvicorn.Server(config)
+    app_config = Config([etcd_url], port=port, **config)
+    app = create_app(app_config)
+    # Served as `kubelab apiserver` serves it (serving.py: timeouts, limits, connection cap). Open watch
+    # streams would hold a graceful shutdown forever; give them a few seconds.
+    server = api_server(uvicorn_config(app, options=app_config.serving, graceful_shutdown=3), app_config.serving)
     thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, name=f"apiserver-{port}",
                               daemon=True)
     thread.start()

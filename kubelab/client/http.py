@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import ssl
 from collections.abc import AsyncIterator
@@ -30,6 +31,17 @@ class WatchEvent:
         return self.object.metadata.resource_version or ""
 
 
+# client-go's maxRetries for requests answered 429 with Retry-After.
+MAX_RETRIES = 10
+
+
+def _retry_after_seconds(header: str | None) -> int | None:
+    """Retry-After in whole seconds, as client-go reads it (1 to 30 s here; None when absent or not a number)."""
+    if header is None or not (header.isascii() and header.isdigit()):
+        return None
+    return min(max(int(header), 1), 30)
+
+
 def _params(**kwargs: Any) -> dict[str, Any]:
     return {k: v for k, v in kwargs.items() if v is not None and v != ""}
 
@@ -46,7 +58,8 @@ class ApiClient:
     """
 
     def __init__(self, server: str, *, token: str | None = None, user_agent: str = "kubelab",
-                 timeout: float = 30.0, fast_requests: bool = False, ca_file: str | None = None) -> None:
+                 timeout: float = 30.0, fast_requests: bool = False, ca_file: str | None = None,
+                 uds: str | None = None) -> None:
         headers = {"User-Agent": user_agent, "Accept": "application/json"}
         if token:
             headers["Authorization"] = f"Bearer {token}"
@@ -54,9 +67,14 @@ class ApiClient:
         # An https server's certificate is checked against `ca_file` (kubectl's --certificate-authority)
         # when given, else against the system's trust store.
         self._ssl: ssl.SSLContext | None = ssl.create_default_context(cafile=ca_file) if ca_file else None
+        # `uds`: reach the server on this Unix socket instead (`kubelab up`'s components, on the API
+        # server's private socket); `server` then only names it in URLs.
+        self._uds = uds
         limits = httpx.Limits(max_connections=200, max_keepalive_connections=50)
+        verify: ssl.SSLContext | bool = self._ssl if self._ssl is not None else True
+        transport = httpx.AsyncHTTPTransport(uds=uds, limits=limits, verify=verify) if uds else None
         self._http = httpx.AsyncClient(base_url=self.server, headers=headers, timeout=timeout, limits=limits,
-                                       verify=self._ssl if self._ssl is not None else True)
+                                       verify=verify, transport=transport)
         self._headers = headers
         self._timeout = timeout
         self._fast = fast_requests
@@ -72,20 +90,22 @@ class ApiClient:
         import aiohttp
 
         if self._session is None:
+            connector = (aiohttp.UnixConnector(path=self._uds, limit=200) if self._uds else
+                         aiohttp.TCPConnector(limit=200, ssl=self._ssl if self._ssl is not None else True))
             self._session = aiohttp.ClientSession(
                 base_url=self.server, headers=self._headers, timeout=aiohttp.ClientTimeout(total=self._timeout),
-                connector=aiohttp.TCPConnector(limit=200, ssl=self._ssl if self._ssl is not None else True))
+                connector=connector)
         return self._session
 
     async def _fast_request(self, method: str, path: str, content: bytes | None, params: dict[str, Any] | None,
-                            headers: dict[str, str] | None) -> tuple[int, bytes]:
+                            headers: dict[str, str] | None) -> tuple[int, bytes, str | None]:
         import aiohttp
 
         session = self._aiohttp()
         query = {k: str(v) for k, v in params.items()} if params else None
         try:
             async with session.request(method, path, data=content, params=query, headers=headers) as resp:
-                return resp.status, await resp.read()
+                return resp.status, await resp.read(), resp.headers.get("Retry-After")
         except aiohttp.ClientConnectionError as exc:
             raise httpx.ConnectError(str(exc) or type(exc).__name__) from exc
         except TimeoutError as exc:
@@ -103,12 +123,22 @@ class ApiClient:
                       content_type: str = "application/json") -> Any:
         content = None if body is None else orjson.dumps(body)
         headers = {"Content-Type": content_type} if content is not None else None
-        if self._fast:
-            status, raw = await self._fast_request(method, path, content, params, headers)
-        else:
-            resp = await self._http.request(method, path, content=content, params=params, headers=headers)
-            status, raw = resp.status_code, resp.content
-        data = orjson.loads(raw) if raw else None
+        for attempt in range(MAX_RETRIES + 1):
+            if self._fast:
+                status, raw, retry_after = await self._fast_request(method, path, content, params, headers)
+            else:
+                resp = await self._http.request(method, path, content=content, params=params, headers=headers)
+                status, raw, retry_after = resp.status_code, resp.content, resp.headers.get("Retry-After")
+            # client-go's retry: a 429 with Retry-After was refused before any work was done (the API
+            # server's in-flight limit); wait as told and send it again, up to 10 times.
+            wait = _retry_after_seconds(retry_after)
+            if status != 429 or wait is None or attempt == MAX_RETRIES:
+                break
+            await asyncio.sleep(wait)
+        try:
+            data = orjson.loads(raw) if raw else None
+        except orjson.JSONDecodeError:
+            data = raw.decode("utf-8", "replace").strip()  # an answer that is not a Status (429's text)
         if status >= 400:
             raise ApiError.from_status(status, data)
         return data

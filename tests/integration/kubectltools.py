@@ -22,7 +22,7 @@ import re
 import signal
 import subprocess
 import sys
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Self, TypeVar
@@ -134,9 +134,12 @@ class RenderCluster:
     with its own private etcd, and no root. Stopped by SIGINT to its PID; `stop` then checks that
     its etcd is gone too."""
 
-    def __init__(self, data_dir: Path, *, nodes: int = 2) -> None:
+    def __init__(self, data_dir: Path, *, nodes: int = 2, args: Sequence[str] = (),
+                 open_files: int | None = None) -> None:
         self.data_dir = data_dir
         self.nodes = nodes
+        self.args = tuple(args)
+        self.open_files = open_files  # RLIMIT_NOFILE (soft and hard) of the process, when given
         self.port = free_port()
         self.server = f"http://127.0.0.1:{self.port}"
         self.kubeconfig = data_dir / "kubeconfig"
@@ -145,7 +148,9 @@ class RenderCluster:
 
     def start(self, timeout: float = 90.0) -> RenderCluster:
         argv = [sys.executable, "-m", "kubelab", "up", "--dataplane", "render", "--nodes", str(self.nodes),
-                "--data-dir", str(self.data_dir), "--listen", f"127.0.0.1:{self.port}"]
+                "--data-dir", str(self.data_dir), "--listen", f"127.0.0.1:{self.port}", *self.args]
+        if self.open_files is not None:  # util-linux's prlimit sets the limit and execs the command
+            argv = ["prlimit", f"--nofile={self.open_files}:{self.open_files}", *argv]
         with open(self.log_path, "wb") as log:
             self.proc = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT,
                                          env={**os.environ, "GRPC_VERBOSITY": "ERROR"})

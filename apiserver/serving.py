@@ -1,0 +1,405 @@
+"""How the API server is served, and what keeps one client from taking the server away from the others.
+
+kube-apiserver serves with Go's http.Server configured as (k8s.io/apiserver/pkg/server/secure_serving.go):
+ReadHeaderTimeout 32 s, IdleTimeout 90 s, MaxHeaderBytes 1 MiB; its filter chain adds the request timeout
+(`--request-timeout`, 1 min) for requests that are not long-running, and the in-flight limits
+(`--max-requests-inflight` 400, `--max-mutating-requests-inflight` 200) answered with 429 and
+`Retry-After: 1`. uvicorn has none of these: a connection that never finishes its headers, or never sends
+one, stayed open for ever, and 20,000 of them used up the process's file descriptors. Here:
+
+* `KubeHttpProtocol`, uvicorn's httptools protocol with Go's header timeout (from accept for a first
+  request, from its first byte for a later one), idle timeout between requests and header size limit
+  (431); `CappedServer`, which accepts connections only while fewer than a cap below the process's
+  descriptor limit are open, so that the descriptors the process needs for itself (etcd, its own
+  components' clients, iptables-restore) are never taken by clients: past the cap, new connections
+  wait in the kernel's backlog.
+* `RequestGuard`, an ASGI layer with kube's request timeout (504 Timeout) and in-flight limits. Long-running
+  requests (watch, proxy; exec, attach, log, portforward) are exempt, as kube exempts them; probes
+  (/healthz, /livez, /readyz) are exempt, as API Priority and Fairness's `probes` flow schema makes them;
+  system:masters is never refused, as the max-in-flight filter lets it through; nodes have seats of
+  their own (APF's `node-high` level: Lease renewals and Node status must survive a flood of anything
+  else), and so do the components of `kubelab up` on their private socket (`INTERNAL_KEY`).
+* `uvicorn_config` builds the one uvicorn configuration every entry point uses (`kubelab apiserver`,
+  `kubelab up`, the test harness), so what is tested is what runs.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import errno
+import logging
+import math
+import resource
+import socket
+import ssl
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, Literal
+
+import uvicorn
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
+
+from . import codecs, errors, requestinfo
+from .auth import user_of
+from .requestinfo import RequestInfo
+
+log = logging.getLogger(__name__)
+
+# Set in the ASGI scope of requests that came through `kubelab up`'s private socket (its own components).
+INTERNAL_KEY = "kubelab.internal"
+MASTERS_GROUP = "system:masters"
+NODES_GROUP = "system:nodes"
+PROBE_PATHS = frozenset({"/healthz", "/livez", "/readyz"})
+# LongRunningRequestCheck of kube-apiserver: these verbs and subresources hold a request open by design.
+LONG_RUNNING_VERBS = frozenset({"watch", "proxy"})
+LONG_RUNNING_SUBRESOURCES = frozenset({"attach", "exec", "proxy", "log", "portforward"})
+RETRY_AFTER = "1"
+TOO_MANY_REQUESTS = b"Too many requests, please try again later.\n"
+
+
+@dataclass(frozen=True)
+class ServingOptions:
+    read_header_timeout: float = 32.0  # http.Server.ReadHeaderTimeout ("just shy of" the request timeout bound)
+    idle_timeout: float = 90.0  # http.Server.IdleTimeout (matches http.DefaultTransport's keep-alive)
+    max_header_bytes: int = 1 << 20  # http.Server.MaxHeaderBytes
+    request_timeout: float = 60.0  # --request-timeout
+    max_requests_inflight: int = 400  # --max-requests-inflight (0: no limit)
+    max_mutating_requests_inflight: int = 200  # --max-mutating-requests-inflight (0: no limit)
+    # Open client connections at most; None: the process's descriptor limit less a reserve for its own use.
+    max_connections: int | None = None
+
+
+def is_long_running(info: RequestInfo) -> bool:
+    return info.verb in LONG_RUNNING_VERBS or info.subresource in LONG_RUNNING_SUBRESOURCES
+
+
+# --- connections -----------------------------------------------------------------------------------
+
+def raise_open_files_limit() -> int:
+    """Raise the soft RLIMIT_NOFILE to the hard one, as Go's runtime does at start (Go 1.19+), so the API
+    server has the descriptors the system grants it. Returns the soft limit now in force."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if hard != resource.RLIM_INFINITY and soft < hard:
+        try:
+            resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
+            soft = hard
+        except (ValueError, OSError):
+            pass
+    return soft
+
+
+def connection_cap(open_files: int) -> int:
+    """Client connections allowed for a descriptor limit: a quarter is kept for the process's own use
+    (at least 256, at most half), e.g. 15,000 of 20,000, 768 of 1,024."""
+    reserve = min(max(256, open_files // 4), open_files // 2)
+    return max(1, open_files - reserve)
+
+
+class KubeHttpProtocol(HttpToolsProtocol):
+    """uvicorn's httptools protocol with Go's http.Server limits (see the module docstring). Subclassed per
+    server by `protocol_class`, which fixes `options` and the `on_lost` hook of the accepting server."""
+
+    options = ServingOptions()
+
+    def __init__(self, *args: Any, on_lost: Callable[[], None] | None = None, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._header_timer: asyncio.TimerHandle | None = None
+        self._header_bytes = 0
+        self._on_lost = on_lost
+
+    def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
+        super().connection_made(transport)
+        self._arm_header_timer()  # the first request's headers are due from accept
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self._cancel_header_timer()
+        super().connection_lost(exc)
+        if self._on_lost is not None:
+            self._on_lost()
+            self._on_lost = None
+
+    def on_message_begin(self) -> None:
+        super().on_message_begin()
+        self._header_bytes = 0
+        if self._header_timer is None:  # a later request on a kept-alive connection: due from its first byte
+            self._arm_header_timer()
+
+    def on_url(self, url: bytes) -> None:
+        self._count_header_bytes(len(url))
+        super().on_url(url)
+
+    def on_header(self, name: bytes, value: bytes) -> None:
+        self._count_header_bytes(len(name) + len(value) + 4)
+        super().on_header(name, value)
+
+    def on_headers_complete(self) -> None:
+        self._cancel_header_timer()
+        super().on_headers_complete()
+
+    def _count_header_bytes(self, size: int) -> None:
+        self._header_bytes += size
+        if self._header_bytes > self.options.max_header_bytes and not self.transport.is_closing():
+            # Go answers "431 Request Header Fields Too Large" and closes the connection.
+            self._cancel_header_timer()
+            body = b"431 Request Header Fields Too Large"
+            self.transport.write(b"HTTP/1.1 431 Request Header Fields Too Large\r\n"
+                                 b"content-type: text/plain; charset=utf-8\r\nconnection: close\r\n"
+                                 b"content-length: " + str(len(body)).encode() + b"\r\n\r\n" + body)
+            self.transport.close()
+
+    def _arm_header_timer(self) -> None:
+        self._cancel_header_timer()
+        self._header_timer = self.loop.call_later(self.options.read_header_timeout, self._header_timeout)
+
+    def _cancel_header_timer(self) -> None:
+        if self._header_timer is not None:
+            self._header_timer.cancel()
+            self._header_timer = None
+
+    def _header_timeout(self) -> None:
+        """Headers not complete in time: Go closes the connection without an answer."""
+        self._header_timer = None
+        if not self.transport.is_closing():
+            self.transport.close()
+
+
+def protocol_class(options: ServingOptions) -> type[KubeHttpProtocol]:
+    return type("KubeHttpProtocol", (KubeHttpProtocol,), {"options": options})
+
+
+def uvicorn_config(app: ASGIApp, *, options: ServingOptions | None = None, ssl_certfile: str | None = None,
+                   ssl_keyfile: str | None = None, lifespan: Literal["auto", "on", "off"] = "on",
+                   graceful_shutdown: int | None = 2, **extra: Any) -> uvicorn.Config:
+    """The uvicorn configuration of an API server listener."""
+    options = options or ServingOptions()
+    return uvicorn.Config(app, http=protocol_class(options), log_level="warning", access_log=False,
+                          lifespan=lifespan, timeout_keep_alive=math.ceil(options.idle_timeout),
+                          timeout_graceful_shutdown=graceful_shutdown, ssl_certfile=ssl_certfile,
+                          ssl_keyfile=ssl_keyfile, **extra)
+
+
+class CappedServer(uvicorn.Server):
+    """uvicorn's Server with an accept loop of its own on its listening socket(s): it accepts only while
+    fewer than the cap's connections are open, so a flood of connections waits in the kernel's backlog
+    instead of taking descriptors the process needs (asyncio's own loop accepts up to a backlog's worth
+    per wake-up, and closing the surplus came too late: `kubelab up` with 1,024 descriptors ran out
+    under 1,500 idle connections). Go's netutil.LimitListener does the same; kube-apiserver, with a
+    descriptor limit raised to the system's, does without. The TLS handshake is bounded by the header
+    timeout, as Go bounds it by ReadHeaderTimeout."""
+
+    def __init__(self, config: uvicorn.Config, options: ServingOptions) -> None:
+        super().__init__(config)
+        self.options = options
+        self.cap = options.max_connections or connection_cap(resource.getrlimit(resource.RLIMIT_NOFILE)[0])
+        self.open = 0
+        self._room = asyncio.Event()
+        self._listeners: list[socket.socket] = []
+        self._accepting: list[asyncio.Task[None]] = []
+        self._connecting: set[asyncio.Task[None]] = set()
+
+    async def startup(self, sockets: list[socket.socket] | None = None) -> None:
+        await super().startup(sockets=[])  # the lifespan, and no listener of uvicorn's own
+        if sockets:
+            self._listeners = list(sockets)
+        else:
+            self._listeners = [socket.create_server((self.config.host, self.config.port),
+                                                    backlog=self.config.backlog)]
+        for listener in self._listeners:
+            listener.listen(self.config.backlog)  # a bound socket handed over may not listen yet
+            listener.setblocking(False)
+            self._accepting.append(asyncio.create_task(self._accept(listener), name="apiserver-accept"))
+
+    async def shutdown(self, sockets: list[socket.socket] | None = None) -> None:
+        for task in self._accepting:
+            task.cancel()
+        await asyncio.gather(*self._accepting, return_exceptions=True)
+        for listener in self._listeners:
+            listener.close()
+        await super().shutdown(sockets=sockets)
+
+    async def _accept(self, listener: socket.socket) -> None:
+        loop = asyncio.get_running_loop()
+        delay = 0.005
+        while True:
+            while self.open >= self.cap:
+                self._room.clear()
+                await self._room.wait()
+            try:
+                conn, _ = await loop.sock_accept(listener)
+            except OSError as exc:
+                if exc.errno not in (errno.EMFILE, errno.ENFILE, errno.ENOBUFS, errno.ENOMEM):
+                    raise
+                # Out of descriptors all the same (the process's own use grew): back off as Go's
+                # accept loop does, 5 ms doubling to 1 s.
+                log.warning("accept: %s; retrying in %.3fs", exc.strerror, delay)
+                await asyncio.sleep(delay)
+                delay = min(delay * 2, 1.0)
+                continue
+            delay = 0.005
+            conn.setblocking(False)
+            self.open += 1
+            task = asyncio.create_task(self._connect(conn))
+            self._connecting.add(task)  # the loop keeps only weak references to tasks
+            task.add_done_callback(self._connecting.discard)
+
+    async def _connect(self, conn: socket.socket) -> None:
+        loop = asyncio.get_running_loop()
+        lost = False
+
+        def on_lost() -> None:
+            nonlocal lost
+            if not lost:
+                lost = True
+                self.open -= 1
+                self._room.set()
+
+        def protocol() -> asyncio.Protocol:
+            return self.config.http_protocol_class(  # type: ignore[call-arg]
+                config=self.config, server_state=self.server_state, app_state=self.lifespan.state, on_lost=on_lost)
+
+        try:
+            if self.config.ssl is not None:
+                await loop.connect_accepted_socket(protocol, conn, ssl=self.config.ssl,
+                                                   ssl_handshake_timeout=self.options.read_header_timeout)
+            else:
+                await loop.connect_accepted_socket(protocol, conn)
+        except (OSError, TimeoutError, ssl.SSLError):
+            conn.close()
+            on_lost()
+
+
+def api_server(config: uvicorn.Config, options: ServingOptions | None = None) -> uvicorn.Server:
+    """The server of an API server's port: its connections capped (CappedServer)."""
+    return CappedServer(config, options or ServingOptions())
+
+
+class Internal:
+    """Marks requests of `kubelab up`'s private socket (its own components), for RequestGuard."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "http":
+            scope[INTERNAL_KEY] = True
+        await self.app(scope, receive, send)
+
+
+# --- requests --------------------------------------------------------------------------------------
+
+class Seats:
+    """A pool of in-flight seats, taken without waiting (the max-in-flight filter never queues). `kind` is
+    its request_kind label in the metrics."""
+
+    def __init__(self, kind: str, size: int, metrics: Any = None) -> None:
+        self.kind = kind
+        self.size = size
+        self.used = 0
+        self._gauge = metrics.inflight.labels(kind) if metrics is not None else None
+        self._dropped = metrics.dropped.labels(kind) if metrics is not None else None
+
+    def take(self, seats: int) -> bool:
+        if self.size and self.used + seats > self.size:
+            if self._dropped is not None:
+                self._dropped.inc()
+            return False
+        self.used += seats
+        if self._gauge is not None:
+            self._gauge.set(self.used)
+        return True
+
+    def give(self, seats: int) -> None:
+        self.used -= seats
+        if self._gauge is not None:
+            self._gauge.set(self.used)
+
+
+class RequestGuard:
+    """kube's request timeout and in-flight limits, in front of everything but the authentication layer's
+    own answers (see the module docstring). `width(info)` estimates how many seats a request takes
+    (1 by default; a LIST of many objects takes more, as APF's work estimator gives it)."""
+
+    def __init__(self, app: ASGIApp, options: ServingOptions, *, metrics: Any = None,
+                 width: Callable[[RequestInfo], int] | None = None) -> None:
+        self.app = app
+        self.options = options
+        self.width = width
+        self.readonly = Seats("readOnly", options.max_requests_inflight, metrics)
+        self.mutating = Seats("mutating", options.max_mutating_requests_inflight, metrics)
+        # APF gives node-high 40 of 245 concurrency shares; a sixth of both limits is about that.
+        limits = options.max_requests_inflight + options.max_mutating_requests_inflight
+        self.node_high = Seats("nodeHigh", max(1, limits // 6) if limits else 0, metrics)
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        info = requestinfo.of(scope)
+        if is_long_running(info):
+            await self.app(scope, receive, send)
+            return
+        pool = self._pool(scope, info)
+        seats = 1
+        if pool is not None and self.width is not None and info.verb == "list":
+            seats = max(1, min(self.width(info), pool.size or 1))
+        if pool is not None and not pool.take(seats):
+            await _too_many_requests(send)
+            return
+        try:
+            await self._with_timeout(scope, receive, send)
+        finally:
+            if pool is not None:
+                pool.give(seats)
+
+    def _pool(self, scope: Scope, info: RequestInfo) -> Seats | None:
+        """The seats a request takes, None for exempt ones (probes, the private socket, system:masters)."""
+        if info.path in PROBE_PATHS or scope.get(INTERNAL_KEY):
+            return None
+        user = user_of(scope)  # None: the API is open (no token file), there are no users
+        groups = user.groups if user is not None else ()
+        if MASTERS_GROUP in groups:
+            return None
+        if NODES_GROUP in groups or user is None and _is_node_heartbeat(info):
+            return self.node_high
+        return self.readonly if info.is_read else self.mutating
+
+    async def _with_timeout(self, scope: Scope, receive: Receive, send: Send) -> None:
+        started = False
+
+        async def tracking_send(message: Message) -> None:
+            nonlocal started
+            if message["type"] == "http.response.start":
+                started = True
+            await send(message)
+
+        try:
+            async with asyncio.timeout(self.options.request_timeout):
+                await self.app(scope, receive, tracking_send)
+        except TimeoutError:
+            if started:
+                raise  # half an answer is out: the connection is cut, as Go's handler panics with ErrAbortHandler
+            response = codecs.status_response(errors.timeout(
+                "Timeout: request did not complete within the allotted timeout"))
+            await response(scope, receive, send)
+
+
+def _is_node_heartbeat(info: RequestInfo) -> bool:
+    """Without authentication there are no users to classify: a node's Lease and its Node (status) are
+    what APF's system-nodes flow schema would carry at node-high."""
+    return info.group == "coordination.k8s.io" and info.namespace == "kube-node-lease" or \
+        info.group == "" and info.resource == "nodes"
+
+
+async def _too_many_requests(send: Send) -> None:
+    """tooManyRequests: 429, `Retry-After: 1` and Go's http.Error text (not a Status), as kube answers it;
+    client-go and kubelab's client retry after that many seconds."""
+    await send({"type": "http.response.start", "status": 429,
+                "headers": [(b"retry-after", RETRY_AFTER.encode()), (b"content-type", b"text/plain; charset=utf-8"),
+                            (b"x-content-type-options", b"nosniff"),
+                            (b"content-length", str(len(TOO_MANY_REQUESTS)).encode())]})
+    await send({"type": "http.response.body", "body": TOO_MANY_REQUESTS})
+
+
+__all__ = ["INTERNAL_KEY", "CappedServer", "Internal", "KubeHttpProtocol", "RequestGuard", "ServingOptions",
+           "api_server", "connection_cap", "is_long_running", "raise_open_files_limit", "uvicorn_config"]
