@@ -126,6 +126,31 @@ class GoLiteral(str):
     """A value already spelled as Go prints it (`core.ServicePort{...}`); go_repr leaves it alone."""
 
 
+_GO_ESCAPES = {"\a": "\\a", "\b": "\\b", "\f": "\\f", "\n": "\\n", "\r": "\\r", "\t": "\\t", "\v": "\\v",
+               '"': '\\"', "\\": "\\\\"}
+
+
+def go_quote(value: str) -> str:
+    """strconv.Quote, which field.Error uses for a string (%q): printable characters as they are (Go's
+    unicode.IsPrint and Python's str.isprintable agree), the C escapes, then \\x, \\u or \\U. JSON would
+    leave a zero-width space or DEL raw in the message, and spell NUL \\u0000 where Go writes \\x00. A
+    lone surrogate is U+FFFD, as Go's JSON decoder made it."""
+    out = ['"']
+    for char in value:
+        if "\ud800" <= char <= "\udfff":
+            char = "\ufffd"
+        escaped = _GO_ESCAPES.get(char)
+        if escaped is not None:
+            out.append(escaped)
+        elif char.isprintable():
+            out.append(char)
+        else:
+            code = ord(char)
+            out.append(f"\\x{code:02x}" if code < 0x80 else f"\\u{code:04x}" if code < 0x10000 else f"\\U{code:08x}")
+    out.append('"')
+    return "".join(out)
+
+
 def go_repr(value: Any) -> str:
     """How Go's `%#v`-ish formatting in field.Error prints a bad value."""
     if isinstance(value, GoLiteral):
@@ -133,11 +158,11 @@ def go_repr(value: Any) -> str:
     if isinstance(value, bool):
         return "true" if value else "false"
     if isinstance(value, str):
-        return json.dumps(value, ensure_ascii=False)
+        return go_quote(value)
     if isinstance(value, int | float):
         return str(value)
     if isinstance(value, list) and all(isinstance(v, str) for v in value):
-        return "[]string{" + ", ".join(json.dumps(v) for v in value) + "}"
+        return "[]string{" + ", ".join(go_quote(v) for v in value) + "}"
     if value is None:
         return "null"
     return json.dumps(value, separators=(",", ":"), sort_keys=True)

@@ -92,7 +92,8 @@ def main() -> int:
     done = subprocess.run([go, "run", str(ORACLE)], input=json.dumps(corpus), capture_output=True, text=True,
                           check=True)
     answer = json.loads(done.stdout)
-    # Compact, as the file is committed: per string, one '0'/'1' per pattern and per parser (in the order
+    # Compact, as the file is committed: per string, how Go quotes it (%q), one '0'/'1' per pattern and per
+    # parser (in the order
     # of "matchNames" and "parseNames") and, per validator (in the order of "errorNames"), the indexes of
     # its messages in "messages".
     first = answer["verdicts"][0] if answer["verdicts"] else {"matches": {}, "errors": {}, "parses": {}}
@@ -100,7 +101,7 @@ def main() -> int:
     messages: dict[str, int] = {}
     cases = []
     for value, verdict in zip(corpus, answer["verdicts"], strict=True):
-        cases.append([value, "".join("1" if verdict["matches"][n] else "0" for n in match_names),
+        cases.append([value, verdict["quoted"], "".join("1" if verdict["matches"][n] else "0" for n in match_names),
                       "".join("1" if verdict["parses"][n] else "0" for n in parse_names),
                       [[messages.setdefault(m, len(messages)) for m in verdict["errors"][n]] for n in error_names]])
     FIXTURE.parent.mkdir(parents=True, exist_ok=True)

@@ -13,7 +13,8 @@
 //	go run scripts/validation_oracle.go < strings.json > verdicts.json
 //
 // Input: a JSON array of strings. Output: a JSON object {"go": version, "patterns": {name: pattern},
-// "verdicts": [{"matches": {...}, "errors": {...}, "parses": {...}}]}, one verdict per input, in order.
+// "verdicts": [{"quoted": ..., "matches": {...}, "errors": {...}, "parses": {...}}]}, one verdict per
+// input, in order.
 package main
 
 import (
@@ -166,13 +167,16 @@ func configMapKey(value string) []string {
 }
 
 type verdict struct {
+	Quoted  string              `json:"quoted"`
 	Matches map[string]bool     `json:"matches"`
 	Errors  map[string][]string `json:"errors"`
 	Parses  map[string]bool     `json:"parses"`
 }
 
 func judge(value string) verdict {
-	v := verdict{Matches: map[string]bool{}, Errors: map[string][]string{}, Parses: map[string]bool{}}
+	// How field.Error prints a bad string value (%q: strconv.Quote).
+	v := verdict{Quoted: strconv.Quote(value), Matches: map[string]bool{}, Errors: map[string][]string{},
+		Parses: map[string]bool{}}
 	for name := range patterns {
 		v.Matches[name] = matches(name, value)
 	}
