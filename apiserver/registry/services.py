@@ -25,6 +25,9 @@ from .strategy import Allocation, Strategy
 
 TYPES = ["ClusterIP", "ExternalName", "LoadBalancer", "NodePort"]
 PROTOCOLS = ["SCTP", "TCP", "UDP"]
+IP_FAMILIES = ["IPv4", "IPv6"]
+IP_FAMILY_POLICIES = ["PreferDualStack", "RequireDualStack", "SingleStack"]
+IP_MODES = ["Proxy", "VIP"]  # a load-balancer ingress's ipMode
 DEFAULT_AFFINITY_TIMEOUT = 10800
 
 
@@ -157,6 +160,12 @@ class ServiceStrategy(Strategy):
         if spec.external_traffic_policy and spec.type not in ("NodePort", "LoadBalancer") and not spec.external_ips:
             errs.append(invalid("spec.externalTrafficPolicy", spec.external_traffic_policy,
                                 "may only be set for externally-accessible services"))
+        # validateIPFamilies / the policy's NotSupported: kube-proxy picks a Service's address by its family.
+        for i, family in enumerate(spec.ip_families or []):
+            if family not in IP_FAMILIES:
+                errs.append(not_supported(f"spec.ipFamilies[{i}]", family, IP_FAMILIES))
+        if spec.ip_family_policy not in (None, *IP_FAMILY_POLICIES):
+            errs.append(not_supported("spec.ipFamilyPolicy", spec.ip_family_policy, IP_FAMILY_POLICIES))
         if spec.internal_traffic_policy not in (None, "Cluster", "Local"):
             errs.append(not_supported("spec.internalTrafficPolicy", spec.internal_traffic_policy, ["Cluster", "Local"]))
         if spec.cluster_ip not in (None, "", "None") and not _is_ip(spec.cluster_ip):
@@ -358,7 +367,6 @@ def _is_ip(text: str) -> bool:
     return True
 
 
-IP_MODES = ["Proxy", "VIP"]
 
 
 def _load_balancer_status_errors(svc: Service) -> list[FieldError]:
