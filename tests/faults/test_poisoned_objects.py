@@ -7,9 +7,10 @@ iptables-restore fail, so no Service got rules; a Namespace "x\\n" stayed Termin
 
 * A proxy agent (a process of its own, real iptables in a network namespace of this test) programs
   every valid Service while invalid ones sit in etcd — a Service named "evil\\n", one with a port named
-  "p\\n", a slice with port 70000 — before it starts and while it runs. The kernel's rules are exactly
-  those of the valid objects (read back with iptables-save), the bad ones are counted in
-  kubeproxy_sync_proxy_rules_skipped_objects and logged once each, and no restore fails.
+  "p\\n", one whose port number is the string "80", a slice with port 70000 — before it starts and
+  while it runs. The kernel's rules are exactly those of the valid objects (read back with
+  iptables-save), the bad ones are counted in kubeproxy_sync_proxy_rules_skipped_objects (the
+  undecodable one is left out by the informer) and logged once each, and no restore fails.
 * A Namespace "x\\n" holding a ConfigMap, both written straight into etcd, is deleted through the API
   and finishes terminating: `kubelab controllers` empties and finalizes it.
 """
@@ -114,7 +115,7 @@ def samples(text: str) -> dict[str, float]:
             for line in text.splitlines() if line and not line.startswith("#")}
 
 
-BAD_SERVICES = {"evil\n", "named-port"}  # the name; a port named "p\n"
+BAD_SERVICES = {"evil\n", "named-port", "typed"}  # the name; a port named "p\n"; a port number "80"
 BAD_SLICES = {"big-port"}  # port 70000
 
 
@@ -146,6 +147,10 @@ def test_one_bad_object_in_etcd_leaves_every_other_service_programmed(
         raw_etcd.put("/registry/services/default/labelled", raw_service("labelled", "10.96.200.3",
                                                                          labels={"app": "x\n"}))
         raw_etcd.put("/registry/endpointslices/default/stray-eps", raw_slice("stray-eps", "good-0\n", ip="10.244.9.9"))
+        # Not even of the right type: a port number as a string no model takes.
+        typed = raw_service("typed", "10.96.200.4")
+        typed["spec"]["ports"][0]["port"] = "80"
+        raw_etcd.put("/registry/services/default/typed", typed)
         with open(log_path, "wb") as log:
             agent = subprocess.Popen(
                 [sys.executable, str(REPO / "tests" / "faults" / "proxy_agent_process.py"), "--server", server.url,
@@ -191,6 +196,8 @@ def test_one_bad_object_in_etcd_leaves_every_other_service_programmed(
     assert agent_log.count("leaving Service 'default/evil\\n' out of the proxy rules") == 1, agent_log[-3000:]
     assert agent_log.count("leaving Service 'default/named-port' out of the proxy rules") == 1
     assert agent_log.count("leaving EndpointSlice 'default/big-port' out of the proxy rules") == 1
+    assert agent_log.count("informer: leaving out 'default/typed', it does not decode") == 1, agent_log[-3000:]
+    assert "typed" not in saved
     figures.update(bad_objects_planted=5, skipped_services=2, skipped_slices=1, restore_failures=0,
                    full_syncs=metrics["kubeproxy_sync_full_proxy_rules_duration_seconds_count"],
                    syncs=metrics["kubeproxy_sync_proxy_rules_duration_seconds_count"])
