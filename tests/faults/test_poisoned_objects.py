@@ -229,6 +229,8 @@ def test_a_namespace_stored_with_a_newline_finishes_terminating(
             stdout=log, stderr=subprocess.STDOUT, cwd=REPO)
     try:
         with httpx.Client(base_url=server.url, timeout=30) as api:
+            # The API server's watch cache hears of the raw write through etcd's watch, a moment later.
+            wait_for("the API server to see the namespace", lambda: api.get(path).status_code == 200, 30)
             deleted = api.delete(path)
             assert deleted.status_code == 200, deleted.text
             assert deleted.json()["status"]["phase"] == "Terminating"
