@@ -198,7 +198,8 @@ def test_one_bad_object_in_etcd_leaves_every_other_service_programmed(
     assert agent_log.count("leaving EndpointSlice 'default/big-port' out of the proxy rules") == 1
     assert agent_log.count("informer: leaving out 'default/typed', it does not decode") == 1, agent_log[-3000:]
     assert "typed" not in saved
-    figures.update(bad_objects_planted=5, skipped_services=2, skipped_slices=1, restore_failures=0,
+    figures.update(raw_objects_planted=7, invalid_objects_planted=4, skipped_services=2, skipped_slices=1,
+                   undecodable_services=1, restore_failures=0,
                    full_syncs=metrics["kubeproxy_sync_full_proxy_rules_duration_seconds_count"],
                    syncs=metrics["kubeproxy_sync_proxy_rules_duration_seconds_count"])
 
