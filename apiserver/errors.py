@@ -1,7 +1,8 @@
 """The API server's errors: each is a Kubernetes Status, raised anywhere and rendered in one handler.
 
 Messages follow kube-apiserver's wording, because kubectl prints them verbatim:
-`Error from server (NotFound): services "web" not found`.
+`Error from server (NotFound): services "web" not found`. Names are quoted as Go's %q quotes them
+(`"evil\\n"`, never a raw line break in a message).
 """
 
 from __future__ import annotations
@@ -10,7 +11,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from kubelab.kinds import ResourceType
-from kubelab.validation import FieldError
+from kubelab.validation import FieldError, go_quote
 
 
 class StatusError(Exception):
@@ -42,37 +43,37 @@ def _details(rt: ResourceType | None, name: str | None, **extra: Any) -> dict[st
 
 
 def not_found(rt: ResourceType, name: str) -> StatusError:
-    return StatusError(404, "NotFound", f'{rt.group_resource} "{name}" not found', _details(rt, name))
+    return StatusError(404, "NotFound", f'{rt.group_resource} {go_quote(name)} not found', _details(rt, name))
 
 
 def namespace_not_found(name: str) -> StatusError:
-    return StatusError(404, "NotFound", f'namespaces "{name}" not found', {"name": name, "kind": "namespaces"})
+    return StatusError(404, "NotFound", f'namespaces {go_quote(name)} not found', {"name": name, "kind": "namespaces"})
 
 
 def namespace_terminating(rt: ResourceType, name: str, namespace: str) -> StatusError:
     """NamespaceLifecycle admission: nothing new in a namespace that is being deleted."""
-    return StatusError(403, "Forbidden", f'{rt.group_resource} "{name}" is forbidden: unable to create new content '
+    return StatusError(403, "Forbidden", f'{rt.group_resource} {go_quote(name)} is forbidden: unable to create new content '
                                          f"in namespace {namespace} because it is being terminated",
                        {**_details(rt, name), "causes": [{"reason": "NamespaceTerminating", "field": "metadata.namespace",
                                                          "message": f"namespace {namespace} is being terminated"}]})
 
 
 def already_exists(rt: ResourceType, name: str) -> StatusError:
-    return StatusError(409, "AlreadyExists", f'{rt.group_resource} "{name}" already exists', _details(rt, name))
+    return StatusError(409, "AlreadyExists", f'{rt.group_resource} {go_quote(name)} already exists', _details(rt, name))
 
 
 def conflict(rt: ResourceType, name: str, detail: str, *, subresource: str | None = None) -> StatusError:
     """409 Conflict. With a subresource the resource reads `pods/binding`, as in kube-apiserver's
     `NewConflict(Resource("pods/binding"), ...)`: `Operation cannot be fulfilled on pods/binding "web": ...`."""
     if subresource is None:
-        return StatusError(409, "Conflict", f'Operation cannot be fulfilled on {rt.group_resource} "{name}": '
+        return StatusError(409, "Conflict", f'Operation cannot be fulfilled on {rt.group_resource} {go_quote(name)}: '
                                             f"{detail}", _details(rt, name))
     resource = f"{rt.plural}/{subresource}"
     details: dict[str, Any] = {"name": name, "kind": resource}
     if rt.group:
         details["group"] = rt.group
         resource = f"{resource}.{rt.group}"
-    return StatusError(409, "Conflict", f'Operation cannot be fulfilled on {resource} "{name}": {detail}', details)
+    return StatusError(409, "Conflict", f'Operation cannot be fulfilled on {resource} {go_quote(name)}: {detail}', details)
 
 
 def apply_conflict(message: str, causes: Sequence[tuple[str, str]]) -> StatusError:
@@ -104,7 +105,7 @@ def invalid(rt: ResourceType, name: str, errors: Sequence[FieldError]) -> Status
                                "causes": [{"reason": e.reason, "message": e.body, "field": e.field} for e in errors]}
     if rt.group:
         details["group"] = rt.group
-    return StatusError(422, "Invalid", f'{rt.kind} "{name}" is invalid: {text}', details)
+    return StatusError(422, "Invalid", f'{rt.kind} {go_quote(name)} is invalid: {text}', details)
 
 
 def bad_request(message: str) -> StatusError:

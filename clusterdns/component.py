@@ -44,6 +44,7 @@ class ZoneCache:
         self.domain = domain
         self._zone = Zone(domain=domain)
         self._dirty = True
+        self._skipped: set[str] = set()
         for informer in self.informers:
             informer.add_handler(self._changed)
 
@@ -58,6 +59,10 @@ class ZoneCache:
             self._dirty = False
             self._zone = build_zone(services.items(), slices.items(), namespaces.items(), domain=self.domain,
                                     serial=int(time.time()))
+            # Each Service left out is logged once, when it first is, not at every rebuild.
+            for key in sorted(set(self._zone.skipped) - self._skipped):
+                log.warning("leaving Service %r out of the zone: %s", key, self._zone.skipped[key])
+            self._skipped = set(self._zone.skipped)
         return self._zone
 
 

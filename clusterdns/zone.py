@@ -11,6 +11,7 @@ import ipaddress
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
+from kubelab import validation
 from kubelab.models import EndpointSlice, Namespace, Service
 
 SERVICE_NAME_LABEL = "kubernetes.io/service-name"
@@ -55,6 +56,9 @@ class Zone:
     namespaces: set[str] = field(default_factory=set)
     serial: int = 0  # the SOA serial: when the index last changed (Unix seconds, as CoreDNS)
     synced: bool = False  # False until the informers have listed: then every answer is SERVFAIL
+    # Services left out because a name in them cannot be a DNS name ("namespace/name": why), and
+    # endpoint hostnames dropped for the same reason: only objects stored without validation have them.
+    skipped: dict[str, str] = field(default_factory=dict)
 
 
 def _is_ready(ready: bool | None) -> bool:
@@ -70,18 +74,46 @@ def _endpoints(slices: Iterable[EndpointSlice]) -> tuple[EndpointAddress, ...]:
         for endpoint in slice_.endpoints or []:
             if not _is_ready(endpoint.conditions.ready if endpoint.conditions else None):
                 continue
+            # A hostname names a record ("<hostname>.<svc>..."), so it must be a DNS label; one that is
+            # not is dropped (the endpoint is then named by its IP), not the endpoint.
+            hostname = endpoint.hostname or ""
+            hostname = hostname if validation.is_dns1123_label(hostname) else ""
             for address in endpoint.addresses or []:
                 try:
-                    ip = str(ipaddress.ip_address(address))
+                    ip = str(validation.parse_ip(address))
                 except ValueError:
                     continue
-                key = (ip, endpoint.hostname or "")
+                key = (ip, hostname)
                 if key in found:  # the same address in slices of several port sets: merge the ports
                     merged = tuple(dict.fromkeys(found[key].ports + ports))
-                    found[key] = EndpointAddress(ip, endpoint.hostname or "", merged)
+                    found[key] = EndpointAddress(ip, hostname, merged)
                 else:
-                    found[key] = EndpointAddress(ip, endpoint.hostname or "", ports)
+                    found[key] = EndpointAddress(ip, hostname, ports)
     return tuple(sorted(found.values(), key=lambda e: (ipaddress.ip_address(e.ip).packed, e.hostname)))
+
+
+def _is_ip(text: str) -> bool:
+    try:
+        validation.parse_ip(text)
+    except ValueError:
+        return False
+    return True
+
+
+def service_problem(service: Service) -> str | None:
+    """Why `service` cannot be served (its names become the owner names of records, and an ExternalName
+    the target of a CNAME), or None. The API server refuses such Services; one stored without
+    validation is left out of the zone, not allowed to break the answers of every other name."""
+    meta = service.metadata
+    if not validation.is_dns1123_label(meta.namespace or ""):
+        return f"namespace {meta.namespace!r} is not a DNS label"
+    if not validation.is_dns1035_label(meta.name or ""):
+        return f"name {meta.name!r} is not a DNS-1035 label"
+    spec = service.spec
+    external = (spec.external_name or "").rstrip(".") if spec and spec.type == "ExternalName" else None
+    if external is not None and not validation.is_dns1123_subdomain(external):
+        return f"externalName {spec.external_name!r} is not a DNS name"
+    return None
 
 
 def service_record(service: Service, slices: Iterable[EndpointSlice]) -> ServiceRecord:
@@ -92,7 +124,7 @@ def service_record(service: Service, slices: Iterable[EndpointSlice]) -> Service
     ips: tuple[str, ...] = ()
     if not headless and not external:
         listed = (spec.cluster_ips if spec else None) or ([cluster_ip] if cluster_ip else [])
-        ips = tuple(ip for ip in listed if ip and ip != "None")
+        ips = tuple(ip for ip in listed if ip and ip != "None" and _is_ip(ip))
     ports = tuple(Port(p.name or "", p.port, (p.protocol or "TCP").upper())
                   for p in (spec.ports if spec else None) or [] if p.port is not None)
     return ServiceRecord(namespace=service.metadata.namespace or "", name=service.metadata.name or "",
@@ -113,5 +145,9 @@ def build_zone(services: Iterable[Service], slices: Iterable[EndpointSlice], nam
                 namespaces={ns.metadata.name or "" for ns in namespaces})
     for service in services:
         key = (service.metadata.namespace or "", service.metadata.name or "")
+        problem = service_problem(service)
+        if problem is not None:
+            zone.skipped[f"{key[0]}/{key[1]}"] = problem
+            continue
         zone.services[key] = service_record(service, by_service.get(key, []))
     return zone

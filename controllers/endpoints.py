@@ -20,7 +20,7 @@ from kubelab.models import (
 )
 from kubelab.selectors import selector_from_map
 
-from .podutil import find_port, is_headless, should_include
+from .podutil import endpoint_hostname, endpoint_node_name, find_port, is_headless, should_include
 from .triggertime import TriggerTimeTracker, format_time, report, trigger_revision, with_trigger_time
 
 log = logging.getLogger(__name__)
@@ -33,12 +33,12 @@ OVER_CAPACITY = "endpoints.kubernetes.io/over-capacity"
 
 
 def _address(pod: Pod, service: Service) -> EndpointAddress:
-    address = EndpointAddress(ip=pod.pod_ip, node_name=pod.node_name or None,
+    address = EndpointAddress(ip=pod.pod_ip, node_name=endpoint_node_name(pod),
                               target_ref=ObjectReference(kind="Pod", namespace=pod.metadata.namespace,
                                                          name=pod.metadata.name, uid=pod.metadata.uid))
-    spec = pod.spec
-    if spec and spec.hostname and spec.subdomain == service.metadata.name:
-        address.hostname = spec.hostname
+    hostname = endpoint_hostname(pod, service)
+    if hostname:
+        address.hostname = hostname
     return address
 
 

@@ -27,7 +27,7 @@ from kubelab.models import (
 )
 from kubelab.selectors import selector_from_map
 
-from .podutil import find_port, is_headless, selects_pods, should_include
+from .podutil import endpoint_hostname, endpoint_node_name, find_port, is_headless, selects_pods, should_include
 from .triggertime import TriggerTimeTracker, format_time, report, trigger_revision, with_trigger_time
 
 log = logging.getLogger(__name__)
@@ -61,14 +61,14 @@ def _endpoint(pod: Pod, service: Service, nodes: dict[str, Node]) -> Endpoint:
                                                       serving=serving, terminating=terminating),
                         target_ref=ObjectReference(kind="Pod", namespace=pod.metadata.namespace,
                                                    name=pod.metadata.name, uid=pod.metadata.uid),
-                        node_name=pod.node_name or None)
+                        node_name=endpoint_node_name(pod))
     node = nodes.get(pod.node_name)
     zone = (node.metadata.labels or {}).get(ZONE_LABEL) if node else None
     if zone:
         endpoint.zone = zone
-    spec = pod.spec
-    if spec and spec.hostname and spec.subdomain == service.metadata.name:
-        endpoint.hostname = spec.hostname
+    hostname = endpoint_hostname(pod, service)
+    if hostname:
+        endpoint.hostname = hostname
     return endpoint
 
 

@@ -6,6 +6,7 @@ Both sides use it: the API server to route and to answer discovery, the client t
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from urllib.parse import quote
 
 from . import models
 
@@ -46,16 +47,24 @@ class ResourceType:
     def base_path(self, namespace: str | None = None) -> str:
         root = f"/apis/{self.group}/{self.version}" if self.group else f"/api/{self.version}"
         if self.namespaced and namespace:
-            return f"{root}/namespaces/{namespace}/{self.plural}"
+            return f"{root}/namespaces/{path_segment(namespace)}/{self.plural}"
         return f"{root}/{self.plural}"
 
     def path(self, namespace: str | None = None, name: str | None = None, subresource: str | None = None) -> str:
         path = self.base_path(namespace)
         if name:
-            path = f"{path}/{name}"
+            path = f"{path}/{path_segment(name)}"
             if subresource:
                 path = f"{path}/{subresource}"
         return path
+
+
+def path_segment(text: str) -> str:
+    """A namespace or name as one URL path segment, percent-encoded as client-go's request builder
+    escapes it. Names the API validates are already safe and come back unchanged; a name stored
+    without validation ("x\\n" written straight into etcd) must still be reachable, or nothing can
+    ever delete or finalize it."""
+    return quote(text, safe="")
 
 
 NAMESPACES = ResourceType("", "v1", "namespaces", "Namespace", False, models.Namespace,

@@ -31,28 +31,31 @@ def rfc3339_micro(when: datetime | None = None) -> str:
     return (when or now()).astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
 
 
-_DURATION_PART = re.compile(r"(\d+(?:\.\d*)?)(h|ms|m|s)")
+# ASCII digits only, as Go reads them: `\d` and float() would also take '²' or '١' (and float() "nan",
+# "inf" and "1_0").
+_NUMBER = r"(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)"
+_SECONDS = re.compile(f"[-+]?{_NUMBER}", re.ASCII)
+_DURATION_PART = re.compile(f"({_NUMBER})(h|ms|m|s)", re.ASCII)
 _DURATION_UNITS = {"h": 3600.0, "m": 60.0, "s": 1.0, "ms": 0.001}
 
 
 def parse_duration(text: str) -> float:
     """Seconds of a duration as kube's flags take one (Go's time.ParseDuration: `1h`, `1h0m0s`, `90s`,
-    `1.5m`, `500ms`); a bare number is seconds. ValueError for anything else."""
+    `1.5m`, `500ms`, an optional sign); a bare number is seconds. ValueError for anything else."""
     text = text.strip()
-    try:
-        return float(text)
-    except ValueError:
-        pass
     if not text:
         raise ValueError('time: invalid duration ""')
+    if _SECONDS.fullmatch(text):
+        return float(text)
+    sign, body = (-1.0, text[1:]) if text[0] == "-" else (1.0, text[1:] if text[0] == "+" else text)
     total, at = 0.0, 0
-    while at < len(text):
-        match = _DURATION_PART.match(text, at)
+    while at < len(body) or at == 0:
+        match = _DURATION_PART.match(body, at)
         if match is None:
             raise ValueError(f'time: invalid duration "{text}"')
         total += float(match.group(1)) * _DURATION_UNITS[match.group(2)]
         at = match.end()
-    return total
+    return sign * total
 
 
 def parse(text: str | None) -> datetime | None:

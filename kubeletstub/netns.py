@@ -59,7 +59,6 @@ import ipaddress
 import json
 import logging
 import os
-import re
 import shutil
 import threading
 from collections.abc import Iterator, Mapping, Sequence
@@ -72,6 +71,7 @@ from pyroute2 import config as pyroute2_config
 from pyroute2 import netns as pyroute2_netns
 from pyroute2.netlink.exceptions import NetlinkError
 
+from kubelab import validation
 from kubelab.netnsthread import run_in_netns
 from kubeletstub.podprocess import (
     PodProcess,
@@ -104,9 +104,8 @@ _NETNS_NAME_MAX = 64
 _IFNAMSIZ = 15  # usable characters of IFNAMSIZ (16 with the NUL)
 _RT_SCOPE_LINK = 253
 _RT_TABLE_MAIN = 254
-_PREFIX_RE = re.compile(r"^[a-z0-9]([a-z0-9-]{0,18}[a-z0-9])?$")
-_DNS_LABEL_RE = re.compile(r"^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$")
-_DNS_SUBDOMAIN_RE = re.compile(r"^[a-z0-9]([a-z0-9.-]{0,251}[a-z0-9])?$")
+# A lab prefix: a short DNS label (it starts every namespace and bridge name of the lab).
+_PREFIX = validation.GoRegexp("[a-z0-9]([a-z0-9-]{0,18}[a-z0-9])?")
 
 # Sysctls of a node namespace, written before its interfaces exist so that conf/default applies to
 # all of them.
@@ -249,7 +248,7 @@ def pod_host_ifname(node: str, pod_key: str) -> str:
 def split_pod_key(pod_key: str) -> tuple[str, str]:
     """``"default/web-0"`` -> ``("default", "web-0")``, validated as Kubernetes names."""
     namespace, sep, name = pod_key.partition("/")
-    if not sep or not _DNS_LABEL_RE.match(namespace) or not _DNS_SUBDOMAIN_RE.match(name):
+    if not sep or not validation.is_dns1123_label(namespace) or not validation.is_dns1123_subdomain(name):
         raise ValueError(f"invalid pod key {pod_key!r}: want <namespace>/<name> (lowercase DNS names)")
     return namespace, name
 
@@ -274,12 +273,12 @@ def _digest(text: str, length: int) -> str:
 
 
 def _validate_prefix(prefix: str) -> None:
-    if not _PREFIX_RE.match(prefix):
+    if not _PREFIX.matches(prefix):
         raise ValueError(f"invalid prefix {prefix!r}: 1-20 characters of [a-z0-9-]")
 
 
 def _validate_node_name(node: str) -> None:
-    if not _DNS_SUBDOMAIN_RE.match(node):
+    if not validation.is_dns1123_subdomain(node):
         raise ValueError(f"invalid node name {node!r}: want a lowercase DNS subdomain")
     if node == "lab":
         raise ValueError("node name 'lab' is reserved for the lab network namespace")

@@ -14,7 +14,7 @@ import logging
 import uuid
 from typing import Any
 
-from kubelab import kinds, timeutil
+from kubelab import kinds, timeutil, validation
 from kubelab.client import ApiClient, Conflict, NotFound
 from kubelab.events import EventRecorder
 from kubelab.models import Container, ContainerStatus, Pod, PodCondition, PodIP, PodStatus
@@ -153,6 +153,7 @@ class PodManager:
         self.cache: dict[str, Pod] = {}
         self._running: set[str] = set()
         self._terminating: dict[str, asyncio.Task[None]] = {}
+        self._refused: set[str] = set()  # pods left alone for their names, each logged once
         self.prober = Prober(dataplane.node_argv, dataplane.pod_argv, self.requeue, self._probe_failed)
 
     def adopt(self, pods: list[Pod]) -> None:
@@ -167,9 +168,29 @@ class PodManager:
             self.events.event(pod, "Warning", "Unhealthy", f"Readiness probe failed: {output}",
                               field_path=f"spec.containers{{{container}}}")
 
+    def _runnable(self, pod: Pod) -> bool:
+        """A pod's namespace and name become a network namespace's name, a file under /var/run/netns,
+        and its resolv.conf's search list: the API server refuses names that could not be any of those,
+        but a pod stored without validation is left alone here, and logged once, rather than retried
+        forever or let near the host's files."""
+        key = pod.key
+        if validation.is_dns1123_label(pod.metadata.namespace or "") and \
+                validation.is_dns1123_subdomain(pod.metadata.name or ""):
+            self._refused.discard(key)
+            return True
+        if key not in self._refused:
+            self._refused.add(key)
+            log.warning("%s: not running pod %r: its namespace or name is not a valid DNS name", self.node_name, key)
+        return False
+
     async def sync(self, key: str) -> None:
         pod = self.cache.get(key)
+        # Deletion goes ahead whatever the name: the final DELETE touches no file, and a pod that is never
+        # deleted would keep its namespace Terminating.
+        if pod is not None and not pod.metadata.deletion_timestamp and not self._runnable(pod):
+            return
         if pod is None or pod.node_name != self.node_name:
+            self._refused.discard(key)
             if key not in self._terminating:
                 await self._stop(key)
             return

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypedDict
 
+from kubelab import validation
 from kubelab.models import Container, Pod
 
 log = logging.getLogger(__name__)
@@ -52,7 +53,7 @@ def _resolve_port(port: Any, container: Container) -> int | None:
     if isinstance(port, int):
         return port
     if isinstance(port, str):
-        if port.isdigit():
+        if validation.is_ascii_digits(port):  # "٣" is a digit to str.isdigit, not to kube
             return int(port)
         for cp in container.ports or []:
             if cp.name == port:

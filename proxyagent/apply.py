@@ -34,7 +34,7 @@ WAIT_FLAGS = ("-w", "5", "-W", "100000")
 # iptables exits 4 for "resource problem", e.g. it could not get the lock (isResourceError).
 EXIT_RESOURCE_PROBLEM = 4
 
-_CHAIN_LINE = re.compile(r"^:(\S+) ")
+_CHAIN_LINE = re.compile(r":(\S+) ", re.ASCII)
 
 
 class ApplyError(RuntimeError):
@@ -242,7 +242,7 @@ def _restore_error(stderr: str, payload: str) -> str:
     """The error with the offending line and its neighbours, as kube-proxy logs a ParseError
     (utiliptables.ExtractLines)."""
     message = stderr.strip()
-    match = re.search(r"line:? (\d+)", message)
+    match = re.search(r"line:? ([0-9]+)", message)
     if match is None:
         return message
     number = int(match.group(1))

@@ -14,12 +14,13 @@ import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-_TABLE = re.compile(r"^\*(.*)$")
-_CHAIN = re.compile(r"^:([^ ]*) - \[([0-9]*):([0-9]*)\]$")
-_ADD = re.compile(r"^-A ([^ ]*) (.*)$")
-_DELETE = re.compile(r"^-X (.*)$")
+# Whole lines (fullmatch: Python's `$` would also match before a trailing newline).
+_TABLE = re.compile(r"\*(.*)")
+_CHAIN = re.compile(r":([^ ]*) - \[([0-9]*):([0-9]*)\]")
+_ADD = re.compile(r"-A ([^ ]*) (.*)")
+_DELETE = re.compile(r"-X (.*)")
 # A word, or a double-quoted string, at the start or after whitespace (parse.go's wordRegex).
-_WORD = re.compile(r'(?:^|\s)("[^"]*"|[^"]\S*)')
+_WORD = re.compile(r'(?:^|\s)("[^"]*"|[^"]\S*)', re.ASCII)
 
 # Parameters parse.go knows to take a value: their argument is consumed, never read as a flag.
 _VALUED = frozenset({
@@ -59,7 +60,7 @@ def _parse(payload: str) -> list[_Table]:
         if not line or line.startswith("#"):
             continue
         if state == "table":
-            m = _TABLE.match(line)
+            m = _TABLE.fullmatch(line)
             if m is None:
                 raise ValueError(f"table {len(tables) + 1} starts with {line!r}, not a table name")
             table = _Table(m.group(1))
@@ -68,17 +69,17 @@ def _parse(payload: str) -> list[_Table]:
             continue
         assert table is not None
         if state == "chains":
-            m = _CHAIN.match(line)
+            m = _CHAIN.fullmatch(line)
             if m is not None:
                 table.chains.append(_Chain(m.group(1), f"[{int(m.group(2) or 0)}:{int(m.group(3) or 0)}]"))
                 continue
             state = "rules"
-        if (m := _ADD.match(line)) is not None:
+        if (m := _ADD.fullmatch(line)) is not None:
             chain = table.chain(m.group(1), line)
             if chain.deleted:
                 raise ValueError(f"cannot add rules to deleted chain {chain.name!r}")
             chain.rules.append(line)
-        elif (m := _DELETE.match(line)) is not None:
+        elif (m := _DELETE.fullmatch(line)) is not None:
             chain = table.chain(m.group(1), line)
             if chain.rules:
                 raise ValueError(f"cannot delete chain {chain.name!r} after adding rules")

@@ -88,6 +88,14 @@ class ProxyMetrics:
         self.iptables_last = Gauge("sync_proxy_rules_iptables_last",
                                    "Number of iptables rules written by kube-proxy in last sync", ["table"],
                                    namespace=ns, registry=r)
+        # Not kube-proxy's (it trusts the API server's validation): objects left out of the rules because
+        # a name, port or protocol in them could not be written into one (proxyagent/screening.py).
+        self.invalid_objects = Counter("sync_proxy_rules_invalid_objects",
+                                       "Cumulative Services and EndpointSlices found invalid and left out of the "
+                                       "proxy rules", ["kind"], namespace=ns, registry=r)
+        self.skipped_objects = Gauge("sync_proxy_rules_skipped_objects",
+                                     "Services and EndpointSlices now left out of the proxy rules because they are "
+                                     "invalid", ["kind"], namespace=ns, registry=r)
         self.no_local_endpoints = Gauge("sync_proxy_rules_no_local_endpoints_total",
                                         "Number of services with a Local traffic policy and no endpoints",
                                         ["traffic_policy"], namespace=ns, registry=r)

@@ -38,6 +38,7 @@ from .delta import ChainRules, minimize
 from .metrics import ProxyMetrics
 from .render import LARGE_CLUSTER_ENDPOINTS_THRESHOLD, ProxyConfig, Ruleset, render_ports
 from .runner import BoundedFrequencyRunner
+from .screening import Screen, service_problems, slice_problems
 from .servicerules import FragmentCache
 
 log = logging.getLogger(__name__)
@@ -62,6 +63,8 @@ class Proxier:
         self.state_file = state_file
         self.metrics = metrics if metrics is not None else ProxyMetrics()
         self.state = ProxyState(node_name=config.node_name, family=config.ip_family)
+        self.screen = Screen(node_name=config.node_name,
+                             on_skip=lambda kind: self.metrics.invalid_objects.labels(kind).inc())
         self.cache = FragmentCache()
         self.runner = BoundedFrequencyRunner(self.sync_proxy_rules, min_interval=min_sync_period,
                                              max_interval=max(MAX_SYNC_INTERVAL, min_sync_period), burst=burst,
@@ -96,14 +99,29 @@ class Proxier:
         return self._services_synced and self._slices_synced
 
     def on_service(self, event: str, old: Service | None, new: Service | None) -> None:
-        pending = self.state.update_service(old, None if event == "DELETED" else new)
+        if event == "DELETED" or new is None:
+            if old is not None:
+                self.screen.forget("Service", old.key)
+            new = None
+        elif not self.screen.admit("Service", new.key, service_problems(new)):
+            # Left out as if deleted: the rules of an earlier, valid version go with the next sync.
+            old, new = new, None
+        self.metrics.skipped_objects.labels("Service").set(self.screen.count("Service"))
+        pending = self.state.update_service(old, new)
         self.metrics.service_changes_total.inc()
         self.metrics.service_changes_pending.set(self.state.pending_services)
         if pending and self.initialized:
             self.request_sync()
 
     def on_slice(self, event: str, old: EndpointSlice | None, new: EndpointSlice | None) -> None:
-        pending = self.state.update_slice(old, None if event == "DELETED" else new)
+        if event == "DELETED" or new is None:
+            if old is not None:
+                self.screen.forget("EndpointSlice", old.key)
+            new = None
+        elif not self.screen.admit("EndpointSlice", new.key, slice_problems(new)):
+            old, new = new, None
+        self.metrics.skipped_objects.labels("EndpointSlice").set(self.screen.count("EndpointSlice"))
+        pending = self.state.update_slice(old, new)
         self.metrics.endpoint_changes_total.inc()
         self.metrics.endpoint_changes_pending.set(self.state.pending_endpoints)
         if pending and self.initialized:

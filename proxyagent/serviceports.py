@@ -49,6 +49,8 @@ def parse_ip_sloppy(text: str) -> IPAddress | None:
     read as decimal (upstream TestBadIPs: "172.30.0.041" is 172.30.0.41). None if invalid.
 
     Pure (and memoized: the same endpoint IPs come back on every sync)."""
+    if "%" in text:  # Python's IPv6Address takes a zone ("fe80::1%eth0", a newline too); Go's parsers do not
+        return None
     if ":" in text:
         try:
             v6 = ipaddress.IPv6Address(text)

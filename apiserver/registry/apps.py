@@ -170,11 +170,10 @@ class ConfigMapStrategy(Strategy):
     def validate_create(self, obj: TypedObject) -> list[FieldError]:
         assert isinstance(obj, ConfigMap)
         errs = self.validate_meta(obj)
-        for key in list((obj.data or {}).keys()) + list((obj.binary_data or {}).keys()):
-            if not key or len(key) > 253 or not all(c.isalnum() or c in "-._" for c in key):
-                errs.append(invalid("data", key, "a valid config key must consist of alphanumeric characters, '-', "
-                                                 "'_' or '.' (e.g. 'key.name',  or 'KEY_NAME',  or 'key-name', regex "
-                                                 "used for validation is '[-._a-zA-Z0-9]+')"))
+        # ValidateConfigMap: each key checked by IsConfigMapKey, reported at data[key] / binaryData[key].
+        for wire, keys in (("data", obj.data or {}), ("binaryData", obj.binary_data or {})):
+            for key in keys:
+                errs += [invalid(f"{wire}[{key}]", key, p) for p in validation.config_map_key_errors(key)]
         return errs
 
     def validate_update(self, new: TypedObject, old: TypedObject, subresource: str | None = None

@@ -20,6 +20,19 @@ def terminating_key(namespace: str) -> str:
     return TERMINATING_PREFIX + namespace
 
 
+# IsStandardFinalizerName: the finalizers that need no domain prefix.
+STANDARD_FINALIZERS = frozenset({"kubernetes", "orphan", "foregroundDeletion"})
+
+
+def _finalizer_name_errors(name: str) -> list[FieldError]:
+    """validateFinalizerName, at spec.finalizers: a qualified name, and a standard one unless prefixed."""
+    errs = [invalid("spec.finalizers", name, p) for p in validation.qualified_name_errors(name)]
+    if not errs and "/" not in name and name not in STANDARD_FINALIZERS:
+        errs.append(invalid("spec.finalizers", name, "name is neither a standard finalizer name nor is it fully "
+                                                     "qualified"))
+    return errs
+
+
 class NamespaceStrategy(Strategy):
     name_check = staticmethod(validation.dns1123_label_errors)
 
@@ -47,6 +60,18 @@ class NamespaceStrategy(Strategy):
         new.metadata.labels = {**(new.metadata.labels or {}), "kubernetes.io/metadata.name": new.metadata.name or ""}
         if old.metadata.deletion_timestamp and subresource is None:
             new.status = old.status
+
+    def validate_update(self, new: TypedObject, old: TypedObject, subresource: str | None = None
+                        ) -> list[FieldError]:
+        """ValidateNamespaceUpdate, ValidateNamespaceStatusUpdate and ValidateNamespaceFinalizeUpdate:
+        ObjectMeta's update rules only, so a namespace stored under a name that does not validate (written
+        straight into etcd, or by an older server) can still be updated and finalized. A finalize writes
+        nothing but spec.finalizers (prepare_update keeps the stored metadata), so that is all it checks."""
+        assert isinstance(new, Namespace)
+        if subresource == "finalize":
+            return [err for name in (new.spec.finalizers if new.spec else None) or []
+                    for err in _finalizer_name_errors(name)]
+        return self.validate_meta_update(new, old)
 
     def mark_for_deletion(self, obj: TypedObject, options: dict[str, object]) -> Txn | None:
         """Deleting a namespace makes it Terminating; the namespace controller empties it and removes the
@@ -91,9 +116,8 @@ class NodeStrategy(Strategy):
         assert isinstance(obj, Node)
         errs = self.validate_meta(obj)
         if obj.spec and obj.spec.pod_cidr:
-            import ipaddress
             try:
-                ipaddress.ip_network(obj.spec.pod_cidr)
+                validation.parse_cidr(obj.spec.pod_cidr, strict=True)
             except ValueError:
                 errs.append(invalid("spec.podCIDRs[0]", obj.spec.pod_cidr, "must be a valid CIDR"))
         for i, taint in enumerate((obj.spec.taints if obj.spec else None) or []):

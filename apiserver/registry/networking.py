@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import ipaddress
-
 from kubelab import validation
 from kubelab.models import Endpoints, EndpointSlice, TypedObject
 from kubelab.validation import FieldError, invalid, not_supported, required
@@ -18,7 +16,7 @@ def _ip_errors(ip: str | None, path: str) -> list[FieldError]:
     if not ip:
         return [required(path)]
     try:
-        ipaddress.ip_address(ip)
+        validation.parse_ip(ip)
     except ValueError:
         return [invalid(path, ip, "must be a valid IP address, (e.g. 10.9.8.7 or 2001:db8::ffff)")]
     return []

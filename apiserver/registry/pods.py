@@ -37,6 +37,24 @@ def qos_class(pod: Pod) -> str:
     return "Guaranteed" if guaranteed else "Burstable"
 
 
+def _status_ip_errors(status: PodStatus | None) -> list[FieldError]:
+    """validatePodIPs and validateHostIPs of a status write: the kubelet's addresses become endpoints,
+    so each must be an IP as Go parses one. v1 keeps podIP as podIPs[0], so it is checked there when
+    podIPs is absent."""
+    if status is None:
+        return []
+    errs: list[FieldError] = []
+    for wire, single, many in (("podIPs", status.pod_ip, status.pod_ips), ("hostIPs", status.host_ip, status.host_ips)):
+        texts = [entry.ip or "" for entry in many] if many else ([single] if single else [])
+        for i, text in enumerate(texts):
+            try:
+                validation.parse_ip(text)
+            except ValueError:
+                errs.append(invalid(f"status.{wire}[{i}]", text, "must be a valid IP address, (e.g. 10.9.8.7 or "
+                                                                  "2001:db8::ffff)"))
+    return errs
+
+
 class PodStrategy(Strategy):
     def set_defaults(self, obj: TypedObject) -> None:
         assert isinstance(obj, Pod)
@@ -111,6 +129,8 @@ class PodStrategy(Strategy):
                         ) -> list[FieldError]:
         assert isinstance(new, Pod) and isinstance(old, Pod)
         errs = super().validate_update(new, old, subresource)
+        if subresource == "status":
+            errs += _status_ip_errors(new.status)
         if subresource is None and new.spec != old.spec:
             changed = _changed_fields(new.spec.to_dict() if new.spec else {}, old.spec.to_dict() if old.spec else {})
             mutable = {"activeDeadlineSeconds", "tolerations", "terminationGracePeriodSeconds", "schedulingGates"}
@@ -183,6 +203,11 @@ class PodStrategy(Strategy):
         if spec.node_name:
             errs += [invalid("spec.nodeName", spec.node_name, p)
                      for p in validation.dns1123_subdomain_errors(spec.node_name)]
+        # ValidatePodSpec: the endpoints controllers copy hostname into Endpoints and EndpointSlices, and
+        # cluster DNS serves it, so a bad one would make every write of the Service's endpoints fail.
+        for wire, value in (("hostname", spec.hostname), ("subdomain", spec.subdomain)):
+            if value:
+                errs += [invalid(f"spec.{wire}", value, p) for p in validation.dns1123_label_errors(value)]
         return errs
 
     def field_labels(self, obj: dict[str, Any]) -> dict[str, str]:

@@ -11,14 +11,12 @@ import base64
 import binascii
 
 from kubelab.models import Secret, ServiceAccount, TypedObject
-from kubelab.validation import FieldError, forbidden, invalid, required
+from kubelab.validation import FieldError, config_map_key_errors, forbidden, invalid, required
 
 from .. import errors
 from .strategy import Strategy
 
 MAX_SECRET_SIZE = 1024 * 1024
-KEY_MESSAGE = ("a valid config key must consist of alphanumeric characters, '-', '_' or '.' (e.g. 'key.name',  or "
-               "'KEY_NAME',  or 'key-name', regex used for validation is '[-._a-zA-Z0-9]+')")
 # Keys a typed Secret must carry (ValidateSecret).
 REQUIRED_KEYS: dict[str, tuple[str, ...]] = {
     "kubernetes.io/tls": ("tls.crt", "tls.key"),
@@ -26,11 +24,6 @@ REQUIRED_KEYS: dict[str, tuple[str, ...]] = {
     "kubernetes.io/dockercfg": (".dockercfg",),
     "kubernetes.io/ssh-auth": ("ssh-privatekey",),
 }
-
-
-def _is_key(key: str) -> bool:
-    return 0 < len(key) <= 253 and all(c.isalnum() and c.isascii() or c in "-._" for c in key) \
-        and key not in (".", "..") and not key.startswith("..")
 
 
 class SecretStrategy(Strategy):
@@ -56,8 +49,7 @@ class SecretStrategy(Strategy):
         data = obj.data or {}
         total = 0
         for key, value in data.items():
-            if not _is_key(key):
-                errs.append(invalid(f"data[{key}]", key, KEY_MESSAGE))
+            errs += [invalid(f"data[{key}]", key, p) for p in config_map_key_errors(key)]
             total += len(value) * 3 // 4
         if total > MAX_SECRET_SIZE:
             errs.append(FieldError("TooLong", "data", None, f"must have at most {MAX_SECRET_SIZE} bytes"))

@@ -25,6 +25,9 @@ from .strategy import Allocation, Strategy
 
 TYPES = ["ClusterIP", "ExternalName", "LoadBalancer", "NodePort"]
 PROTOCOLS = ["SCTP", "TCP", "UDP"]
+IP_FAMILIES = ["IPv4", "IPv6"]
+IP_FAMILY_POLICIES = ["PreferDualStack", "RequireDualStack", "SingleStack"]
+IP_MODES = ["Proxy", "VIP"]  # a load-balancer ingress's ipMode
 DEFAULT_AFFINITY_TIMEOUT = 10800
 
 
@@ -105,6 +108,8 @@ class ServiceStrategy(Strategy):
                         ) -> list[FieldError]:
         assert isinstance(new, Service) and isinstance(old, Service)
         errs = super().validate_update(new, old, subresource) + self.validate_spec(new)
+        if subresource == "status":
+            errs += _load_balancer_status_errors(new)
         old_ip = old.spec.cluster_ip if old.spec else None
         new_ip = new.spec.cluster_ip if new.spec else None
         if old_ip and new_ip and old_ip != new_ip and "ExternalName" not in (
@@ -155,6 +160,12 @@ class ServiceStrategy(Strategy):
         if spec.external_traffic_policy and spec.type not in ("NodePort", "LoadBalancer") and not spec.external_ips:
             errs.append(invalid("spec.externalTrafficPolicy", spec.external_traffic_policy,
                                 "may only be set for externally-accessible services"))
+        # validateIPFamilies / the policy's NotSupported: kube-proxy picks a Service's address by its family.
+        for i, family in enumerate(spec.ip_families or []):
+            if family not in IP_FAMILIES:
+                errs.append(not_supported(f"spec.ipFamilies[{i}]", family, IP_FAMILIES))
+        if spec.ip_family_policy not in (None, *IP_FAMILY_POLICIES):
+            errs.append(not_supported("spec.ipFamilyPolicy", spec.ip_family_policy, IP_FAMILY_POLICIES))
         if spec.internal_traffic_policy not in (None, "Cluster", "Local"):
             errs.append(not_supported("spec.internalTrafficPolicy", spec.internal_traffic_policy, ["Cluster", "Local"]))
         if spec.cluster_ip not in (None, "", "None") and not _is_ip(spec.cluster_ip):
@@ -162,7 +173,7 @@ class ServiceStrategy(Strategy):
                                 "must be a valid IP address, (e.g. 10.9.8.7 or 2001:db8::ffff)"))
         for i, cidr in enumerate(spec.load_balancer_source_ranges or []):
             try:
-                ipaddress.ip_network(cidr.strip(), strict=False)
+                validation.parse_cidr(cidr.strip())
             except ValueError:
                 errs.append(invalid(f"spec.loadBalancerSourceRanges[{i}]", cidr,
                                     "must be a list of IP ranges. For example, 10.240.0.0/24,10.250.0.0/24 "))
@@ -350,10 +361,33 @@ def _node_ports(svc: Service) -> set[int]:
 
 def _is_ip(text: str) -> bool:
     try:
-        ipaddress.ip_address(text)
+        validation.parse_ip(text)
     except ValueError:
         return False
     return True
+
+
+
+
+def _load_balancer_status_errors(svc: Service) -> list[FieldError]:
+    """ValidateLoadBalancerStatus: what a load-balancer controller reports must be an address (kube-proxy
+    writes each ingress IP into its rules) or a DNS name, and a known ipMode."""
+    lb = svc.status.load_balancer if svc.status else None
+    errs: list[FieldError] = []
+    for i, ingress in enumerate((lb.ingress if lb else None) or []):
+        path = f"status.loadBalancer.ingress[{i}]"
+        if ingress.ip and not _is_ip(ingress.ip):
+            errs.append(invalid(f"{path}.ip", ingress.ip, "must be a valid IP address, (e.g. 10.9.8.7 or 2001:db8::ffff)"))
+        if ingress.ip_mode is not None and not ingress.ip:
+            errs.append(validation.forbidden(f"{path}.ipMode", "may not be specified when `ip` is not set"))
+        elif ingress.ip_mode is not None and ingress.ip_mode not in IP_MODES:
+            errs.append(not_supported(f"{path}.ipMode", ingress.ip_mode, IP_MODES))
+        if ingress.hostname:
+            errs += [invalid(f"{path}.hostname", ingress.hostname, p)
+                     for p in validation.dns1123_subdomain_errors(ingress.hostname)]
+            if _is_ip(ingress.hostname):
+                errs.append(invalid(f"{path}.hostname", ingress.hostname, "must be a DNS name, not an IP address"))
+    return errs
 
 
 def _go_service_port(port: ServicePort) -> str:

@@ -206,6 +206,18 @@ class Strategy:
             errs.append(validation.invalid("metadata.name", new.metadata.name, "field is immutable"))
         return errs
 
+    def validate_meta_update(self, new: TypedObject, old: TypedObject) -> list[FieldError]:
+        """ValidateObjectMetaUpdate alone: the name may not change, and the labels and annotations must
+        be valid, but the name's format is not checked again (kinds whose update validation is only this,
+        like Namespace's, can thus still be updated, and finalized, when stored under a name that would
+        not pass today)."""
+        errs = []
+        if new.metadata.name != old.metadata.name:
+            errs.append(validation.invalid("metadata.name", new.metadata.name, "field is immutable"))
+        errs += validation.validate_labels(new.metadata.labels, "metadata.labels")
+        errs += validation.validate_annotations(new.metadata.annotations, "metadata.annotations")
+        return errs
+
     # --- field selectors -------------------------------------------------------------------------
 
     def field_labels(self, obj: dict[str, Any]) -> dict[str, str]:

@@ -5,12 +5,13 @@ from __future__ import annotations
 import asyncio
 import logging
 import ssl
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 from typing import Any, Self, TypeVar
 
 import httpx
 import orjson
+import pydantic
 
 from .. import kinds, models
 from ..kinds import ResourceType
@@ -19,6 +20,10 @@ from .errors import ApiError
 log = logging.getLogger(__name__)
 
 T = TypeVar("T", bound=models.TypedObject)
+
+# on_undecodable(event type or None for a listed item, raw object, error): told of an object that does
+# not fit its model (a value of the wrong type, written straight into etcd); without one, it raises.
+Undecodable = Callable[[str | None, dict[str, Any], pydantic.ValidationError], None]
 
 
 @dataclass(frozen=True)
@@ -155,10 +160,18 @@ class ApiClient:
         return self._decode(rt, await self.request("GET", rt.path(namespace, name)))
 
     async def list(self, rt: ResourceType, namespace: str | None = None, *, label_selector: str | None = None,
-                   field_selector: str | None = None) -> tuple[list[Any], str]:
+                   field_selector: str | None = None, on_undecodable: Undecodable | None = None
+                   ) -> tuple[list[Any], str]:
         data = await self.request("GET", rt.path(namespace), params=_params(
             labelSelector=label_selector, fieldSelector=field_selector))
-        items = [self._decode(rt, item) for item in data.get("items") or []]
+        items = []
+        for item in data.get("items") or []:
+            try:
+                items.append(self._decode(rt, item))
+            except pydantic.ValidationError as exc:
+                if on_undecodable is None:
+                    raise
+                on_undecodable(None, item, exc)
         return items, str((data.get("metadata") or {}).get("resourceVersion") or "")
 
     async def create(self, rt: ResourceType, obj: models.TypedObject | dict[str, Any],
@@ -198,9 +211,10 @@ class ApiClient:
 
     async def watch(self, rt: ResourceType, namespace: str | None = None, *, resource_version: str | None = None,
                     label_selector: str | None = None, field_selector: str | None = None,
-                    timeout_seconds: int | None = None,
-                    allow_bookmarks: bool = False) -> AsyncIterator[WatchEvent]:
-        """Stream watch events until the server ends the watch; an ERROR event raises ApiError."""
+                    timeout_seconds: int | None = None, allow_bookmarks: bool = False,
+                    on_undecodable: Undecodable | None = None) -> AsyncIterator[WatchEvent]:
+        """Stream watch events until the server ends the watch; an ERROR event raises ApiError. An event
+        whose object does not fit the model goes to `on_undecodable` and is not yielded."""
         params = _params(watch="true", resourceVersion=resource_version, labelSelector=label_selector,
                          fieldSelector=field_selector, timeoutSeconds=timeout_seconds,
                          allowWatchBookmarks="true" if allow_bookmarks else None)
@@ -212,7 +226,14 @@ class ApiClient:
             if event.get("type") == "ERROR":
                 status = event.get("object") or {}
                 raise ApiError.from_status(int(status.get("code") or 500), status)
-            yield WatchEvent(event["type"], self._decode(rt, event["object"]))
+            try:
+                obj = self._decode(rt, event["object"])
+            except pydantic.ValidationError as exc:
+                if on_undecodable is None:
+                    raise
+                on_undecodable(str(event.get("type")), event["object"], exc)
+                continue
+            yield WatchEvent(event["type"], obj)
 
     async def _watch_lines(self, path: str, params: dict[str, Any]) -> AsyncIterator[bytes | str]:
         timeout = httpx.Timeout(30.0, read=None)

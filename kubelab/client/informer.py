@@ -3,6 +3,11 @@
 The loop is client-go's reflector: on 410 Gone it lists again at once; on any other error it backs off
 (800 ms doubling to 30 s) and resumes. The cache is updated before handlers are told, and handlers are
 plain functions that should only enqueue keys.
+
+An object that does not fit its model (a field of the wrong type, written straight into etcd past the
+API server's decoding) is left out of the cache, as if deleted, and logged once; client-go would fail
+the whole list, or end the watch at that event and relist into the same failure, so that one such
+object froze the view of every other object of its kind.
 """
 
 from __future__ import annotations
@@ -40,6 +45,8 @@ class Informer(Generic[T]):
         self.resource_version = ""
         self._handlers: list[Handler] = []
         self._synced = asyncio.Event()
+        # Objects left out because they do not fit the model: key -> the resourceVersion last logged.
+        self.undecodable: dict[str, str] = {}
 
     def add_handler(self, handler: Handler) -> None:
         self._handlers.append(handler)
@@ -76,6 +83,25 @@ class Informer(Generic[T]):
             if key not in fresh:
                 self._notify("DELETED", obj, None)
 
+    def _undecodable(self, event_type: str | None, raw: dict[str, Any], error: Exception) -> None:
+        """An object that does not fit the model: out of the cache (handlers hear it was deleted), logged
+        once per version."""
+        meta = raw.get("metadata") if isinstance(raw.get("metadata"), dict) else {}
+        namespace, name = meta.get("namespace"), meta.get("name")
+        key = f"{namespace}/{name}" if namespace else str(name or "")
+        version = str(meta.get("resourceVersion") or "")
+        if event_type == "DELETED":
+            self.undecodable.pop(key, None)
+        elif self.undecodable.get(key) != version:
+            self.undecodable[key] = version
+            problem = " ".join(line.strip() for line in str(error).splitlines()[1:3])
+            log.warning("%s informer: leaving out %r, it does not decode: %s", self.name, key, problem)
+        if event_type is not None and version:
+            self.resource_version = version  # the watch has gone past it
+        old = self.cache.pop(key, None)
+        if old is not None:
+            self._notify("DELETED", old, None)
+
     def _apply(self, event_type: str, obj: T) -> None:
         key = obj.key
         if event_type == "DELETED":
@@ -93,7 +119,8 @@ class Informer(Generic[T]):
             try:
                 if need_list:
                     items, rv = await self.api.list(self.rt, self.namespace, label_selector=self.label_selector,
-                                                    field_selector=self.field_selector)
+                                                    field_selector=self.field_selector,
+                                                    on_undecodable=self._undecodable)
                     self._replace(items)
                     self.resource_version = rv
                     self._synced.set()
@@ -104,7 +131,7 @@ class Informer(Generic[T]):
                                                   label_selector=self.label_selector,
                                                   field_selector=self.field_selector,
                                                   timeout_seconds=random.randint(300, 600),
-                                                  allow_bookmarks=True):
+                                                  allow_bookmarks=True, on_undecodable=self._undecodable):
                     if event.type != "BOOKMARK":
                         self._apply(event.type, event.object)  # type: ignore[arg-type]
                     self.resource_version = event.resource_version or self.resource_version

@@ -161,3 +161,16 @@ def test_headless_service_without_ports() -> None:
     [only] = desired_slices(service([], cluster_ip="None"), [pod("a")], NODES)
     assert only.ports is None
     assert [e.addresses for e in only.endpoints or []] == [["10.244.1.5"]]
+
+
+def test_a_pod_stored_without_validation_spoils_no_other_endpoint() -> None:
+    """Objects the API would refuse (written straight into etcd): a pod whose IP Go cannot parse is left
+    out, and a hostname or node name that is not a DNS name is dropped, so the slice the controller
+    writes still passes validation and carries every other pod."""
+    pods = [pod("a", "10.244.1.5"), pod("zoned", "fe80::1%eth0\n"), pod("b", "10.244.1.6", hostname="h\n",
+                                                                        subdomain="web"),
+            pod("c", "10.244.1.7", node="n1\n")]
+    (slice_,) = desired_slices(service(), pods, NODES)
+    by_name = {e.target_ref.name: e for e in slice_.endpoints or [] if e.target_ref}
+    assert sorted(by_name) == ["a", "b", "c"]
+    assert by_name["b"].hostname is None and by_name["c"].node_name is None
