@@ -110,9 +110,9 @@ def service_problem(service: Service) -> str | None:
     if not validation.is_dns1035_label(meta.name or ""):
         return f"name {meta.name!r} is not a DNS-1035 label"
     spec = service.spec
-    external = (spec.external_name or "").rstrip(".") if spec and spec.type == "ExternalName" else None
-    if external is not None and not validation.is_dns1123_subdomain(external):
-        return f"externalName {spec.external_name!r} is not a DNS name"
+    external = (spec.external_name or "") if spec and spec.type == "ExternalName" else None
+    if external is not None and not validation.is_dns1123_subdomain(external.rstrip(".")):
+        return f"externalName {external!r} is not a DNS name"
     return None
 
 

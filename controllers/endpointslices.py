@@ -27,7 +27,14 @@ from kubelab.models import (
 )
 from kubelab.selectors import selector_from_map
 
-from .podutil import endpoint_hostname, endpoint_node_name, find_port, is_headless, selects_pods, should_include
+from .podutil import (
+    endpoint_hostname,
+    endpoint_node_name,
+    find_port,
+    is_headless,
+    selects_pods,
+    should_include,
+)
 from .triggertime import TriggerTimeTracker, format_time, report, trigger_revision, with_trigger_time
 
 log = logging.getLogger(__name__)

@@ -157,7 +157,9 @@ def _duration_seconds(text: str) -> float:
 
 
 def _non_negative(text: str) -> int:
-    if not (text.isascii() and text.isdigit()):
+    from .validation import is_ascii_digits
+
+    if not is_ascii_digits(text):
         raise argparse.ArgumentTypeError(f"not a non-negative integer: {text!r}")
     return int(text)
 

@@ -48,7 +48,7 @@ class GoRegexp:
     and `\\s` are ASCII; case folding (re.IGNORECASE, which maps the Kelvin sign to 'k') is never used.
     """
 
-    __slots__ = ("fmt", "_pattern")
+    __slots__ = ("_pattern", "fmt")
 
     def __init__(self, fmt: str) -> None:
         if fmt.startswith("^") or fmt.endswith("$") or "\\Z" in fmt or "\\A" in fmt:

@@ -15,6 +15,7 @@ import pydantic
 
 from .. import kinds, models
 from ..kinds import ResourceType
+from ..validation import is_ascii_digits
 from .errors import ApiError
 
 log = logging.getLogger(__name__)
@@ -42,7 +43,7 @@ MAX_RETRIES = 10
 
 def _retry_after_seconds(header: str | None) -> int | None:
     """Retry-After in whole seconds, as client-go reads it (1 to 30 s here; None when absent or not a number)."""
-    if header is None or not (header.isascii() and header.isdigit()):
+    if header is None or not is_ascii_digits(header):
         return None
     return min(max(int(header), 1), 30)
 

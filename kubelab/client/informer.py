@@ -86,7 +86,7 @@ class Informer(Generic[T]):
     def _undecodable(self, event_type: str | None, raw: dict[str, Any], error: Exception) -> None:
         """An object that does not fit the model: out of the cache (handlers hear it was deleted), logged
         once per version."""
-        meta = raw.get("metadata") if isinstance(raw.get("metadata"), dict) else {}
+        meta: dict[str, Any] = raw["metadata"] if isinstance(raw.get("metadata"), dict) else {}
         namespace, name = meta.get("namespace"), meta.get("name")
         key = f"{namespace}/{name}" if namespace else str(name or "")
         version = str(meta.get("resourceVersion") or "")
