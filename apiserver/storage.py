@@ -126,6 +126,7 @@ class Stored:
     obj: dict[str, Any]
     mod_revision: int
     create_revision: int
+    size: int = 0  # bytes of the stored value (list reads): what the watch cache budgets by
 
 
 @dataclass
@@ -136,6 +137,7 @@ class StorageEvent:
     prev: dict[str, Any] | None      # the previous object, if etcd still had it
     revision: int                    # the revision of this change
     created: bool                    # PUT that created the key
+    size: int = 0                    # bytes of the stored value (PUT): what the watch cache budgets by
 
 
 @dataclass
@@ -319,8 +321,8 @@ class Storage:
     async def list(self, prefix: str) -> tuple[list[Stored], int]:
         """Every object under `prefix` (which should end in '/'), and the store revision of the read."""
         result = await self._call(self.client.get_prefix(prefix.encode()), ("list", prefix))
-        items = [Stored(kv.key.decode(), decode(kv.value, kv.mod_revision), kv.mod_revision, kv.create_revision)
-                 for kv in result]
+        items = [Stored(kv.key.decode(), decode(kv.value, kv.mod_revision), kv.mod_revision, kv.create_revision,
+                        len(kv.value)) for kv in result]
         return items, int(result.header.revision)
 
     async def list_range(self, start: str, end: str, *, limit: int = 0, revision: int = 0) -> Range:
@@ -330,8 +332,8 @@ class Storage:
         Compacted if etcd no longer has `revision`, FutureRevision if it has not reached it."""
         request = aetcd.rpc.RangeRequest(key=start.encode(), range_end=end.encode(), limit=limit, revision=revision)
         response = await self._call(self._range(request), ("list", start))
-        items = [Stored(kv.key.decode(), decode(kv.value, kv.mod_revision), kv.mod_revision, kv.create_revision)
-                 for kv in response.kvs]
+        items = [Stored(kv.key.decode(), decode(kv.value, kv.mod_revision), kv.mod_revision, kv.create_revision,
+                        len(kv.value)) for kv in response.kvs]
         return Range(items, bool(response.more), int(response.count), int(response.header.revision))
 
     async def _range(self, request: Any) -> Any:
@@ -578,7 +580,7 @@ class Storage:
                         else None
                     if event.type == aetcd.rpc.Event.PUT:
                         yield StorageEvent("PUT", kv.key.decode(), decode(kv.value, kv.mod_revision), prev,
-                                           kv.mod_revision, kv.create_revision == kv.mod_revision)
+                                           kv.mod_revision, kv.create_revision == kv.mod_revision, len(kv.value))
                     else:
                         yield StorageEvent("DELETE", kv.key.decode(), None, prev, kv.mod_revision, False)
             raise Unavailable("etcd ended the watch stream")

@@ -22,7 +22,7 @@ from kubelab.models import TypedObject
 from kubelab.selectors import FieldSelector, Selector
 
 from .. import continuetoken, errors, managedfields, requestctx, strconv
-from ..cacher import Cacher, NotServable, WatchEvent
+from ..cacher import Cacher, NotServable, TooOld, WatchEvent
 from ..listoptions import EXACT, ListOptions
 from ..storage import (
     Compacted,
@@ -656,6 +656,8 @@ class Registry:
                 return
             except NotServable as exc:
                 log.debug("watch of %s from %s not served by the watch cache: %s", prefix, since, exc)
+            except TooOld as exc:
+                raise errors.gone(str(exc)) from None
             except Unavailable as exc:
                 raise errors.unavailable(f"etcd is unavailable: {exc}") from exc
             else:
