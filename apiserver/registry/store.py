@@ -55,6 +55,8 @@ WriteHook = Callable[[str, int, str, float], None]
 
 # etcd3 store's maxLimit: how far a page that filtering left short grows its next etcd read.
 MAX_FETCH = 10_000
+# etcd's revisions are int64: a resourceVersion (uint64) from here on is one etcd never reaches.
+MAX_REVISION = 2**63 - 1
 
 
 def _parsed_resource_version(text: str) -> int:
@@ -295,8 +297,16 @@ class Registry:
             return current
         raise errors.too_large_resource_version(wanted, current, retry_after=1 if self.cacher is not None else 0)
 
+    async def _current_revision(self) -> int:
+        try:
+            return await self.storage.revision()
+        except Unavailable as exc:
+            raise errors.unavailable(f"etcd is unavailable: {exc}") from exc
+
     async def _range(self, key: str, end: str, limit: int, at: int, *, continuing: bool, start: str,
                      prefix: str) -> Range:
+        if at >= MAX_REVISION:
+            raise errors.too_large_resource_version(at, await self._current_revision())
         try:
             return await self.storage.list_range(key, end, limit=limit, revision=at)
         except Compacted:
@@ -304,11 +314,7 @@ class Registry:
                 raise errors.expired_continue(continuetoken.encode(start, prefix, -1)) from None
             raise errors.gone("The resourceVersion for the provided list is too old.") from None
         except FutureRevision:
-            try:
-                current = await self.storage.revision()
-            except Unavailable as exc:
-                raise errors.unavailable(f"etcd is unavailable: {exc}") from exc
-            raise errors.too_large_resource_version(at, current) from None
+            raise errors.too_large_resource_version(at, await self._current_revision()) from None
         except Unavailable as exc:
             raise errors.unavailable(f"etcd is unavailable: {exc}") from exc
 
@@ -647,6 +653,9 @@ class Registry:
         matches = self.matcher(rt, labels, fields)
         prefix = self.prefix(rt, namespace)
         since = parse_resource_version(resource_version)
+        if since is not None and since >= MAX_REVISION:
+            # A uint64 resourceVersion etcd's int64 revisions never reach (nor can a watch ask etcd for).
+            raise errors.too_large_resource_version(since, await self._current_revision())
         if self.cacher is not None:
             cached = self.cacher.cache(rt).watch(prefix, since, None if labels.is_empty() and fields.is_empty()
                                                  else matches, current_revision=self.storage.revision)
