@@ -152,39 +152,44 @@ class _Closed:
 
 
 class CacheWatcher:
-    __slots__ = ("closed", "matches", "max_bytes", "pending", "pending_bytes", "prefix", "wakeup")
+    __slots__ = ("closed", "matches", "max_size", "pending", "pending_bytes", "prefix", "wakeup")
 
     def __init__(self, prefix: str, matches: Matcher | None, max_bytes: int = DEFAULT_BUDGET) -> None:
         self.prefix = prefix
         self.matches = matches
-        self.max_bytes = max_bytes
+        # Each pending event holds its object and its line (2 x size): `max_bytes` is half that in sizes.
+        self.max_size = max_bytes // 2
         self.pending: deque[WatchEvent | _Closed] = deque()
         self.pending_bytes = 0
         self.wakeup = asyncio.Event()
         self.closed = False
 
-    def push(self, item: WatchEvent | _Closed) -> bool:
+    def push(self, event: WatchEvent) -> bool:
+        """Queue an event (the dispatch loop's hot path); False once the watcher is closed."""
         if self.closed:
             return False
-        if isinstance(item, _Closed):
-            self.closed = True
-        elif len(self.pending) >= MAX_PENDING or self.pending_bytes >= self.max_bytes:
+        pending_bytes = self.pending_bytes + event.size
+        if pending_bytes > self.max_size or len(self.pending) >= MAX_PENDING:
             # Too far behind: closed, and what it held goes (the client resumes from its last event).
-            self.closed = True
             self.pending.clear()
             self.pending_bytes = 0
-            item = _Closed(None)
-        else:
-            # An object and its line: what this watcher keeps alive should the ring let the event go.
-            self.pending_bytes += 2 * item.size
-        self.pending.append(item)
+            self.close(None)
+            return False
+        self.pending_bytes = pending_bytes
+        self.pending.append(event)
         self.wakeup.set()
-        return not self.closed
+        return True
+
+    def close(self, error: BaseException | None) -> None:
+        if not self.closed:
+            self.closed = True
+            self.pending.append(_Closed(error))
+            self.wakeup.set()
 
     def pop(self) -> WatchEvent | _Closed:
         item = self.pending.popleft()
         if isinstance(item, WatchEvent):
-            self.pending_bytes -= 2 * item.size
+            self.pending_bytes -= item.size
         return item
 
 
@@ -278,7 +283,7 @@ class WatchCache:
         self.sizes = {}
         self._clear_ring()
         for watcher in list(self.watchers):
-            watcher.push(_Closed(error))
+            watcher.close(error)
         self.watchers.clear()
         for _, waiter in self._waiters:
             if not waiter.done():
@@ -324,7 +329,9 @@ class WatchCache:
             cached.carried = prev_size
         self.last_in_ring[key] = cached
         self.ring.append(cached)
-        self.bytes += size + cached.carried
+        # The object and one watch line, charged up front (_charge_lines adds any further view's line).
+        cached.lines = 1
+        self.bytes += 2 * size + cached.carried
         if self._received is not None:
             self._received.inc()
         dispatched = 0
@@ -343,8 +350,10 @@ class WatchCache:
             self._update_watcher_gauge()
         if dispatched and self._dispatched is not None:
             self._dispatched.inc(dispatched)
-        self._charge_lines(cached)
-        self._evict()
+        if len(cached._views) > 1:
+            self._charge_lines(cached)  # filtered watchers made a second view
+        if len(self.ring) > self.capacity or self.bytes > self.budget:
+            self._evict()
         self._advance(event.revision)
 
     def _charge_lines(self, cached: CacheEvent) -> None:
@@ -469,13 +478,17 @@ class WatchCache:
             # popleft: an event's line is let go once it is sent, not when the whole replay is.
             while first:
                 yield first.popleft()
+            pending = watcher.pending
             while True:
-                while watcher.pending:
-                    item = watcher.pop()
-                    if isinstance(item, _Closed):
+                while pending:
+                    item = pending.popleft()  # CacheWatcher.pop, inlined: this runs per event per watcher
+                    if item.__class__ is _Closed:
+                        assert isinstance(item, _Closed)
                         if item.error is not None:
                             raise item.error
                         return
+                    assert isinstance(item, WatchEvent)
+                    watcher.pending_bytes -= item.size
                     yield item
                 watcher.wakeup.clear()
                 await watcher.wakeup.wait()
