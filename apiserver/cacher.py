@@ -11,6 +11,15 @@ and hands each event to the watchers whose namespace and selectors it concerns, 
 itself, so a hundred watchers cost one etcd stream and one decode per event. Events keep their JSON
 line per type, so an event sent to a hundred watchers is encoded once.
 
+The ring is bounded by count (`capacity`) and by bytes (`budget`): each event is charged the stored
+size of its object and of every JSON line made for it, and the oldest events go until both bounds
+hold (the newest event always stays). Without the byte bound, 600 updates of a 1 MB ConfigMap held
+1.2 GB for as long as the cache lived, deleted object or not. An event's object stays alive after the
+event leaves the ring when the next event of the same key still points at it as its previous version
+(selectors need it to tell MODIFIED from ADDED); the charge moves to that event, so what the ring
+keeps alive, and no more, is what it counts. A watch from a resourceVersion the ring no longer holds
+is 410 Expired (`too old resource version`), as kube's watch cache answers.
+
 A watch from resourceVersion R is served from the ring when R >= floor; when R is newer than what
 the cache has seen, the cache asks etcd for a progress notification (WatchProgressRequest) and waits
 until it has caught up to R (kube's waitUntilFreshAndBlock, 3 s). A watch from an older R, or one the
@@ -19,8 +28,9 @@ itself, which answers 410 Gone for a compacted revision, as kube-apiserver does.
 resourceVersion starts from the cache's state once it has caught up to etcd's current revision (the
 consistent read kube does with ConsistentListFromCache).
 
-A watcher that falls more than `MAX_PENDING` events behind is closed, as kube closes a watcher whose
-buffer stays full; its client resumes from the last resourceVersion it saw. When the etcd watch
+A watcher that falls more than `MAX_PENDING` events, or `budget` bytes, behind is closed, as kube
+closes a watcher whose buffer stays full; its client resumes from the last resourceVersion it saw. A
+client that stops reading therefore holds at most one budget of events, not every event since. When the etcd watch
 fails, every watcher gets the error and the cache starts over (a new list) on the next watch.
 """
 
@@ -41,6 +51,7 @@ from .storage import Compacted, Storage, StorageEvent
 log = logging.getLogger(__name__)
 
 DEFAULT_CAPACITY = 10_000  # events kept per resource
+DEFAULT_BUDGET = 64 * 1024 * 1024  # bytes of events kept per resource, and a watcher may fall behind by
 MAX_PENDING = 100_000  # events a watcher may fall behind before it is closed
 FRESHNESS_TIMEOUT = 3.0  # kube's blockTimeout for a resourceVersion the cache has not reached
 
@@ -48,20 +59,30 @@ Matcher = Callable[[dict[str, Any]], bool]
 
 
 class NotServable(Exception):
-    """The cache cannot serve this watch (too old a revision, or it could not catch up in time)."""
+    """The cache cannot serve this watch (a revision from before it started, or it could not catch up
+    in time): the registry watches etcd instead."""
+
+
+class TooOld(Exception):
+    """The watch's resourceVersion was in the cache and has left it: 410 Expired, as kube's cache says."""
+
+    def __init__(self, since: int, floor: int) -> None:
+        super().__init__(f"too old resource version: {since} ({floor})")
 
 
 class WatchEvent:
     """One event as a watcher sees it. `line()` is its JSON watch line, encoded once and shared by every
-    watcher that receives the same event."""
+    watcher that receives the same event; `size` is the stored size of its object (what a watcher's
+    backlog is counted in)."""
 
-    __slots__ = ("_line", "key", "object", "revision", "type")
+    __slots__ = ("_line", "key", "object", "revision", "size", "type")
 
-    def __init__(self, type: str, object: dict[str, Any], key: str = "", revision: int = 0) -> None:
+    def __init__(self, type: str, object: dict[str, Any], key: str = "", revision: int = 0, size: int = 0) -> None:
         self.type = type
         self.object = object
         self.key = key
         self.revision = revision
+        self.size = size
         self._line: bytes | None = None
 
     def line(self) -> bytes:
@@ -75,24 +96,36 @@ class WatchEvent:
 
 class CacheEvent:
     """A change as the cache received it: the new object (or, for a delete, the last one with the
-    deletion's resourceVersion), the one before it, and the watch events it becomes, made once."""
+    deletion's resourceVersion), the one before it, and the watch events it becomes, made once.
 
-    __slots__ = ("_views", "created", "key", "obj", "prev", "revision", "type")
+    `size` is the stored size of the object; `lines` how many watch lines (one per view) the cache has
+    charged the event for, and `carried` the size of an object the event keeps alive as `prev` that no
+    event in the ring holds any more."""
+
+    __slots__ = ("_views", "carried", "created", "key", "lines", "next", "obj", "prev", "revision", "size", "type")
 
     def __init__(self, type: str, key: str, obj: dict[str, Any], prev: dict[str, Any] | None,
-                 revision: int, created: bool) -> None:
+                 revision: int, created: bool, size: int = 0) -> None:
         self.type = type  # PUT | DELETE
         self.key = key
         self.obj = obj
         self.prev = prev
         self.revision = revision
         self.created = created
+        self.size = size
+        self.lines = 0
+        self.carried = 0
+        self.next: CacheEvent | None = None  # the key's next event in the ring
         self._views: dict[str, WatchEvent] = {}
+
+    @property
+    def views(self) -> int:
+        return len(self._views)
 
     def view(self, kind: str, obj: dict[str, Any]) -> WatchEvent:
         event = self._views.get(kind)
         if event is None:
-            event = self._views[kind] = WatchEvent(kind, obj, self.key, self.revision)
+            event = self._views[kind] = WatchEvent(kind, obj, self.key, self.revision, self.size)
         return event
 
     def convert(self, matches: Matcher | None) -> WatchEvent | None:
@@ -119,26 +152,45 @@ class _Closed:
 
 
 class CacheWatcher:
-    __slots__ = ("closed", "matches", "pending", "prefix", "wakeup")
+    __slots__ = ("closed", "matches", "max_size", "pending", "pending_bytes", "prefix", "wakeup")
 
-    def __init__(self, prefix: str, matches: Matcher | None) -> None:
+    def __init__(self, prefix: str, matches: Matcher | None, max_bytes: int = DEFAULT_BUDGET) -> None:
         self.prefix = prefix
         self.matches = matches
+        # Each pending event holds its object and its line (2 x size): `max_bytes` is half that in sizes.
+        self.max_size = max_bytes // 2
         self.pending: deque[WatchEvent | _Closed] = deque()
+        self.pending_bytes = 0
         self.wakeup = asyncio.Event()
         self.closed = False
 
-    def push(self, item: WatchEvent | _Closed) -> bool:
+    def push(self, event: WatchEvent) -> bool:
+        """Queue an event (the dispatch loop's hot path); False once the watcher is closed."""
         if self.closed:
             return False
-        if isinstance(item, _Closed):
-            self.closed = True
-        elif len(self.pending) >= MAX_PENDING:
-            self.closed = True
-            item = _Closed(None)
-        self.pending.append(item)
+        pending_bytes = self.pending_bytes + event.size
+        if pending_bytes > self.max_size or len(self.pending) >= MAX_PENDING:
+            # Too far behind: closed, and what it held goes (the client resumes from its last event).
+            self.pending.clear()
+            self.pending_bytes = 0
+            self.close(None)
+            return False
+        self.pending_bytes = pending_bytes
+        self.pending.append(event)
         self.wakeup.set()
-        return not self.closed
+        return True
+
+    def close(self, error: BaseException | None) -> None:
+        if not self.closed:
+            self.closed = True
+            self.pending.append(_Closed(error))
+            self.wakeup.set()
+
+    def pop(self) -> WatchEvent | _Closed:
+        item = self.pending.popleft()
+        if isinstance(item, WatchEvent):
+            self.pending_bytes -= item.size
+        return item
 
 
 def _with_revision(obj: dict[str, Any], revision: int) -> dict[str, Any]:
@@ -149,20 +201,25 @@ class WatchCache:
     """The cache of one resource (all namespaces). Started by the first watch, see `Cacher`."""
 
     def __init__(self, storage: Storage, rt: ResourceType, *, capacity: int = DEFAULT_CAPACITY,
-                 metrics: Any = None) -> None:
+                 budget: int = DEFAULT_BUDGET, metrics: Any = None) -> None:
         self.storage = storage
         self.rt = rt
         self.prefix = f"/registry/{rt.plural}/"
         self.capacity = capacity
+        self.budget = budget
         self.metrics = metrics
         # This resource's metric children, labelled once (labels() costs a lock and lookups per call).
         self._received = metrics.cache_received.labels(rt.plural) if metrics is not None else None
         self._dispatched = metrics.cache_dispatched.labels(rt.plural) if metrics is not None else None
         self._rv = metrics.cache_rv.labels(rt.plural) if metrics is not None else None
         self.store: dict[str, dict[str, Any]] = {}
+        self.sizes: dict[str, int] = {}  # the stored size of each object in `store`
         self.ring: deque[CacheEvent] = deque()
+        self.bytes = 0  # what the ring's events are charged, see CacheEvent
+        self.last_in_ring: dict[str, CacheEvent] = {}  # each key's newest event in the ring
         self.revision = 0
         self.floor = 0
+        self.started_at = 0  # the revision the cache listed at: older ones were never in the ring
         self.watchers: set[CacheWatcher] = set()
         self._ready = False
         self._starting: asyncio.Future[None] | None = None
@@ -188,8 +245,9 @@ class WatchCache:
     async def _start(self) -> None:
         items, revision = await self.storage.list(self.prefix)
         self.store = {s.key: s.obj for s in items}
-        self.ring.clear()
-        self.revision = self.floor = revision
+        self.sizes = {s.key: s.size for s in items}
+        self._clear_ring()
+        self.revision = self.floor = self.started_at = revision
         self._progress = asyncio.Queue()
         self._progress_asked = False
         self._ready = True
@@ -214,12 +272,18 @@ class WatchCache:
             log.warning("watch cache %s: etcd watch failed: %s", self.rt.plural, exc)
             self._reset(exc)
 
+    def _clear_ring(self) -> None:
+        self.ring.clear()
+        self.last_in_ring.clear()
+        self.bytes = 0
+
     def _reset(self, error: BaseException | None) -> None:
         self._ready = False
         self.store = {}
-        self.ring.clear()
+        self.sizes = {}
+        self._clear_ring()
         for watcher in list(self.watchers):
-            watcher.push(_Closed(error))
+            watcher.close(error)
         self.watchers.clear()
         for _, waiter in self._waiters:
             if not waiter.done():
@@ -240,20 +304,34 @@ class WatchCache:
             self._progress_asked = False
             self._advance(event.revision)
             return
+        key = event.key
         if event.type == "DELETE":
-            prev = self.store.pop(event.key, None)
+            prev = self.store.pop(key, None)
             if prev is None:
                 self._advance(event.revision)
                 return
-            cached = CacheEvent("DELETE", event.key, _with_revision(prev, event.revision), prev, event.revision, False)
+            # The deleted object leaves the store; only the ring (within its budget) still holds it.
+            size = self.sizes.pop(key, 0)
+            cached = CacheEvent("DELETE", key, _with_revision(prev, event.revision), prev, event.revision, False, size)
         else:
             assert event.obj is not None
-            prev = self.store.get(event.key)
-            self.store[event.key] = event.obj
-            cached = CacheEvent("PUT", event.key, event.obj, prev, event.revision, event.created)
+            prev = self.store.get(key)
+            self.store[key] = event.obj
+            prev_size = self.sizes.get(key, 0)
+            size = self.sizes[key] = event.size
+            cached = CacheEvent("PUT", key, event.obj, prev, event.revision, event.created, size)
+        last = self.last_in_ring.get(key)
+        if last is not None:
+            last.next = cached
+        elif prev is not None and event.type == "PUT":
+            # The previous version came from the list, or its event left the ring: this event alone keeps
+            # it alive now.
+            cached.carried = prev_size
+        self.last_in_ring[key] = cached
         self.ring.append(cached)
-        if len(self.ring) > self.capacity:
-            self.floor = self.ring.popleft().revision
+        # The object and one watch line, charged up front (_charge_lines adds any further view's line).
+        cached.lines = 1
+        self.bytes += 2 * size + cached.carried
         if self._received is not None:
             self._received.inc()
         dispatched = 0
@@ -272,7 +350,35 @@ class WatchCache:
             self._update_watcher_gauge()
         if dispatched and self._dispatched is not None:
             self._dispatched.inc(dispatched)
+        if len(cached._views) > 1:
+            self._charge_lines(cached)  # filtered watchers made a second view
+        if len(self.ring) > self.capacity or self.bytes > self.budget:
+            self._evict()
         self._advance(event.revision)
+
+    def _charge_lines(self, cached: CacheEvent) -> None:
+        """An event is charged one JSON line from the start (the line its first watcher will encode), and
+        one more for every other view of it that a filtered watcher or a replay made."""
+        lines = max(1, cached.views)
+        if lines > cached.lines:
+            self.bytes += (lines - cached.lines) * cached.size
+            cached.lines = lines
+
+    def _evict(self) -> None:
+        """Drop the oldest events until the ring is within its count and its bytes (the newest stays)."""
+        ring = self.ring
+        while len(ring) > self.capacity or (self.bytes > self.budget and len(ring) > 1):
+            oldest = ring.popleft()
+            self.floor = oldest.revision
+            self.bytes -= oldest.lines * oldest.size + oldest.carried
+            successor, oldest.next, oldest.prev = oldest.next, None, None
+            if successor is not None:
+                # The key's next event still points at this object as its previous version: it stays
+                # alive, and charged, until that event goes too.
+                successor.carried = oldest.size
+            else:
+                del self.last_in_ring[oldest.key]
+                self.bytes -= oldest.size
 
     def _advance(self, revision: int) -> None:
         if revision <= self.revision:
@@ -314,6 +420,14 @@ class WatchCache:
 
     # --- watchers out ----------------------------------------------------------------------------
 
+    def _check_window(self, since: int) -> None:
+        if since < self.started_at:
+            # Before the cache began (it starts on the first watch): etcd still knows, unless compacted.
+            raise NotServable(f"resourceVersion {since} is older than the watch cache of {self.rt.plural} "
+                              f"({self.started_at})")
+        if since < self.floor:
+            raise TooOld(since, self.floor)
+
     def get(self, key: str) -> dict[str, Any] | None:
         """The cached object at `key`, if the cache is running and has one (it may be stale)."""
         if not self._ready:
@@ -323,49 +437,58 @@ class WatchCache:
     async def watch(self, prefix: str, since: int | None, matches: Matcher | None, *,
                     current_revision: Callable[[], Any]) -> AsyncGenerator[WatchEvent, None]:
         """Events under `prefix` after `since` (None: the current objects as ADDED first).
-        NotServable (before anything is yielded) when the registry should watch etcd instead."""
+        NotServable (before anything is yielded) when the registry should watch etcd instead: `since` is
+        older than the cache itself, or the cache could not catch up with it in time. TooOld when
+        `since` was in the ring and has been evicted from it (410 Expired)."""
         await self.ensure_started()
         if since is None:
             await self.wait_fresh(await current_revision())
         elif since > self.revision:
             await self.wait_fresh(since)
-        elif since < self.floor:
-            raise NotServable(f"resourceVersion {since} is older than the watch cache of {self.rt.plural} "
-                              f"({self.floor})")
-        elif since < self.revision and await self.storage.compacted(since + 1):
-            # kube's cacher would replay this from its window; kubelab keeps etcd's answer, 410 Gone.
-            raise NotServable(f"resourceVersion {since} was compacted in etcd")
+        else:
+            self._check_window(since)
+            if since < self.revision and await self.storage.compacted(since + 1):
+                # kube's cacher would replay this from its window; kubelab keeps etcd's answer, 410 Gone.
+                raise NotServable(f"resourceVersion {since} was compacted in etcd")
         if not self._ready:
             raise NotServable("the watch cache is restarting")
-        if since is not None and since < self.floor:
-            raise NotServable(f"resourceVersion {since} left the watch cache of {self.rt.plural} meanwhile")
+        if since is not None:
+            self._check_window(since)  # the ring may have moved on while this watch waited
         # From here to the registration nothing awaits: the snapshot or replay and the live events
         # join without a gap or an overlap.
-        watcher = CacheWatcher(prefix, matches)
-        first: list[WatchEvent] = []
+        watcher = CacheWatcher(prefix, matches, self.budget)
+        first: deque[WatchEvent] = deque()
         if since is None:
             for key in sorted(k for k in self.store if k.startswith(prefix)):
                 obj = self.store[key]
                 if matches is None or matches(obj):
-                    first.append(WatchEvent("ADDED", obj, key, int(obj["metadata"]["resourceVersion"])))
+                    first.append(WatchEvent("ADDED", obj, key, int(obj["metadata"]["resourceVersion"]),
+                                            self.sizes.get(key, 0)))
         else:
             for cached in self.ring:
                 if cached.revision > since and cached.key.startswith(prefix):
                     converted = cached.convert(matches)
                     if converted is not None:
                         first.append(converted)
+                        self._charge_lines(cached)
+            self._evict()
         self.watchers.add(watcher)
         self._update_watcher_gauge()
         try:
-            for event in first:
-                yield event
+            # popleft: an event's line is let go once it is sent, not when the whole replay is.
+            while first:
+                yield first.popleft()
+            pending = watcher.pending
             while True:
-                while watcher.pending:
-                    item = watcher.pending.popleft()
-                    if isinstance(item, _Closed):
+                while pending:
+                    item = pending.popleft()  # CacheWatcher.pop, inlined: this runs per event per watcher
+                    if item.__class__ is _Closed:
+                        assert isinstance(item, _Closed)
                         if item.error is not None:
                             raise item.error
                         return
+                    assert isinstance(item, WatchEvent)
+                    watcher.pending_bytes -= item.size
                     yield item
                 watcher.wakeup.clear()
                 await watcher.wakeup.wait()
@@ -377,16 +500,19 @@ class WatchCache:
 class Cacher:
     """The watch caches of one API server, one per resource, started on demand."""
 
-    def __init__(self, storage: Storage, *, capacity: int = DEFAULT_CAPACITY, metrics: Any = None) -> None:
+    def __init__(self, storage: Storage, *, capacity: int = DEFAULT_CAPACITY, budget: int = DEFAULT_BUDGET,
+                 metrics: Any = None) -> None:
         self.storage = storage
         self.capacity = capacity
+        self.budget = budget
         self.metrics = metrics
         self.caches: dict[ResourceType, WatchCache] = {}
 
     def cache(self, rt: ResourceType) -> WatchCache:
         cache = self.caches.get(rt)
         if cache is None:
-            cache = self.caches[rt] = WatchCache(self.storage, rt, capacity=self.capacity, metrics=self.metrics)
+            cache = self.caches[rt] = WatchCache(self.storage, rt, capacity=self.capacity, budget=self.budget,
+                                                 metrics=self.metrics)
         return cache
 
     def cached(self, rt: ResourceType, key: str) -> dict[str, Any] | None:

@@ -21,9 +21,12 @@ class StatusError(Exception):
         self.reason = reason
         self.message = message
         self.details = details
+        # A Status is a list type: a 410 for an expired continue token carries a fresh token here.
+        self.list_meta: dict[str, Any] = {}
 
     def status(self) -> dict[str, Any]:
-        body: dict[str, Any] = {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure",
+        body: dict[str, Any] = {"kind": "Status", "apiVersion": "v1", "metadata": dict(self.list_meta),
+                                "status": "Failure",
                                 "message": self.message, "reason": self.reason, "code": self.code}
         if self.details is not None:
             body["details"] = self.details
@@ -127,6 +130,30 @@ def route_not_found() -> StatusError:
 
 def gone(message: str) -> StatusError:
     return StatusError(410, "Expired", message)
+
+
+def expired_continue(token: str | None) -> StatusError:
+    """410 for a LIST continued at a revision etcd compacted (etcd3 store's handleCompactedErrorForPaging):
+    with `token`, one that continues the same list at the current revision, at the price of consistency."""
+    if token is None:
+        return gone("The provided continue parameter is too old to display a consistent list result. You can start "
+                    "a new list without the continue parameter.")
+    exc = gone("The provided continue parameter is too old to display a consistent list result. You can start a new "
+               "list without the continue parameter, or use the continue token in this response to retrieve the "
+               "remainder of the results. Continuing with the provided token results in an inconsistent list - "
+               "objects that were created, modified, or deleted between the time the first chunk was returned and "
+               "now may show up in the list.")
+    exc.list_meta["continue"] = token
+    return exc
+
+
+def too_large_resource_version(wanted: int, current: int, retry_after: int = 0) -> StatusError:
+    """storage.NewTooLargeResourceVersionError: a read at a resourceVersion the store has not reached
+    (504, with the ResourceVersionTooLarge cause clients look for)."""
+    details: dict[str, Any] = {"causes": [{"reason": "ResourceVersionTooLarge", "message": "Too large resource version"}]}
+    if retry_after:
+        details["retryAfterSeconds"] = retry_after
+    return StatusError(504, "Timeout", f"Timeout: Too large resource version: {wanted}, current: {current}", details)
 
 
 def unsupported_media_type(content_type: str) -> StatusError:

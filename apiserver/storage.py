@@ -65,6 +65,14 @@ class Compacted(StorageError):
         self.compacted = compacted
 
 
+class FutureRevision(StorageError):
+    """A read at a revision etcd has not reached yet (`mvcc: required revision is a future revision`)."""
+
+    def __init__(self, requested: int) -> None:
+        super().__init__(f"requested revision {requested} is a future revision")
+        self.requested = requested
+
+
 class Unavailable(StorageError):
     """etcd could not be reached or did not answer in time."""
 
@@ -118,6 +126,7 @@ class Stored:
     obj: dict[str, Any]
     mod_revision: int
     create_revision: int
+    size: int = 0  # bytes of the stored value (list reads): what the watch cache budgets by
 
 
 @dataclass
@@ -128,6 +137,18 @@ class StorageEvent:
     prev: dict[str, Any] | None      # the previous object, if etcd still had it
     revision: int                    # the revision of this change
     created: bool                    # PUT that created the key
+    size: int = 0                    # bytes of the stored value (PUT): what the watch cache budgets by
+
+
+@dataclass
+class Range:
+    """One range read: the objects (at most the limit asked for), whether etcd has more keys after them,
+    how many keys the whole range holds, and the store revision the read was made at."""
+
+    items: list[Stored]
+    more: bool
+    count: int
+    revision: int
 
 
 @dataclass
@@ -139,6 +160,12 @@ class Txn:
     delete: list[str] = field(default_factory=list)
     require: list[str] = field(default_factory=list)
     absent: list[str] = field(default_factory=list)
+
+
+def range_end(prefix: str) -> str:
+    """The end of the key range holding every key that starts with `prefix` (etcd's prefix range end)."""
+    end: bytes = aetcd.utils.prefix_range_end(prefix.encode())
+    return end.decode()
 
 
 def encode(obj: dict[str, Any]) -> bytes:
@@ -294,9 +321,37 @@ class Storage:
     async def list(self, prefix: str) -> tuple[list[Stored], int]:
         """Every object under `prefix` (which should end in '/'), and the store revision of the read."""
         result = await self._call(self.client.get_prefix(prefix.encode()), ("list", prefix))
-        items = [Stored(kv.key.decode(), decode(kv.value, kv.mod_revision), kv.mod_revision, kv.create_revision)
-                 for kv in result]
+        items = [Stored(kv.key.decode(), decode(kv.value, kv.mod_revision), kv.mod_revision, kv.create_revision,
+                        len(kv.value)) for kv in result]
         return items, int(result.header.revision)
+
+    async def list_range(self, start: str, end: str, *, limit: int = 0, revision: int = 0) -> Range:
+        """Keys from `start` (inclusive) to `end` (exclusive), in key order: at most `limit` of them (0: all),
+        as of `revision` (0: the current one). A paged LIST reads every page at the first page's
+        revision, so its pages are one consistent snapshot (kube's etcd3 store GetList does the same).
+        Compacted if etcd no longer has `revision`, FutureRevision if it has not reached it."""
+        request = aetcd.rpc.RangeRequest(key=start.encode(), range_end=end.encode(), limit=limit, revision=revision)
+        response = await self._call(self._range(request), ("list", start))
+        items = [Stored(kv.key.decode(), decode(kv.value, kv.mod_revision), kv.mod_revision, kv.create_revision,
+                        len(kv.value)) for kv in response.kvs]
+        return Range(items, bool(response.more), int(response.count), int(response.header.revision))
+
+    async def _range(self, request: Any) -> Any:
+        client = self.client
+        await client.connect()
+        try:
+            return await client.kvstub.Range(request, timeout=self.timeout, metadata=client.metadata)
+        except aetcd.rpc.AioRpcError as exc:
+            details = exc.details() or ""
+            if "required revision has been compacted" in details:
+                raise Compacted(request.revision, 0) from exc
+            if "required revision is a future revision" in details:
+                raise FutureRevision(request.revision) from exc
+            if exc.code() == aetcd.rpc.StatusCode.DEADLINE_EXCEEDED:
+                raise aetcd.exceptions.ConnectionTimeoutError(details) from exc
+            if exc.code() == aetcd.rpc.StatusCode.UNAVAILABLE:
+                raise aetcd.exceptions.ConnectionFailedError(details) from exc
+            raise aetcd.exceptions.ClientError(details) from exc
 
     async def compacted(self, revision: int) -> bool:
         """Whether etcd compacted `revision` away (a read at it is refused). The watch cache asks before
@@ -525,7 +580,7 @@ class Storage:
                         else None
                     if event.type == aetcd.rpc.Event.PUT:
                         yield StorageEvent("PUT", kv.key.decode(), decode(kv.value, kv.mod_revision), prev,
-                                           kv.mod_revision, kv.create_revision == kv.mod_revision)
+                                           kv.mod_revision, kv.create_revision == kv.mod_revision, len(kv.value))
                     else:
                         yield StorageEvent("DELETE", kv.key.decode(), None, prev, kv.mod_revision, False)
             raise Unavailable("etcd ended the watch stream")

@@ -36,6 +36,8 @@ def qos_class(pod: Pod) -> str:
         return "BestEffort"
     return "Guaranteed" if guaranteed else "Burstable"
 
+MAX_DURATION_SECONDS = (2**63 - 1) // 10**9  # the longest time.Duration, in seconds
+
 
 def _status_ip_errors(status: PodStatus | None) -> list[FieldError]:
     """validatePodIPs and validateHostIPs of a status write: the kubelet's addresses become endpoints,
@@ -117,7 +119,9 @@ class PodStrategy(Strategy):
                 and grace >= meta.deletion_grace_period_seconds:
             return Txn()  # already terminating at least as fast
         now = timeutil.now()
-        meta.deletion_timestamp = timeutil.rfc3339(now + timedelta(seconds=grace))
+        # Go adds the grace period as a time.Duration, at most 2^63-1 ns (292 years); datetime would
+        # overflow (a 500) on the int64 gracePeriodSeconds a client may send.
+        meta.deletion_timestamp = timeutil.rfc3339(now + timedelta(seconds=min(grace, MAX_DURATION_SECONDS)))
         meta.deletion_grace_period_seconds = grace
         return Txn()
 

@@ -11,6 +11,7 @@ import asyncio
 import logging
 import time
 from collections.abc import AsyncIterator, Callable
+from dataclasses import dataclass
 from typing import Any
 
 import orjson
@@ -20,13 +21,16 @@ from kubelab.kinds import NAMESPACES, ResourceType
 from kubelab.models import TypedObject
 from kubelab.selectors import FieldSelector, Selector
 
-from .. import errors, managedfields, requestctx
-from ..cacher import Cacher, NotServable, WatchEvent
+from .. import continuetoken, errors, managedfields, requestctx, strconv
+from ..cacher import Cacher, NotServable, TooOld, WatchEvent
+from ..listoptions import EXACT, ListOptions
 from ..storage import (
     Compacted,
     ForbiddenKeyPresent,
+    FutureRevision,
     KeyExists,
     KeyNotFound,
+    Range,
     RequiredKeyMissing,
     RevisionConflict,
     Storage,
@@ -34,6 +38,7 @@ from ..storage import (
     Stored,
     Txn,
     Unavailable,
+    range_end,
 )
 from . import decoding
 from .cluster import terminating_key
@@ -48,19 +53,54 @@ MAX_RETRIES = 16
 WriteHook = Callable[[str, int, str, float], None]
 
 
+# etcd3 store's maxLimit: how far a page that filtering left short grows its next etcd read.
+MAX_FETCH = 10_000
+# etcd's revisions are int64: a resourceVersion (uint64) from here on is one etcd never reaches.
+MAX_REVISION = 2**63 - 1
+
+
+def _parsed_resource_version(text: str) -> int:
+    """APIObjectVersioner.ParseResourceVersion: "" and "0" are 0, anything else strconv.ParseUint
+    (ASCII digits, uint64), refused as `resourceVersion: Invalid value: "x": strconv.ParseUint: ...`."""
+    if text in ("", "0"):
+        return 0
+    try:
+        return strconv.parse_uint(text)
+    except strconv.NumError as exc:
+        raise ValueError(f"resourceVersion: Invalid value: {strconv.quote(text)}: {exc}") from None
+
+
 def parse_resource_version(text: str | None) -> int | None:
     """A watch's starting resourceVersion: None for unset or "0" (replay the current state first).
 
-    kube-apiserver reports a malformed one as `resourceVersion: Invalid value: "abc": strconv.ParseUint:
-    ...` with code 500 (kubernetes#139485); it is the client's mistake, so kubelab answers 400 with
-    the same words, before any stream starts."""
-    if text in (None, "", "0"):
-        return None
-    assert text is not None
-    if not text.isdigit():
-        raise errors.bad_request(f'resourceVersion: Invalid value: "{text}": strconv.ParseUint: parsing '
-                                 f'"{text}": invalid syntax')
-    return int(text)
+    kube-apiserver's watch cache reports a malformed one in the versioner's words with code 500
+    (kubernetes#139485); it is the client's mistake, so kubelab answers 400 with the same words, before
+    any stream starts. `²` and a 5,000-digit number are malformed too (Go reads ASCII digits only, up to
+    2^64-1), not a 500."""
+    try:
+        return _parsed_resource_version(text or "") or None
+    except ValueError as exc:
+        raise errors.bad_request(str(exc)) from None
+
+
+def list_resource_version(text: str) -> int:
+    """A LIST's resourceVersion (0 for "" and "0"), refused as kube's etcd3 store refuses it:
+    `400 invalid resource version: resourceVersion: Invalid value: ...`."""
+    try:
+        return _parsed_resource_version(text)
+    except ValueError as exc:
+        raise errors.bad_request(f"invalid resource version: {exc}") from None
+
+
+@dataclass
+class ListPage:
+    """What a LIST answers: the items, the resourceVersion they were read at, and for a page with more
+    after it the continue token and (without selectors) how many items remain."""
+
+    items: list[dict[str, Any]]
+    revision: int
+    continue_token: str = ""
+    remaining: int | None = None
 
 
 class Registry:
@@ -154,12 +194,129 @@ class Registry:
 
     async def list(self, rt: ResourceType, namespace: str | None, labels: Selector, fields: FieldSelector
                    ) -> tuple[list[dict[str, Any]], int]:
+        """Every matching object, read at the current revision (the API server's own reads)."""
         matches = self.matcher(rt, labels, fields)
         try:
             items, revision = await self.storage.list(self.prefix(rt, namespace))
         except Unavailable as exc:
             raise errors.unavailable(f"etcd is unavailable: {exc}") from exc
         return [s.obj for s in items if matches(s.obj)], revision
+
+    async def list_page(self, rt: ResourceType, namespace: str | None, labels: Selector, fields: FieldSelector,
+                        options: ListOptions) -> ListPage:
+        """A LIST as kube-apiserver serves it from etcd (etcd3 store's GetList), its options already
+        validated (listoptions.checked_list_options).
+
+        * No limit, no continue, no exact version: one read of the whole prefix at the current revision,
+          the fast path every unpaged list takes. A resourceVersion newer than etcd's waits, as kube's
+          watch cache does, up to 3 s for the store to reach it, then answers 504 Too large resource
+          version (retry after 1 s).
+        * `limit`: pages of at most `limit` items in key order. The first page is read at the current
+          revision and its continue token carries that revision, so every later page is read at it from
+          etcd: the pages together are one consistent snapshot. Selectors filter as the pages are read,
+          so a page may hold fewer than `limit` items while more follow; a short page reads on, each
+          etcd read twice the last (up to 10,000 keys), until the page is full or the prefix ends.
+          `remainingItemCount` is given only without selectors, as kube gives it.
+        * A continue token whose revision etcd compacted: 410 Expired, with a token that continues the
+          same list at the current revision (inconsistent, and says so), as kube answers.
+        * resourceVersionMatch=Exact, or a resourceVersion with a limit (the legacy exact match): read at
+          that revision (410 if compacted, 504 Too large if etcd has not reached it).
+        """
+        matches = self.matcher(rt, labels, fields)
+        everything = labels.is_empty() and fields.is_empty()
+        prefix = self.prefix(rt, namespace)
+        wanted = list_resource_version(options.resource_version)
+        limit = max(options.limit, 0)
+        start, at, continuing = prefix, 0, bool(options.continue_token)
+        if continuing:
+            try:
+                start, token_revision = continuetoken.decode(options.continue_token, prefix)
+            except continuetoken.InvalidContinue as exc:
+                raise errors.bad_request(f"invalid continue token: {exc}") from None
+            if options.resource_version not in ("", "0"):
+                raise errors.bad_request("specifying resource version is not allowed when using continue")
+            at = max(token_revision, 0)  # -1: continue at the current revision (after a compaction)
+        elif options.resource_version_match == EXACT or (not options.resource_version_match and limit and wanted):
+            at = wanted
+        if not limit and not at and not continuing:
+            return await self._list_whole(rt, prefix, matches, wanted)
+
+        end = range_end(prefix)
+        key, fetch = start, limit
+        items: list[dict[str, Any]] = []
+        last_key = ""
+        while True:
+            page = await self._range(key, end, fetch, at, continuing=continuing, start=start, prefix=prefix)
+            if wanted and not at and page.revision < wanted:
+                raise errors.too_large_resource_version(wanted, page.revision)
+            more = page.more
+            for stored in page.items:
+                if limit and len(items) >= limit:
+                    more = True
+                    break
+                last_key = stored.key
+                if matches(stored.obj):
+                    items.append(stored.obj)
+            if not at:
+                at = page.revision  # the later reads of this page, and the later pages, read here
+            if not more or not limit or len(items) >= limit:
+                break
+            fetch = min(fetch * 2, MAX_FETCH) if fetch < MAX_FETCH else fetch
+            key = last_key + "\x00"
+        if not more:
+            return ListPage(items, at)
+        token = continuetoken.encode(last_key + "\x00", prefix, at)
+        return ListPage(items, at, token, page.count - limit if everything else None)
+
+    async def _list_whole(self, rt: ResourceType, prefix: str, matches: Callable[[dict[str, Any]], bool],
+                          wanted: int) -> ListPage:
+        try:
+            stored, revision = await self.storage.list(prefix)
+            if wanted > revision:
+                revision = await self._wait_for_revision(rt, wanted, revision)
+                stored, revision = await self.storage.list(prefix)
+        except Unavailable as exc:
+            raise errors.unavailable(f"etcd is unavailable: {exc}") from exc
+        return ListPage([s.obj for s in stored if matches(s.obj)], revision)
+
+    async def _wait_for_revision(self, rt: ResourceType, wanted: int, current: int) -> int:
+        """kube's watch cache (waitUntilFreshAndBlock) waits up to 3 s for a resourceVersion it has not
+        seen, then answers 504 asking to retry after 1 s. kubelab's lists read etcd, but the watch
+        cache knows when etcd has passed a revision, so the wait is the same."""
+        if self.cacher is not None:
+            cache = self.cacher.cache(rt)
+            try:
+                await cache.ensure_started()
+                await cache.wait_fresh(wanted)
+            except NotServable:
+                pass
+            else:
+                return wanted
+        current = max(current, await self.storage.revision())
+        if current >= wanted:
+            return current
+        raise errors.too_large_resource_version(wanted, current, retry_after=1 if self.cacher is not None else 0)
+
+    async def _current_revision(self) -> int:
+        try:
+            return await self.storage.revision()
+        except Unavailable as exc:
+            raise errors.unavailable(f"etcd is unavailable: {exc}") from exc
+
+    async def _range(self, key: str, end: str, limit: int, at: int, *, continuing: bool, start: str,
+                     prefix: str) -> Range:
+        if at >= MAX_REVISION:
+            raise errors.too_large_resource_version(at, await self._current_revision())
+        try:
+            return await self.storage.list_range(key, end, limit=limit, revision=at)
+        except Compacted:
+            if continuing:
+                raise errors.expired_continue(continuetoken.encode(start, prefix, -1)) from None
+            raise errors.gone("The resourceVersion for the provided list is too old.") from None
+        except FutureRevision:
+            raise errors.too_large_resource_version(at, await self._current_revision()) from None
+        except Unavailable as exc:
+            raise errors.unavailable(f"etcd is unavailable: {exc}") from exc
 
     # --- create ----------------------------------------------------------------------------------
 
@@ -496,6 +653,9 @@ class Registry:
         matches = self.matcher(rt, labels, fields)
         prefix = self.prefix(rt, namespace)
         since = parse_resource_version(resource_version)
+        if since is not None and since >= MAX_REVISION:
+            # A uint64 resourceVersion etcd's int64 revisions never reach (nor can a watch ask etcd for).
+            raise errors.too_large_resource_version(since, await self._current_revision())
         if self.cacher is not None:
             cached = self.cacher.cache(rt).watch(prefix, since, None if labels.is_empty() and fields.is_empty()
                                                  else matches, current_revision=self.storage.revision)
@@ -505,6 +665,8 @@ class Registry:
                 return
             except NotServable as exc:
                 log.debug("watch of %s from %s not served by the watch cache: %s", prefix, since, exc)
+            except TooOld as exc:
+                raise errors.gone(str(exc)) from None
             except Unavailable as exc:
                 raise errors.unavailable(f"etcd is unavailable: {exc}") from exc
             else:

@@ -26,7 +26,7 @@ from kubelab.kinds import ResourceType
 from kubelab.models import Binding, Pod
 from kubelab.selectors import SelectorError, parse_field_selector, parse_label_selector
 
-from .. import admission, codecs, errors, managedfields, requestctx, requestinfo, tables, traces
+from .. import admission, codecs, errors, listoptions, managedfields, requestctx, requestinfo, tables, traces
 from ..managedfields.fieldpath import path_string
 from ..patch import PATCH_TYPES, apply_patch, strategic_merge_patch
 from ..registry import Registry, decoding
@@ -130,7 +130,8 @@ def _check_subresource(target: Target) -> None:
 def _selectors(request: Request) -> tuple[Any, Any]:
     q = request.query_params
     try:
-        return parse_label_selector(q.get("labelSelector")), parse_field_selector(q.get("fieldSelector"))
+        return (parse_label_selector(listoptions.first(q, "labelSelector")),
+                parse_field_selector(listoptions.first(q, "fieldSelector")))
     except SelectorError as exc:
         raise errors.bad_request(str(exc)) from exc
 
@@ -289,40 +290,62 @@ async def get_object(request: Request, target: Target) -> Response:
     if _table_requested(request):
         rv = (obj.get("metadata") or {}).get("resourceVersion", "")
         return codecs.respond(request, tables.table(target.rt, [obj], rv,
-                                                    include_object=request.query_params.get("includeObject", "Metadata")))
+                                                    include_object=listoptions.include_object(request.query_params)))
     return codecs.respond(request, obj)
 
 
-async def list_objects(request: Request, target: Target) -> Response:
+def _list_options(request: Request, *, watch: bool) -> tuple[listoptions.ListOptions, Any, Any]:
+    """The query as kube's handlers read it: numbers (400 with strconv's words), then the selectors
+    (400), then ValidateListOptions (422)."""
+    q = request.query_params
+    options = listoptions.list_options(q)
     labels, fields = _selectors(request)
-    items, revision = await _registry(request).list(target.rt, target.namespace, labels, fields)
+    problems = listoptions.list_errors(options, watch=watch)
+    if problems:
+        raise errors.invalid_options("ListOptions", problems)
+    return options, labels, fields
+
+
+async def list_objects(request: Request, target: Target) -> Response:
+    options, labels, fields = _list_options(request, watch=False)
+    page = await _registry(request).list_page(target.rt, target.namespace, labels, fields, options)
+    # ListMeta: continue and remainingItemCount only on a page with more after it (omitempty).
+    meta: dict[str, Any] = {"resourceVersion": str(page.revision)}
+    if page.continue_token:
+        meta["continue"] = page.continue_token
+    if page.remaining is not None:
+        meta["remainingItemCount"] = page.remaining
     if _table_requested(request):
-        return codecs.respond(request, tables.table(target.rt, items, str(revision),
-                                                    include_object=request.query_params.get("includeObject", "Metadata")))
-    body = {"kind": _list_kind(target.rt), "apiVersion": target.rt.api_version,
-            "metadata": {"resourceVersion": str(revision)}, "items": items}
+        table = tables.table(target.rt, page.items, str(page.revision),
+                             include_object=listoptions.include_object(request.query_params))
+        table["metadata"] = meta  # a Table pages as the list it was made from
+        return codecs.respond(request, table)
+    body = {"kind": _list_kind(target.rt), "apiVersion": target.rt.api_version, "metadata": meta,
+            "items": page.items}
     return codecs.respond(request, body)
 
 
 async def watch(request: Request, target: Target) -> Response:
-    labels, fields = _selectors(request)
+    options, labels, fields = _list_options(request, watch=True)
     q = request.query_params
     if target.name is not None:
         # Legacy /watch/.../name: a watch of one object is a field-selected watch.
-        fields = parse_field_selector(",".join(filter(None, [q.get("fieldSelector"),
+        fields = parse_field_selector(",".join(filter(None, [listoptions.first(q, "fieldSelector"),
                                                             f"metadata.name={target.name}"])))
     registry = _registry(request)
     # A bad selector or resourceVersion is a 400 before the stream starts, not an ERROR event in a 200.
     registry.matcher(target.rt, labels, fields)
-    parse_resource_version(q.get("resourceVersion"))
+    resource_version = options.resource_version
+    parse_resource_version(resource_version)
     as_table = _table_requested(request)
-    include_object = q.get("includeObject", "Metadata")
-    timeout = q.get("timeoutSeconds")
-    if timeout and timeout.isdigit() and int(timeout) > 0:
-        deadline = float(timeout)
-    else:
-        # No timeoutSeconds: kube-apiserver ends the watch after minRequestTimeout * [1, 2).
+    include_object = listoptions.include_object(q) if as_table else "Metadata"
+    timeout = options.timeout_seconds
+    if not timeout:
+        # No timeoutSeconds (or 0): kube-apiserver ends the watch after minRequestTimeout * [1, 2).
         deadline = request.app.state.config.min_request_timeout * (1 + random.random())
+    else:
+        # A negative one is a context that has already expired: the watch ends at once, empty.
+        deadline = float(max(timeout, 0))
 
     recorder: traces.TraceRecorder | None = getattr(request.app.state, "traces", None)
     metrics = getattr(request.app.state, "metrics", None)
@@ -333,8 +356,7 @@ async def watch(request: Request, target: Target) -> Response:
         first = True
         try:
             async with asyncio.timeout(deadline):
-                async for event in registry.watch(target.rt, target.namespace, q.get("resourceVersion"),
-                                                  labels, fields):
+                async for event in registry.watch(target.rt, target.namespace, resource_version, labels, fields):
                     if as_table:
                         obj: dict[str, Any] = event.object
                         rv = (obj.get("metadata") or {}).get("resourceVersion", "")
@@ -530,35 +552,33 @@ def _check_delete_options(options: Any) -> dict[str, Any]:
         if not isinstance(value, want) or (want is int and isinstance(value, bool)):
             raise _delete_options_error(f"json: cannot unmarshal {decoding.json_type(value)} into Go struct field "
                                         f"DeleteOptions.{key} of type {go_type}")
+        if isinstance(value, int) and not -(2**63) <= value < 2**63:
+            raise _delete_options_error(f"json: cannot unmarshal number {value} into Go struct field "
+                                        f"DeleteOptions.{key} of type {go_type}")
     for key in ("uid", "resourceVersion"):
         value = (options.get("preconditions") or {}).get(key)
         if value is not None and not isinstance(value, str):
             raise _delete_options_error(f"json: cannot unmarshal {decoding.json_type(value)} into Go struct field "
                                         f"Preconditions.preconditions.{key} of type string")
-    for value in options.get("dryRun") or []:
-        if value != "All":
-            raise errors.bad_request(f'Unsupported value: "{value}": supported values: "All"')
+    if any(not isinstance(value, str) for value in options.get("dryRun") or []):
+        raise _delete_options_error("json: cannot unmarshal non-string into Go struct field DeleteOptions.dryRun of "
+                                    "type string")
     return options
 
 
 async def _delete_options(request: Request) -> dict[str, Any]:
+    """The DeleteOptions of a DELETE as kube's handler reads them: from the body when there is one, else
+    from the query (its numbers parsed as Go parses them: a bad gracePeriodSeconds is 400 with
+    strconv's words); then ValidateDeleteOptions (422 `DeleteOptions.meta.k8s.io "" is invalid`)."""
     raw = await codecs.read_body(request)
-    options: dict[str, Any] = {}
     if raw.strip():
         options = _check_delete_options(codecs.decode(codecs.media_type(request), raw))
-    q = request.query_params
-    grace = q.get("gracePeriodSeconds")
-    if grace is not None:
-        try:
-            options["gracePeriodSeconds"] = int(grace)
-        except ValueError:
-            raise errors.bad_request(f'gracePeriodSeconds: strconv.ParseInt: parsing "{grace}": invalid syntax'
-                                     ) from None
-    if q.get("propagationPolicy"):
-        options["propagationPolicy"] = q["propagationPolicy"]
-    if q.getlist("dryRun"):
-        options["dryRun"] = q.getlist("dryRun")
-    return _check_delete_options(options)
+    else:
+        options = listoptions.delete_options_from_query(request.query_params)
+    problems = listoptions.delete_errors(options)
+    if problems:
+        raise errors.invalid_options("DeleteOptions", problems)
+    return options
 
 
 async def delete(request: Request, target: Target) -> Response:

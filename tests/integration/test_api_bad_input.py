@@ -352,20 +352,22 @@ def test_cluster_scoped_kind_under_a_namespace_is_not_found(api: httpx.Client) -
 
 # --- delete options ------------------------------------------------------------------------------------
 
-@pytest.mark.parametrize(("content", "params"), [
-    pytest.param(b"[1]", {}, id="body a list"),
-    pytest.param(b'{"preconditions": "x"}', {}, id="preconditions a string"),
-    pytest.param(b'{"preconditions": {"uid": 5}}', {}, id="uid a number"),
-    pytest.param(b'{"gracePeriodSeconds": "30"}', {}, id="grace period a string"),
-    pytest.param(b'{"dryRun": ["Maybe"]}', {}, id="unknown dry run"),
-    pytest.param(b"", {"gracePeriodSeconds": "abc"}, id="grace period query not a number"),
+@pytest.mark.parametrize(("content", "params", "code"), [
+    pytest.param(b"[1]", {}, 400, id="body a list"),
+    pytest.param(b'{"preconditions": "x"}', {}, 400, id="preconditions a string"),
+    pytest.param(b'{"preconditions": {"uid": 5}}', {}, 400, id="uid a number"),
+    pytest.param(b'{"gracePeriodSeconds": "30"}', {}, 400, id="grace period a string"),
+    # ValidateDeleteOptions: 422 DeleteOptions.meta.k8s.io "" is invalid: dryRun: Unsupported value: ...
+    pytest.param(b'{"dryRun": ["Maybe"]}', {}, 422, id="unknown dry run"),
+    pytest.param(b"", {"gracePeriodSeconds": "abc"}, 400, id="grace period query not a number"),
 ])
-def test_bad_delete_options_delete_nothing(api: httpx.Client, content: bytes, params: dict[str, str]) -> None:
+def test_bad_delete_options_delete_nothing(api: httpx.Client, content: bytes, params: dict[str, str],
+                                           code: int) -> None:
     name = unique_name("keep")
     created = create(api, ns_path("services"), service(name))
     resp = api.request("DELETE", ns_path("services", name=name), content=content, params=params,
                        headers={"Content-Type": "application/json"})
-    assert_status(resp, 400, "BadRequest")
+    assert_status(resp, code, "BadRequest" if code == 400 else "Invalid")
     assert api.get(ns_path("services", name=name)).json() == created
 
 
