@@ -3,12 +3,15 @@ storage and creates the API server's own objects."""
 
 from __future__ import annotations
 
+import contextlib
 import logging
 from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
+from typing import Any
 
 from fastapi import FastAPI, Request
+from starlette.datastructures import QueryParams
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.responses import Response
 from starlette.types import ASGIApp, Receive, Scope, Send
@@ -16,15 +19,16 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 from kubelab import addressing, kinds, tokenfile
 from kubelab.kinds import ResourceType
 
-from . import codecs, errors, requestinfo
+from . import codecs, errors, requestinfo, strconv
 from .auth import AuthMiddleware
 from .bootstrap import bootstrap
 from .cacher import Cacher
 from .metrics import ApiserverMetrics
 from .registry import Registry, default_strategies
+from .registry.counts import ObjectCounts
 from .registry.events import DEFAULT_EVENT_TTL
 from .routers import discovery, health, observability, resources
-from .serving import RequestGuard, ServingOptions
+from .serving import RequestGuard, ServingOptions, list_seats
 from .storage import Storage, StorageError
 from .traces import TraceRecorder
 
@@ -75,6 +79,22 @@ class ApiServer:
         await self.app(scope, receive, send)
 
 
+def _list_width(state: Any, scope: Scope, info: requestinfo.RequestInfo) -> int:
+    """The in-flight seats of a LIST: by the objects of its resource (registry/counts.py), its limit and
+    selectors (serving.list_seats)."""
+    counts = getattr(state, "counts", None)  # None until storage is connected
+    rt = next((rt for rt in state.resources if (rt.group, rt.version, rt.plural) == (info.group, info.version,
+                                                                                      info.resource)), None)
+    if counts is None or rt is None:
+        return 1
+    query = QueryParams(scope.get("query_string", b""))
+    limit: int | None = None
+    with contextlib.suppress(ValueError):
+        limit = strconv.parse_int(query.get("limit") or "0")
+    return list_seats(counts.get(rt), limit=limit, selective=bool(query.get("labelSelector")
+                                                                  or query.get("fieldSelector")))
+
+
 def create_app(config: Config) -> ASGIApp:
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
@@ -84,6 +104,7 @@ def create_app(config: Config) -> ASGIApp:
         strategies = default_strategies(service_cidr=config.service_cidr, event_ttl=config.event_ttl)
         registry = Registry(storage, strategies, cacher=cacher, on_write=app.state.traces.accept)
         app.state.registry = registry
+        app.state.counts = ObjectCounts(storage, cacher)
         await registry.wait_for_storage()
         import ipaddress
         service_ip = str(ipaddress.ip_network(config.service_cidr)[1])
@@ -92,6 +113,7 @@ def create_app(config: Config) -> ASGIApp:
         try:
             yield
         finally:
+            await app.state.counts.stop()
             if cacher is not None:
                 await cacher.stop()
             await storage.close()
@@ -133,7 +155,8 @@ def create_app(config: Config) -> ASGIApp:
 
     # Outermost first: authentication (with impersonation and authorization), then the request timeout and
     # in-flight limits (which see the user), then the resource front.
-    guarded = RequestGuard(ApiServer(app), config.serving, metrics=app.state.metrics)
+    guarded = RequestGuard(ApiServer(app), config.serving, metrics=app.state.metrics,
+                           width=lambda scope, info: _list_width(app.state, scope, info))
     if tokens is not None:
         return AuthMiddleware(guarded, tokens=tokens, state=app.state)
     return guarded

@@ -55,6 +55,9 @@ PROBE_PATHS = frozenset({"/healthz", "/livez", "/readyz"})
 LONG_RUNNING_VERBS = frozenset({"watch", "proxy"})
 LONG_RUNNING_SUBRESOURCES = frozenset({"attach", "exec", "proxy", "log", "portforward"})
 RETRY_AFTER = "1"
+# APF's list work estimator: a seat per 100 objects a LIST goes through, at most 10.
+OBJECTS_PER_SEAT = 100
+MAX_SEATS = 10
 TOO_MANY_REQUESTS = b"Too many requests, please try again later.\n"
 
 
@@ -72,6 +75,19 @@ class ServingOptions:
 
 def is_long_running(info: RequestInfo) -> bool:
     return info.verb in LONG_RUNNING_VERBS or info.subresource in LONG_RUNNING_SUBRESOURCES
+
+
+def list_seats(stored: int | None, *, limit: int | None = None, selective: bool = False) -> int:
+    """The seats a LIST takes (APF's listWorkEstimator): the objects it goes through, a seat per 100, 1 to
+    10. Without selectors a limit bounds it (kube counts twice the limit: the page and the look-ahead);
+    with them every stored object may be read. Unknown counts take one seat. E.g. 10,000 pods: 10 seats;
+    limit=500: 10; limit=50: 1; 250 pods: 3."""
+    if stored is None:
+        return 1
+    objects = stored
+    if limit and not selective:
+        objects = min(stored, 2 * limit)
+    return max(1, min(MAX_SEATS, math.ceil(objects / OBJECTS_PER_SEAT)))
 
 
 # --- connections -----------------------------------------------------------------------------------
@@ -317,11 +333,11 @@ class Seats:
 
 class RequestGuard:
     """kube's request timeout and in-flight limits, in front of everything but the authentication layer's
-    own answers (see the module docstring). `width(info)` estimates how many seats a request takes
-    (1 by default; a LIST of many objects takes more, as APF's work estimator gives it)."""
+    own answers (see the module docstring). `width(scope, info)` estimates how many seats a LIST takes
+    (list_seats; 1 without it)."""
 
     def __init__(self, app: ASGIApp, options: ServingOptions, *, metrics: Any = None,
-                 width: Callable[[RequestInfo], int] | None = None) -> None:
+                 width: Callable[[Scope, RequestInfo], int] | None = None) -> None:
         self.app = app
         self.options = options
         self.width = width
@@ -342,7 +358,7 @@ class RequestGuard:
         pool = self._pool(scope, info)
         seats = 1
         if pool is not None and self.width is not None and info.verb == "list":
-            seats = max(1, min(self.width(info), pool.size or 1))
+            seats = max(1, min(self.width(scope, info), pool.size or 1))
         if pool is not None and not pool.take(seats):
             await _too_many_requests(send)
             return
@@ -402,4 +418,4 @@ async def _too_many_requests(send: Send) -> None:
 
 
 __all__ = ["INTERNAL_KEY", "CappedServer", "Internal", "KubeHttpProtocol", "RequestGuard", "ServingOptions",
-           "api_server", "connection_cap", "is_long_running", "raise_open_files_limit", "uvicorn_config"]
+           "api_server", "connection_cap", "is_long_running", "list_seats", "raise_open_files_limit", "uvicorn_config"]

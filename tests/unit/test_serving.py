@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 
 from apiserver.requestinfo import parse
-from apiserver.serving import connection_cap, is_long_running
+from apiserver.serving import connection_cap, is_long_running, list_seats
 from kubelab.client.http import _retry_after_seconds
 
 
@@ -42,3 +42,16 @@ def test_long_running(method: str, path: str, query: dict[str, str], long_runnin
 ])
 def test_retry_after(header: str | None, seconds: int | None) -> None:
     assert _retry_after_seconds(header) == seconds
+
+
+@pytest.mark.parametrize(("stored", "limit", "selective", "seats"), [
+    pytest.param(None, None, False, 1, id="unknown count"),
+    pytest.param(0, None, False, 1, id="empty"),
+    pytest.param(250, None, False, 3, id="a seat per 100"),
+    pytest.param(10_000, None, False, 10, id="at most 10"),
+    pytest.param(10_000, 500, False, 10, id="a big page"),
+    pytest.param(10_000, 50, False, 1, id="twice the limit"),
+    pytest.param(10_000, 50, True, 10, id="selectors read everything"),
+])
+def test_list_seats(stored: int | None, limit: int | None, selective: bool, seats: int) -> None:
+    assert list_seats(stored, limit=limit, selective=selective) == seats
