@@ -24,7 +24,7 @@ from .metrics import ApiserverMetrics
 from .registry import Registry, default_strategies
 from .registry.events import DEFAULT_EVENT_TTL
 from .routers import discovery, health, observability, resources
-from .storage import Storage, StorageError
+from .storage import EtcdTLS, Storage, StorageError
 from .traces import TraceRecorder
 
 log = logging.getLogger(__name__)
@@ -47,6 +47,11 @@ class Config:
     watch_cache: bool = True
     # kube-apiserver's --event-ttl, in seconds: an event is deleted this long after its last write.
     event_ttl: int = DEFAULT_EVENT_TTL
+    # kube-apiserver's --etcd-cafile, --etcd-certfile, --etcd-keyfile: for https etcd servers, the CA their
+    # certificate chains to and the client certificate an etcd with --client-cert-auth wants.
+    etcd_cafile: str | None = None
+    etcd_certfile: str | None = None
+    etcd_keyfile: str | None = None
 
 
 class ApiServer:
@@ -75,7 +80,8 @@ class ApiServer:
 def create_app(config: Config) -> ASGIApp:
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
-        storage = Storage(config.etcd_servers)
+        storage = Storage(config.etcd_servers, tls=EtcdTLS(config.etcd_cafile, config.etcd_certfile,
+                                                           config.etcd_keyfile))
         storage.observe = app.state.metrics.observe_etcd
         cacher = Cacher(storage, metrics=app.state.metrics) if config.watch_cache else None
         strategies = default_strategies(service_cidr=config.service_cidr, event_ttl=config.event_ttl)
