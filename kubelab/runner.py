@@ -206,8 +206,8 @@ async def _tear_down(lab: Any, etcd: Etcd | None) -> None:
     """The dataplane and etcd, together (neither needs the other once the API server has stopped), each
     on a thread of its own: the default executor's threads may all still be busy with pod starts that
     the cancelled kubelets no longer wait for, and the teardown must not queue behind them. Bounded:
-    the in-flight pod start (its own timeout), one grace period for every pod server together, then
-    etcd's grace period, at the same time."""
+    the pod start in flight (its own timeout) and one grace period for every pod server together, and
+    meanwhile etcd's grace period."""
     import concurrent.futures
 
     loop = asyncio.get_running_loop()

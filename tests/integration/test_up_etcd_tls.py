@@ -84,3 +84,36 @@ def test_the_private_etcd_wants_a_certificate_of_the_lab_ca(tmp_path: Path) -> N
     finally:
         code = stop_process(up, sig=signal.SIGINT, timeout=60)
     assert code == 0, log.read_text()[-3000:]
+
+
+def test_kubelab_apiserver_takes_kube_apiservers_etcd_tls_flags(tmp_path: Path) -> None:
+    from kubelab.etcd import Etcd
+    from kubelab.pki import ensure_lab_pki
+
+    pki = ensure_lab_pki(tmp_path / "pki", ips=[])
+    with Etcd(tmp_path / "etcd", tls=pki.etcd_tls()) as etcd:
+        argv = [sys.executable, "-m", "kubelab", "apiserver", "--etcd-servers", etcd.url]
+        flags = ["--etcd-cafile", str(pki.ca_file), "--etcd-certfile", str(pki.etcd_client_cert_file),
+                 "--etcd-keyfile", str(pki.etcd_client_key_file)]
+        missing = subprocess.run([*argv, *flags[:4]], capture_output=True, text=True, timeout=60, check=False)
+        assert (missing.returncode, missing.stderr.strip()) == (
+            2, "kubelab apiserver: --etcd-certfile and --etcd-keyfile go together")
+
+        port = free_port()
+        log = tmp_path / "apiserver.log"
+        with open(log, "wb") as out:
+            server = subprocess.Popen([*argv, *flags, "--listen", f"127.0.0.1:{port}"], stdout=out,
+                                      stderr=subprocess.STDOUT)
+        try:
+            def ready() -> bool:
+                if server.poll() is not None:
+                    raise polling.GiveUp(f"kubelab apiserver exited with {server.returncode}:\n{log.read_text()}")
+                return httpx.get(f"http://127.0.0.1:{port}/readyz", timeout=5).text == "ok"
+            polling.wait_for("kubelab apiserver on an etcd with client-certificate TLS", ready, 60,
+                             retry_on=(httpx.TransportError,))
+            created = httpx.post(f"http://127.0.0.1:{port}{NS}/configmaps", timeout=30,
+                                 json={"metadata": {"name": "over-tls"}, "data": {"a": "b"}})
+            assert created.status_code == 201, created.text
+        finally:
+            # uvicorn stops on SIGTERM and then lets it end the process, as the default action would.
+            assert stop_process(server, timeout=30) in (0, -signal.SIGTERM), log.read_text()[-3000:]
