@@ -29,7 +29,7 @@ from .registry.counts import ObjectCounts
 from .registry.events import DEFAULT_EVENT_TTL
 from .routers import discovery, health, observability, resources
 from .serving import RequestGuard, ServingOptions, list_seats
-from .storage import Storage, StorageError
+from .storage import EtcdTLS, Storage, StorageError
 from .traces import TraceRecorder
 
 log = logging.getLogger(__name__)
@@ -54,6 +54,11 @@ class Config:
     event_ttl: int = DEFAULT_EVENT_TTL
     # Timeouts and in-flight limits (--request-timeout, --max-requests-inflight, ...): serving.py.
     serving: ServingOptions = field(default_factory=ServingOptions)
+    # kube-apiserver's --etcd-cafile, --etcd-certfile, --etcd-keyfile: for https etcd servers, the CA their
+    # certificate chains to and the client certificate an etcd with --client-cert-auth wants.
+    etcd_cafile: str | None = None
+    etcd_certfile: str | None = None
+    etcd_keyfile: str | None = None
 
 
 class ApiServer:
@@ -98,7 +103,8 @@ def _list_width(state: Any, scope: Scope, info: requestinfo.RequestInfo) -> int:
 def create_app(config: Config) -> ASGIApp:
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
-        storage = Storage(config.etcd_servers)
+        storage = Storage(config.etcd_servers, tls=EtcdTLS(config.etcd_cafile, config.etcd_certfile,
+                                                           config.etcd_keyfile))
         storage.observe = app.state.metrics.observe_etcd
         cacher = Cacher(storage, metrics=app.state.metrics) if config.watch_cache else None
         strategies = default_strategies(service_cidr=config.service_cidr, event_ttl=config.event_ttl)

@@ -19,6 +19,7 @@ import logging
 import time
 from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 from urllib.parse import urlparse
 
@@ -26,6 +27,8 @@ import aetcd
 import aetcd.exceptions
 import aetcd.rpc
 import aetcd.utils
+import aetcd.watcher
+import grpc
 import orjson
 
 log = logging.getLogger(__name__)
@@ -236,14 +239,57 @@ class Leases:
         self._current = None
 
 
-class Storage:
-    """An etcd v3 connection (aetcd) with the object operations the registry needs."""
+@dataclass(frozen=True)
+class EtcdTLS:
+    """kube-apiserver's --etcd-cafile, --etcd-certfile and --etcd-keyfile: the CA etcd's certificate must
+    chain to (None: the system's) and the client certificate shown to an etcd with --client-cert-auth."""
 
-    def __init__(self, servers: Sequence[str], *, timeout: float = 10.0) -> None:
+    ca_file: str | None = None
+    cert_file: str | None = None
+    key_file: str | None = None
+
+    def credentials(self) -> grpc.ChannelCredentials:
+        """Read now, so a missing or unreadable file stops the API server at start (OSError)."""
+        def read(path: str | None) -> bytes | None:
+            return Path(path).read_bytes() if path else None
+
+        return grpc.ssl_channel_credentials(root_certificates=read(self.ca_file), private_key=read(self.key_file),
+                                            certificate_chain=read(self.cert_file))
+
+
+class _TLSClient(aetcd.Client):  # type: ignore[misc]  # aetcd has no type hints
+    """aetcd 1.0's Client dials etcd in plaintext only (its connect() makes an insecure gRPC channel);
+    this one makes that channel over TLS, and the same stubs on it. (No etcd user/password here.)"""
+
+    def __init__(self, *, credentials: grpc.ChannelCredentials, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self._credentials = credentials
+
+    async def connect(self) -> None:
+        if self._connected.is_set():
+            return
+        self.channel = aetcd.rpc.secure_channel(f"{self._host}:{self._port}", self._credentials,
+                                                options=list(self._options.items()))
+        self.kvstub = aetcd.rpc.KVStub(self.channel)
+        self.clusterstub = aetcd.rpc.ClusterStub(self.channel)
+        self.leasestub = aetcd.rpc.LeaseStub(self.channel)
+        self.maintenancestub = aetcd.rpc.MaintenanceStub(self.channel)
+        self._watcher = aetcd.watcher.Watcher(aetcd.rpc.WatchStub(self.channel), timeout=self._timeout,
+                                              metadata=self.metadata)
+        self._connected.set()
+
+
+class Storage:
+    """An etcd v3 connection (aetcd) with the object operations the registry needs. `https://` servers
+    are dialled over TLS (with `tls`'s CA and client certificate), as kube-apiserver's etcd client does."""
+
+    def __init__(self, servers: Sequence[str], *, timeout: float = 10.0, tls: EtcdTLS | None = None) -> None:
         if not servers:
             raise ValueError("at least one etcd server is needed")
         self.servers = list(servers)
         self.timeout = timeout
+        self._credentials = (tls or EtcdTLS()).credentials() if any(
+            urlparse(s).scheme == "https" for s in self.servers) else None
         self._client: aetcd.Client | None = None
         self._index = 0
         # observe(operation, key, seconds, ok): etcd_request_duration_seconds and friends (apiserver/metrics.py).
@@ -252,8 +298,11 @@ class Storage:
 
     def _make_client(self) -> aetcd.Client:
         url = urlparse(self.servers[self._index % len(self.servers)])
-        return aetcd.Client(host=url.hostname or "127.0.0.1", port=url.port or 2379, timeout=self.timeout,
-                            options=dict(CHANNEL_OPTIONS))
+        where = {"host": url.hostname or "127.0.0.1", "port": url.port or 2379, "timeout": self.timeout,
+                 "options": dict(CHANNEL_OPTIONS)}
+        if url.scheme == "https" and self._credentials is not None:
+            return _TLSClient(credentials=self._credentials, **where)
+        return aetcd.Client(**where)
 
     @property
     def client(self) -> aetcd.Client:

@@ -33,7 +33,7 @@ def _servers(text: str | None) -> list[str]:
 # --- up ------------------------------------------------------------------------------------------
 
 def cmd_up(args: argparse.Namespace) -> int:
-    from .runner import UpOptions, run_until_interrupted, up
+    from .runner import UpOptions, exit_now, run_until_interrupted, up
 
     dataplane = args.dataplane or ("netns" if os.geteuid() == 0 else "render")
     options = UpOptions(nodes=args.nodes, listen=args.listen, etcd_servers=_servers(args.etcd_servers),
@@ -41,7 +41,11 @@ def cmd_up(args: argparse.Namespace) -> int:
                         delta_sync=args.delta_sync, node_cpu=args.node_cpu, node_memory=args.node_memory,
                         node_max_pods=args.node_max_pods, node_monitor_grace_period=args.node_monitor_grace_period,
                         lb_pool=args.lb_pool or None, event_ttl=args.event_ttl, serving=_serving_options(args),
-                        token_auth_file=Path(args.token_auth_file) if args.token_auth_file else None)
+                        token_auth_file=Path(args.token_auth_file) if args.token_auth_file else None,
+                        etcd_cafile=_path(args.etcd_cafile), etcd_certfile=_path(args.etcd_certfile),
+                        etcd_keyfile=_path(args.etcd_keyfile))
+    if _unreadable_etcd_files(args, "up"):
+        return 2
     _warn_if_open(args.listen, args.token_auth_file)
     data_dir = Path(args.data_dir)
 
@@ -79,10 +83,34 @@ def cmd_up(args: argparse.Namespace) -> int:
 
     tune_for_long_running()
     try:
-        return run_until_interrupted(lambda: up(options, ready=ready))
+        code = run_until_interrupted(lambda: up(options, ready=ready))
     except (PermissionError, RuntimeError, FileNotFoundError, TokenFileError) as exc:
         print(f"kubelab up: {exc}", file=sys.stderr)
-        return 1
+        code = 1
+    exit_now(code)  # everything `up` made is gone by now
+
+
+def _path(text: str | None) -> Path | None:
+    return Path(text) if text else None
+
+
+def _unreadable_etcd_files(args: argparse.Namespace, command: str) -> bool:
+    """--etcd-cafile/--etcd-certfile/--etcd-keyfile that cannot be read: said in one line each. The
+    certificate and its key go together."""
+    if bool(args.etcd_certfile) != bool(args.etcd_keyfile):
+        print(f"kubelab {command}: --etcd-certfile and --etcd-keyfile go together", file=sys.stderr)
+        return True
+    unreadable = [p for p in (args.etcd_cafile, args.etcd_certfile, args.etcd_keyfile) if p and not os.access(p, os.R_OK)]
+    for path in unreadable:
+        print(f"kubelab {command}: cannot read {path}", file=sys.stderr)
+    return bool(unreadable)
+
+
+def _etcd_tls_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--etcd-cafile", metavar="FILE", help="SSL Certificate Authority file used to secure etcd "
+                                                         "communication (https --etcd-servers)")
+    p.add_argument("--etcd-certfile", metavar="FILE", help="SSL certification file used to secure etcd communication")
+    p.add_argument("--etcd-keyfile", metavar="FILE", help="SSL key file used to secure etcd communication")
 
 
 # --- one component per process -------------------------------------------------------------------
@@ -107,10 +135,13 @@ def cmd_apiserver(args: argparse.Namespace) -> int:
         if path and not os.access(path, os.R_OK):
             print(f"kubelab apiserver: cannot read {path}", file=sys.stderr)
             return 2
+    if _unreadable_etcd_files(args, "apiserver"):
+        return 2
     try:
         app = create_app(Config(servers, advertise_ip=args.advertise_address or (host if host != "0.0.0.0" else "127.0.0.1"),
                                 port=port, token_auth_file=args.token_auth_file, event_ttl=args.event_ttl,
-                                serving=_serving_options(args)))
+                                serving=_serving_options(args), etcd_cafile=args.etcd_cafile,
+                                etcd_certfile=args.etcd_certfile, etcd_keyfile=args.etcd_keyfile))
     except TokenFileError as exc:
         print(f"kubelab apiserver: {exc}", file=sys.stderr)
         return 2
@@ -723,6 +754,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--event-ttl", type=_event_ttl, default="1h", metavar="DURATION",
                    help="how long the API server keeps an event after its last write (default 1h)")
     _add_serving_flags(p)
+    _etcd_tls_args(p)
     p.set_defaults(func=cmd_up)
 
     p = sub.add_parser("apiserver", help="run only the API server")
@@ -741,6 +773,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help="how long an event is kept after its last write (kube-apiserver's --event-ttl; "
                         "default 1h; e.g. 30m, 90s)")
     _add_serving_flags(p)
+    _etcd_tls_args(p)
     p.set_defaults(func=cmd_apiserver)
 
     for name, func, text in (("scheduler", cmd_scheduler, "run only the scheduler"),

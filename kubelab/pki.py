@@ -1,10 +1,16 @@
-"""A lab PKI for `kubelab up` with tokens: a CA of its own and the API server's serving certificate.
+"""A lab PKI for `kubelab up` with tokens: a CA of its own, the API server's serving certificate, and the
+certificates of the private etcd and of the API server as its client.
 
 kubectl (client-go) sends bearer tokens only over TLS (kubernetes/kubectl#744), so a cluster that asks
-for tokens must serve HTTPS, as kube-apiserver's secure port does. `kubelab up --token-auth-file`
-makes this PKI in `<data-dir>/pki` (kubeadm keeps its own in /etc/kubernetes/pki) and keeps it across
-restarts while the certificate still covers the addresses it is reached by; the CA goes into the
-kubeconfig. The CA's private key is not kept: nothing else is ever signed with it.
+for tokens must serve HTTPS, as kube-apiserver's secure port does. And a cluster that guards its API
+with tokens must guard its etcd too, or any local user reads every Secret and token from etcd's
+loopback port: etcd then serves https and wants a client certificate of the lab CA
+(--client-cert-auth), which only the API server has, as kubeadm sets up kube-apiserver and etcd
+(etcd/server.crt, apiserver-etcd-client.crt). `kubelab up --token-auth-file` makes this PKI in
+`<data-dir>/pki` (kubeadm keeps its own in /etc/kubernetes/pki) and keeps it across restarts while
+every certificate is still valid and the serving one covers the addresses the API is reached by; the
+CA goes into the kubeconfig. The CA's private key is not kept: everything is signed when the CA is
+made, and nothing is ever signed with it afterwards. Private keys are 0600.
 """
 
 from __future__ import annotations
@@ -20,22 +26,40 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
+from .etcd import EtcdTLS
+
 # The names kube-apiserver's certificate carries for the kubernetes Service (kubeadm's list).
 SERVICE_NAMES = ("kubernetes", "kubernetes.default", "kubernetes.default.svc", "kubernetes.default.svc.cluster.local")
 VALIDITY = datetime.timedelta(days=365)
+ETCD_CLIENT_NAME = "kube-apiserver-etcd-client"  # kubeadm's common name for this certificate
 
 
 @dataclass(frozen=True)
-class ServingPKI:
+class LabPKI:
     ca_file: Path
-    cert_file: Path
+    cert_file: Path  # the API server's serving certificate
     key_file: Path
+    etcd_cert_file: Path  # etcd's serving (and peer) certificate
+    etcd_key_file: Path
+    etcd_client_cert_file: Path  # the API server's client certificate for etcd
+    etcd_client_key_file: Path
+
+    @classmethod
+    def under(cls, directory: Path) -> LabPKI:
+        return cls(directory / "ca.crt", directory / "apiserver.crt", directory / "apiserver.key",
+                   directory / "etcd-server.crt", directory / "etcd-server.key",
+                   directory / "apiserver-etcd-client.crt", directory / "apiserver-etcd-client.key")
+
+    def etcd_tls(self) -> EtcdTLS:
+        return EtcdTLS(self.ca_file, self.etcd_cert_file, self.etcd_key_file, self.etcd_client_cert_file,
+                       self.etcd_client_key_file)
 
 
-def ensure_serving_pki(directory: Path, *, ips: list[str], names: list[str] | None = None) -> ServingPKI:
-    """The CA and serving certificate in `directory`, made anew unless the ones there are still valid
-    for at least a day and name every one of `ips` and `names` (plus localhost and the Service names)."""
-    pki = ServingPKI(directory / "ca.crt", directory / "apiserver.crt", directory / "apiserver.key")
+def ensure_lab_pki(directory: Path, *, ips: list[str], names: list[str] | None = None) -> LabPKI:
+    """The CA and certificates in `directory`, all made anew unless the ones there are still valid for at
+    least a day and the serving certificate names every one of `ips` and `names` (plus localhost and
+    the Service names)."""
+    pki = LabPKI.under(directory)
     wanted_names = {"localhost", *SERVICE_NAMES, *(names or [])}
     wanted_ips = {ipaddress.ip_address(ip) for ip in ["127.0.0.1", *ips]}
     if _still_good(pki, wanted_names, wanted_ips):
@@ -52,50 +76,68 @@ def ensure_serving_pki(directory: Path, *, ips: list[str], names: list[str] | No
                                        content_commitment=False, key_encipherment=False, data_encipherment=False,
                                        key_agreement=False, encipher_only=False, decipher_only=False), critical=True)
           .sign(ca_key, hashes.SHA256()))
-    key = ec.generate_private_key(ec.SECP256R1())
-    sans: list[x509.GeneralName] = [x509.DNSName(n) for n in sorted(wanted_names)]
-    sans += [x509.IPAddress(ip) for ip in sorted(wanted_ips, key=str)]
-    cert = (x509.CertificateBuilder()
-            .subject_name(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "kube-apiserver")]))
-            .issuer_name(ca_name).public_key(key.public_key()).serial_number(x509.random_serial_number())
-            .not_valid_before(now - datetime.timedelta(minutes=5)).not_valid_after(now + VALIDITY)
-            .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
-            .add_extension(x509.KeyUsage(digital_signature=True, key_encipherment=True, key_cert_sign=False,
-                                         crl_sign=False, content_commitment=False, data_encipherment=False,
-                                         key_agreement=False, encipher_only=False, decipher_only=False),
-                           critical=True)
-            .add_extension(x509.ExtendedKeyUsage([ExtendedKeyUsageOID.SERVER_AUTH]), critical=False)
-            .add_extension(x509.SubjectAlternativeName(sans), critical=False)
-            .sign(ca_key, hashes.SHA256()))
-    _write(pki.key_file, key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
+
+    def issue(cert_file: Path, key_file: Path, common_name: str, usages: list[x509.ObjectIdentifier], *,
+              dns: set[str], ips: set[ipaddress.IPv4Address | ipaddress.IPv6Address]) -> None:
+        key = ec.generate_private_key(ec.SECP256R1())
+        builder = (x509.CertificateBuilder()
+                   .subject_name(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, common_name)]))
+                   .issuer_name(ca_name).public_key(key.public_key()).serial_number(x509.random_serial_number())
+                   .not_valid_before(now - datetime.timedelta(minutes=5)).not_valid_after(now + VALIDITY)
+                   .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
+                   .add_extension(x509.KeyUsage(digital_signature=True, key_encipherment=True, key_cert_sign=False,
+                                                crl_sign=False, content_commitment=False, data_encipherment=False,
+                                                key_agreement=False, encipher_only=False, decipher_only=False),
+                                  critical=True)
+                   .add_extension(x509.ExtendedKeyUsage(usages), critical=False))
+        sans: list[x509.GeneralName] = [x509.DNSName(n) for n in sorted(dns)]
+        sans += [x509.IPAddress(ip) for ip in sorted(ips, key=str)]
+        if sans:
+            builder = builder.add_extension(x509.SubjectAlternativeName(sans), critical=False)
+        _write(key_file, key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
                                            serialization.NoEncryption()), 0o600)
-    _write(pki.cert_file, cert.public_bytes(serialization.Encoding.PEM), 0o644)
-    _write(pki.ca_file, ca.public_bytes(serialization.Encoding.PEM), 0o644)
+        _write(cert_file, builder.sign(ca_key, hashes.SHA256()).public_bytes(serialization.Encoding.PEM), 0o644)
+
+    loopback = {ipaddress.ip_address("127.0.0.1")}
+    issue(pki.cert_file, pki.key_file, "kube-apiserver", [ExtendedKeyUsageOID.SERVER_AUTH],
+          dns=wanted_names, ips=wanted_ips)
+    # etcd presents one certificate to clients and, as a peer, both serves and dials with it (kubeadm's
+    # etcd server certificate has both usages too). It listens on loopback only.
+    issue(pki.etcd_cert_file, pki.etcd_key_file, "kubelab-etcd",
+          [ExtendedKeyUsageOID.SERVER_AUTH, ExtendedKeyUsageOID.CLIENT_AUTH], dns={"localhost"}, ips=loopback)
+    issue(pki.etcd_client_cert_file, pki.etcd_client_key_file, ETCD_CLIENT_NAME, [ExtendedKeyUsageOID.CLIENT_AUTH],
+          dns=set(), ips=set())
+    _write(pki.ca_file, ca.public_bytes(serialization.Encoding.PEM), 0o644)  # last: it marks the set complete
     return pki
 
 
 def _write(path: Path, data: bytes, mode: int) -> None:
     tmp = path.with_suffix(path.suffix + ".tmp")
-    tmp.write_bytes(data)
+    tmp.unlink(missing_ok=True)  # created afresh with `mode`: a key is never readable by others, not even briefly
+    tmp.touch(mode)
     tmp.chmod(mode)
+    tmp.write_bytes(data)
     tmp.replace(path)
 
 
-def _still_good(pki: ServingPKI, names: set[str], ips: set[ipaddress.IPv4Address | ipaddress.IPv6Address]) -> bool:
-    try:
-        cert = x509.load_pem_x509_certificate(pki.cert_file.read_bytes())
-        ca = x509.load_pem_x509_certificate(pki.ca_file.read_bytes())
-        serialization.load_pem_private_key(pki.key_file.read_bytes(), password=None)
-        sans = cert.extensions.get_extension_for_class(x509.SubjectAlternativeName).value
-    except (OSError, ValueError, x509.ExtensionNotFound):
-        return False
-    if cert.issuer != ca.subject:
-        return False
-    try:
-        cert.verify_directly_issued_by(ca)
-    except (InvalidSignature, ValueError, TypeError):
-        return False
+def _still_good(pki: LabPKI, names: set[str], ips: set[ipaddress.IPv4Address | ipaddress.IPv6Address]) -> bool:
     soon = datetime.datetime.now(datetime.UTC) + datetime.timedelta(days=1)
-    return (cert.not_valid_after_utc > soon and ca.not_valid_after_utc > soon
+    try:
+        ca = x509.load_pem_x509_certificate(pki.ca_file.read_bytes())
+        certs = []
+        for cert_file, key_file in ((pki.cert_file, pki.key_file), (pki.etcd_cert_file, pki.etcd_key_file),
+                                    (pki.etcd_client_cert_file, pki.etcd_client_key_file)):
+            cert = x509.load_pem_x509_certificate(cert_file.read_bytes())
+            key = serialization.load_pem_private_key(key_file.read_bytes(), password=None)
+            if cert.public_key() != key.public_key() or cert.issuer != ca.subject:
+                return False
+            cert.verify_directly_issued_by(ca)
+            if key_file.stat().st_mode & 0o077:
+                return False
+            certs.append(cert)
+        sans = certs[0].extensions.get_extension_for_class(x509.SubjectAlternativeName).value
+    except (OSError, ValueError, TypeError, InvalidSignature, x509.ExtensionNotFound):
+        return False
+    return (all(c.not_valid_after_utc > soon for c in [ca, *certs])
             and names <= set(sans.get_values_for_type(x509.DNSName))
             and ips <= set(sans.get_values_for_type(x509.IPAddress)))

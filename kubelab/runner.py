@@ -16,11 +16,12 @@ import logging
 import os
 import secrets
 import signal
+import sys
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 from . import addressing, kubeconfig
 from .etcd import Etcd
@@ -55,6 +56,11 @@ class UpOptions:
     event_ttl: int = 3600  # kube-apiserver's --event-ttl, in seconds
     # The API server's timeouts and in-flight limits (apiserver.serving.ServingOptions; None: kube's defaults).
     serving: Any = None
+    # kube-apiserver's --etcd-cafile/--etcd-certfile/--etcd-keyfile, for an https --etcd-servers. The
+    # private etcd needs none given: with --token-auth-file it gets certificates of the lab CA.
+    etcd_cafile: Path | None = None
+    etcd_certfile: Path | None = None
+    etcd_keyfile: Path | None = None
 
 
 def split_listen(listen: str) -> tuple[str, int]:
@@ -114,29 +120,37 @@ async def up(options: UpOptions, *, ready: Callable[[dict[str, Any]], None] | No
     etcd: Etcd | None = None
     lab = None
     try:
-        if options.etcd_servers:
-            etcd_servers = options.etcd_servers
-        else:
-            etcd = Etcd(data_dir / "etcd")
-            await asyncio.to_thread(etcd.start)
-            etcd_servers = [etcd.url]
-            _log("etcd").info("ready at %s (private, data in %s) [%s]", etcd.url, etcd.data_dir, timer)
         tokens = None
         pki = None
         if options.token_auth_file is not None:
-            from .pki import ensure_serving_pki
+            from .pki import ensure_lab_pki
             from .tokenfile import ensure_component_tokens
 
             tokens = ensure_component_tokens(options.token_auth_file.resolve(),
                                              [addressing.node_name(i) for i in range(1, options.nodes + 1)])
             ips = [addressing.KUBERNETES_SERVICE_IP] + ([host] if host not in ("0.0.0.0", "", "127.0.0.1") else [])
-            pki = await asyncio.to_thread(ensure_serving_pki, data_dir / "pki", ips=ips)
+            pki = await asyncio.to_thread(ensure_lab_pki, data_dir / "pki", ips=ips)
+        etcd_tls = (options.etcd_cafile, options.etcd_certfile, options.etcd_keyfile)
+        if options.etcd_servers:
+            etcd_servers = options.etcd_servers
+        else:
+            # With tokens, the private etcd too wants a certificate of the lab CA from its clients: without
+            # one, any local user could read every Secret and token straight from its loopback port.
+            etcd = Etcd(data_dir / "etcd", tls=pki.etcd_tls() if pki is not None else None)
+            await asyncio.to_thread(etcd.start)
+            etcd_servers = [etcd.url]
+            if pki is not None:
+                etcd_tls = (pki.ca_file, pki.etcd_client_cert_file, pki.etcd_client_key_file)
+            _log("etcd").info("ready at %s (private, data in %s%s) [%s]", etcd.url, etcd.data_dir,
+                              ", clients need a certificate of the lab CA" if pki is not None else "", timer)
+        cafile, certfile, keyfile = (str(f) if f is not None else None for f in etcd_tls)
         serving_options = options.serving or ServingOptions()
         raise_open_files_limit()
         app = create_app(Config(etcd_servers, advertise_ip=host if host not in ("0.0.0.0", "") else "127.0.0.1",
                                 port=port, token_auth_file=str(options.token_auth_file.resolve())
                                 if options.token_auth_file is not None else None, event_ttl=options.event_ttl,
-                                serving=serving_options))
+                                serving=serving_options, etcd_cafile=cafile, etcd_certfile=certfile,
+                                etcd_keyfile=keyfile))
         server = api_server(uvicorn_config(app, options=serving_options, host=host, port=port,
                                            ssl_certfile=str(pki.cert_file) if pki else None,
                                            ssl_keyfile=str(pki.key_file) if pki else None), serving_options)
@@ -202,14 +216,37 @@ async def up(options: UpOptions, *, ready: Callable[[dict[str, Any]], None] | No
                 await asyncio.wait_for(asyncio.gather(*(t for t in (serving, serving_internal) if t is not None)), 5)
             private.remove()
     finally:
-        if lab is not None:
-            await asyncio.to_thread(lab.destroy)
-            _log("netns").info("removed every namespace, link and process of %s", lab.prefix)
-        if etcd is not None:
-            await asyncio.to_thread(etcd.stop)
-            _log("etcd").info("stopped")
+        await _tear_down(lab, etcd)
         with contextlib.suppress(FileNotFoundError):
             (data_dir / STATE_FILE).unlink()
+
+
+async def _tear_down(lab: Any, etcd: Etcd | None) -> None:
+    """The dataplane and etcd, together (neither needs the other once the API server has stopped), each
+    on a thread of its own: the default executor's threads may all still be busy with pod starts that
+    the cancelled kubelets no longer wait for, and the teardown must not queue behind them. Bounded:
+    the pod start in flight (its own timeout) and one grace period for every pod server together, and
+    meanwhile etcd's grace period."""
+    import concurrent.futures
+
+    loop = asyncio.get_running_loop()
+    with concurrent.futures.ThreadPoolExecutor(max_workers=2, thread_name_prefix="kubelab-teardown") as pool:
+        async def remove_lab() -> None:
+            started = time.monotonic()
+            await loop.run_in_executor(pool, lab.destroy)
+            _log("netns").info("removed every namespace, link and process of %s [%.2fs]", lab.prefix,
+                               time.monotonic() - started)
+
+        async def stop_etcd() -> None:
+            assert etcd is not None
+            await loop.run_in_executor(pool, etcd.stop)
+            _log("etcd").info("stopped")
+
+        steps = ([remove_lab()] if lab is not None else []) + ([stop_etcd()] if etcd is not None else [])
+        results = await asyncio.gather(*steps, return_exceptions=True)
+    errors = [r for r in results if isinstance(r, BaseException)]
+    if errors:
+        raise errors[0]
 
 
 NETNS_NEEDS_ROOT = ("--dataplane netns needs root (network namespaces and iptables); run as root or use "
@@ -300,6 +337,10 @@ def _refuse_second_cluster(data_dir: Path) -> None:
     if old.get("pid") and _pid_alive(int(old["pid"])) and int(old["pid"]) != os.getpid():
         raise RuntimeError(f"a cluster is already running from {data_dir} (pid {old['pid']}); stop it first or "
                            "use another --data-dir")
+    # Killed (SIGKILL, a crash, the machine's OOM killer) rather than stopped: its children died with it
+    # (kubelab/processes.py), what it left on disk and in the kernel goes now.
+    log.warning("the cluster last run from %s (pid %s) ended without stopping; cleaning up after it", data_dir,
+                old.get("pid", "?"))
     if old.get("netnsPrefix"):
         from kubeletstub.netns import cleanup
 
@@ -567,3 +608,17 @@ def run_until_interrupted(coro_factory: Callable[[], Any], *, fast_loop: bool = 
     except KeyboardInterrupt:
         return 130
     return 0
+
+
+def exit_now(code: int) -> NoReturn:
+    """End the process once everything it made is gone, without the interpreter's own teardown. For
+    `kubelab up` with 300 pods that teardown (its cyclic collector walking the heap of every component's
+    caches, then each object freed one by one) took 9-16 s on a loaded machine after the cluster had
+    stopped, and pushed Ctrl-C past the test harness's patience; the kernel frees the memory at once.
+    What must reach the terminal is flushed first; children die with the process anyway
+    (kubelab/processes.py)."""
+    logging.shutdown()
+    for stream in (sys.stdout, sys.stderr):
+        with contextlib.suppress(Exception):
+            stream.flush()
+    os._exit(code)

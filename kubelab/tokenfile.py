@@ -105,6 +105,20 @@ def read_token(path: str | os.PathLike[str]) -> str:
     return token
 
 
+def make_private(path: Path) -> None:
+    """chmod 0600 a token file that its group or others may read or write, and say so in one line."""
+    mode = path.stat().st_mode & 0o777
+    if not mode & 0o077:
+        return
+    try:
+        path.chmod(0o600)
+    except OSError as exc:  # not its owner: say what is wrong, and go on as kube-apiserver would
+        log.warning("token file %s is mode %04o, readable by others, and cannot be made 0600: %s", path, mode,
+                    exc.strerror or exc)
+        return
+    log.warning("token file %s was mode %04o: made it 0600, as it holds bearer tokens", path, mode)
+
+
 # --- kubelab up's own components -------------------------------------------------------------------
 
 def node_user(node: str) -> UserInfo:
@@ -132,8 +146,11 @@ class ComponentTokens:
 def ensure_component_tokens(path: Path, nodes: list[str]) -> ComponentTokens:
     """Tokens for the admin (the kubeconfig's user), the scheduler, the controllers and each node, taken
     from `path` where it has them and generated (and appended to it) where it does not. The admin is
-    the first user in group system:masters, else `kubelab-admin`. A missing file is created (0600)."""
+    the first user in group system:masters, else `kubelab-admin`. A missing file is created (0600); one
+    that others may read is made 0600, with a line that says so: it holds the admin's bearer token."""
     text = path.read_text() if path.exists() else ""
+    if path.exists():
+        make_private(path)
     records = [r for r in _records(text, str(path)) if r.token]
     parse(text, str(path))  # the same checks the API server will make
     by_user: dict[str, str] = {}

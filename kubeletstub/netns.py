@@ -77,11 +77,11 @@ from kubeletstub.podprocess import (
     PodProcess,
     PodProcessError,
     ServedPort,
-    is_pod_process_alive,
     is_process_running,
     process_start_time,
     start_pod_process,
     stop_pod_process,
+    stop_pod_processes,
 )
 
 log = logging.getLogger(__name__)
@@ -319,6 +319,7 @@ class LabNetwork:
         self._state_lock = threading.Lock()
         self._node_locks: dict[str, threading.Lock] = {}
         self._created = False
+        self._closing = False  # destroy() has begun
         self._namespaces: list[str] = []  # recorded *before* creation, in creation order
         self._nodes: dict[str, NodeNet] = {}
         self._pending_nodes: dict[str, NodeNet] = {}
@@ -378,10 +379,24 @@ class LabNetwork:
         with self._state_lock:
             if not self._created:
                 return
+            # From here on nothing new is added; what is being added now (a pod server starting, on a
+            # thread the cancelled kubelet no longer waits for) finishes first, so that it is in the
+            # state torn down below instead of being left behind.
+            self._closing = True
+            in_flight = list(self._node_locks.values())
+        for lock in in_flight:
+            with lock:
+                pass
+        with self._state_lock:
             nodes = list(self._nodes)
         if self.current_netns:
             # The namespace stays, so take out what we put into it: pods (their host veths at once,
-            # not whenever the kernel frees the pod namespace) and node routes.
+            # not whenever the kernel frees the pod namespace) and node routes. Their servers first,
+            # all together (what remove_node would do one pod at a time); a failure is reported below.
+            with self._state_lock:
+                servers = [p.server for p in self._pods.values() if p.server is not None]
+            with contextlib.suppress(OSError, PodProcessError):
+                stop_pod_processes(servers)
             for node in nodes:
                 try:
                     self.remove_node(node)
@@ -393,6 +408,7 @@ class LabNetwork:
         _remove_state(self.state_path, self.log_dir)
         with self._state_lock:
             self._created = False
+            self._closing = False
             self._namespaces.clear()
             self._nodes.clear()
             self._pods.clear()
@@ -829,6 +845,8 @@ class LabNetwork:
         return str(ip)
 
     def _require_created(self) -> None:
+        if self._closing:
+            raise DataplaneError(f"lab {self.prefix} is being removed")
         if not self._created:
             raise DataplaneError(f"lab {self.prefix} is not created (call create() first)")
 
@@ -945,18 +963,13 @@ def _teardown(state: Mapping[str, Any]) -> tuple[list[str], list[int]]:
     """Stop the pod processes, then delete the namespaces, newest first. Returns what it removed."""
     errors: list[str] = []
     stopped: list[int] = []
-    for raw in state.get("pods", []):
-        pod = PodNet.from_json(raw)
-        if pod.server is None:
-            continue
-        try:
-            # Before the namespaces go: a process inside keeps a deleted namespace alive.
-            was_alive = is_pod_process_alive(pod.server)
-            stop_pod_process(pod.server)  # also reaps it if it is our (possibly exited) child
-            if was_alive:
-                stopped.append(pod.server.pid)
-        except (OSError, PodProcessError) as exc:
-            errors.append(f"stop pod {pod.key}: {exc}")
+    servers = [pod.server for pod in map(PodNet.from_json, state.get("pods", [])) if pod.server is not None]
+    try:
+        # Before the namespaces go: a process inside keeps a deleted namespace alive. All at once, with
+        # one grace period: one by one, 300 pods took 28 s under load.
+        stopped = [proc.pid for proc in stop_pod_processes(servers)]  # also reaps our (exited) children
+    except (OSError, PodProcessError) as exc:
+        errors.append(f"stop pods: {exc}")
     namespaces: list[str] = list(state.get("namespaces", []))
     _warn_about_strangers(namespaces)
     removed: list[str] = []

@@ -43,6 +43,7 @@ class Cluster:
         self.log_path = data_dir.parent / f"{data_dir.name}-kubelab.log"
         self.extra_args = list(extra_args)
         self.proc: subprocess.Popen[bytes] | None = None
+        self.pid = 0  # of `kubelab up`, kept after it has exited: its pod servers carry it (--parent-pid)
         self.state: dict[str, Any] = {}
 
     # --- lifecycle -------------------------------------------------------------------------------
@@ -53,6 +54,7 @@ class Cluster:
         with open(self.log_path, "wb") as log:
             self.proc = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT,
                                          env={**os.environ, "GRPC_VERBOSITY": "ERROR"})
+        self.pid = self.proc.pid
         try:
             wait_for("kubelab up to print its ready message", self._is_ready, timeout)
         except BaseException:
@@ -94,11 +96,12 @@ class Cluster:
             found += [f"netns {n}" for n in names if n.startswith(f"{prefix}-")]
             etc = Path("/etc/netns")  # pods' resolv.conf, bind-mounted by `ip netns exec`
             found += [f"file {p}" for p in (etc.glob(f"{prefix}-*") if etc.exists() else [])]
-        ps = subprocess.run(["ps", "-eo", "pid=,args="], capture_output=True, text=True, check=False).stdout
+        ps = subprocess.run(["ps", "-ww", "-eo", "pid=,args="], capture_output=True, text=True, check=False).stdout
         for line in ps.splitlines():
             if str(self.data_dir / "etcd") in line and "etcd" in line:
                 found.append(f"etcd process: {line.strip()}")
-            if prefix and "kubeletstub.podserver" in line and f"{prefix}-" in line:
+            # `ip netns exec` execs the server, so its command line names no namespace; it names its parent.
+            if self.pid and "kubeletstub.podserver" in line and f"--parent-pid {self.pid}" in line:
                 found.append(f"pod server: {line.strip()}")
         return found
 
@@ -113,7 +116,7 @@ class Cluster:
             for directory in etc.glob(f"{prefix}-*"):
                 (directory / "resolv.conf").unlink(missing_ok=True)
                 directory.rmdir()
-        ps = subprocess.run(["ps", "-eo", "pid=,args="], capture_output=True, text=True, check=False).stdout
+        ps = subprocess.run(["ps", "-ww", "-eo", "pid=,args="], capture_output=True, text=True, check=False).stdout
         for line in ps.splitlines():
             pid, _, args = line.strip().partition(" ")
             if str(self.data_dir / "etcd") in args and args.split()[0].endswith("etcd"):

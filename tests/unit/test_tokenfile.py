@@ -103,3 +103,20 @@ def test_component_tokens_reuse_what_the_file_has(tmp_path: Path) -> None:
     assert (tokens.admin, tokens.nodes["node-1"]) == ("boss-token", "n1")
     users = parse(path.read_text())
     assert users["boss-token"].name == "alice" and users[tokens.nodes["node-2"]].name == "system:node:node-2"
+
+
+@pytest.mark.parametrize("mode", [0o644, 0o640, 0o666], ids=oct)
+def test_a_token_file_others_can_read_is_made_0600_and_said_so(tmp_path: Path, mode: int,
+                                                               caplog: pytest.LogCaptureFixture) -> None:
+    path = tmp_path / "tokens.csv"
+    path.write_text('boss-token,alice,1,"system:masters"\n')
+    path.chmod(mode)
+    with caplog.at_level("WARNING", logger="kubelab.tokenfile"):
+        ensure_component_tokens(path, ["node-1"])  # appends the components' tokens
+    assert stat.S_IMODE(path.stat().st_mode) == 0o600
+    assert [r.getMessage() for r in caplog.records] == [
+        f"token file {path} was mode {mode:04o}: made it 0600, as it holds bearer tokens"]
+
+    caplog.clear()
+    ensure_component_tokens(path, ["node-1"])  # 0600 already: nothing to say
+    assert caplog.records == []
