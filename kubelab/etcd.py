@@ -30,6 +30,7 @@ from pathlib import Path
 from typing import Any, Self
 
 from .processes import spawn, stop_process
+from .validation import is_ascii_digits
 
 log = logging.getLogger("kubelab.component.etcd")
 
@@ -349,6 +350,6 @@ def _lock_holder(path: Path) -> int | None:
         return 0
     for row in rows:
         fields = row.split()
-        if "->" not in fields and len(fields) >= 6 and fields[5] == wanted and fields[4].lstrip("-").isdigit():
+        if "->" not in fields and len(fields) >= 6 and fields[5] == wanted and is_ascii_digits(fields[4].lstrip("-")):
             return max(0, int(fields[4]))
     return 0
