@@ -255,8 +255,9 @@ def apply_patch(content_type: str, original: dict[str, Any], patch: Any, kind: s
         # Server-side apply is approximated by a strategic merge of the applied configuration: fields
         # merge by key rather than being replaced, so a second apply never wipes what the first set.
         return strategic_merge_patch(original, patch, kind)
-    raise errors.unsupported_media_type(content_type)
+    raise errors.unsupported_media_type(PATCH_TYPES)
 
 
+# kube-apiserver's patch types, in the order its 415 lists them (the PATCH route's supportedTypes).
 PATCH_TYPES = ("application/json-patch+json", "application/merge-patch+json",
                "application/strategic-merge-patch+json", "application/apply-patch+yaml")
