@@ -58,3 +58,18 @@ def test_a_create_in_a_body_type_still_works(api: httpx.Client, content_type: st
     body = orjson.dumps(service(name))  # JSON is YAML too
     resp = api.post(ns_path("services"), content=body, headers={"Content-Type": content_type})
     assert resp.status_code == 201, resp.text
+
+
+@pytest.mark.parametrize("keys", [10, 10_000], ids=["small", "big (made off the event loop)"])
+def test_an_object_read_as_yaml_is_the_same_object(api: httpx.Client, keys: int) -> None:
+    import yaml
+
+    name = unique_name("yaml-out")
+    body = {"metadata": {"name": name}, "data": {f"key-{i:05}": f"value {i}: ok" for i in range(keys)}}
+    resp = api.post(ns_path("configmaps"), json=body)
+    assert resp.status_code == 201, resp.text[:300]
+    as_json = api.get(ns_path("configmaps", name=name)).json()
+    resp = api.get(ns_path("configmaps", name=name), headers={"Accept": "application/yaml"})
+    assert resp.status_code == 200
+    assert resp.headers["content-type"].startswith("application/yaml")
+    assert yaml.safe_load(resp.text) == as_json
