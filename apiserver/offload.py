@@ -138,7 +138,7 @@ def _trim() -> None:
 
 def _load_malloc_trim() -> Callable[[int], int] | None:
     try:
-        return ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6").malloc_trim  # type: ignore[no-any-return]
+        return ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6").malloc_trim
     except (OSError, AttributeError):  # not glibc: nothing to trim, or no way to
         return None
 

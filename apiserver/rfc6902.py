@@ -80,7 +80,9 @@ def _json_type(value: Any) -> str:
         return "bool"
     if isinstance(value, int | float):
         return "number"
-    return {str: "string", list: "array"}.get(type(value), "null")
+    if isinstance(value, str):
+        return "string"
+    return "array" if isinstance(value, list) else "null"
 
 
 # --- pointers -----------------------------------------------------------------------------------
@@ -208,7 +210,9 @@ def _apply_op(doc: Any, op: dict[str, Any], copied: list[int]) -> None:
         if isinstance(container, dict):
             container[key] = clone(op.get("value"))
         else:
-            container[_index(key, len(container))] = clone(op.get("value"))  # type: ignore[index]
+            idx = _index(key, len(container))
+            assert idx is not None  # _get found it
+            container[idx] = clone(op.get("value"))
     elif kind == "move":
         source = _field(op, "from", kind)
         target = _parent(doc, source)

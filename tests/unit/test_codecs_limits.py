@@ -55,8 +55,8 @@ def test_json_deeper_than_the_limit_is_a_bad_request() -> None:
     deep = b"[" * 129 + b"]" * 129
     with pytest.raises(StatusError) as err:
         codecs.decode("application/json", deep)
-    assert (err.value.code, err.value.message) == (400, "couldn't get version/kind; json parse error: exceeded max "
-                                                        "depth of 128")
+    assert err.value.code == 400
+    assert err.value.message == "couldn't get version/kind; json parse error: exceeded max depth of 128"
     # Brackets inside strings do not count.
     assert codecs.decode("application/json", b'{"a":"' + b"[" * 1000 + b'"}') == {"a": "[" * 1000}
     assert codecs.decode("application/json", b"[" * 128 + b"]" * 128) is not None
