@@ -151,4 +151,7 @@ def _worker() -> ThreadPoolExecutor:
     if _executor is None:
         sys.setswitchinterval(SWITCH_INTERVAL)
         _executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="apiserver-cpu")
+        # Start its thread with an empty job: submit() waits for a thread it starts to run, and with the
+        # first heavy job that thread took the GIL into a 70 ms decode before the loop got it back.
+        _executor.submit(int).result()
     return _executor
