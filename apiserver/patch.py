@@ -97,10 +97,10 @@ def json_patch(original: Any, patch: Any) -> Any:
         raise errors.bad_request("json: cannot unmarshal object into Go value of type jsonpatch.Patch")
     try:
         result = rfc6902.apply(original, patch)
+    except (rfc6902.TooDeep, RecursionError):  # a chain of copies into themselves
+        raise _patch_rejected(f"exceeded max depth of {codecs.MAX_DEPTH}") from None
     except rfc6902.PatchFailed as exc:
         raise _patch_rejected(str(exc)) from None
-    except RecursionError:  # a chain of copies into themselves, nested past what Python walks
-        raise _patch_rejected(f"exceeded max depth of {codecs.MAX_DEPTH}") from None
     try:
         # Operations can nest a value deeper than any body may be (a copy into itself, an add of a deep
         # value at a deep path); what could not have been sent cannot be made.

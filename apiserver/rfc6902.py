@@ -41,6 +41,10 @@ class PatchFailed(Exception):
     """An operation that does not apply; its message is the library's."""
 
 
+class TooDeep(PatchFailed):
+    """A copy of a value nested too deep to encode: a chain of copies into themselves."""
+
+
 def apply(original: Any, patch: list[Any]) -> Any:
     """`patch` (already decoded) applied to a copy of `original`; raises PatchFailed or StatusError."""
     for op in patch:
@@ -255,8 +259,8 @@ def _copy(doc: Any, op: dict[str, Any], copied: list[int]) -> None:
     # checked before the copy goes in, so the document never holds more than the limit allows.
     try:
         encoded = orjson.dumps(value)
-    except orjson.JSONEncodeError as exc:  # nested deeper than any object may be
-        raise PatchFailed(f"error while performing deep copy: {exc}") from None
+    except orjson.JSONEncodeError as exc:  # nested deeper than orjson writes (255), far past what a body may be
+        raise TooDeep(str(exc)) from None
     copied[0] += len(encoded) + 5 * sum(encoded.count(c) for c in _HTML)
     if copied[0] > MAX_COPY_BYTES:
         raise PatchFailed(f"Unable to complete the copy, the accumulated size increase of copy is {copied[0]}, "
