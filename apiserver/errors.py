@@ -156,15 +156,15 @@ def too_large_resource_version(wanted: int, current: int, retry_after: int = 0) 
     return StatusError(504, "Timeout", f"Timeout: Too large resource version: {wanted}, current: {current}", details)
 
 
-def unsupported_media_type(content_type: str) -> StatusError:
-    return StatusError(415, "UnsupportedMediaType", f'the body of the request was in an unknown format - '
-                                                    f'accepted media types include: application/json, '
-                                                    f'application/yaml, application/vnd.kubernetes.protobuf '
-                                                    f'(got "{content_type}")')
+def unsupported_media_type(accepted: Sequence[str]) -> StatusError:
+    """NewUnsupportedMediaTypeError: what the endpoint accepts, in kube-apiserver's words and order."""
+    return StatusError(415, "UnsupportedMediaType", "the body of the request was in an unknown format - accepted "
+                                                    f"media types include: {', '.join(accepted)}")
 
 
-def too_large() -> StatusError:
-    return StatusError(413, "RequestEntityTooLarge", "Request entity too large: limit is 3145728")
+def too_large(message: str = "limit is 3145728") -> StatusError:
+    """NewRequestEntityTooLargeError: a body over the 3 MiB limit, or a request that would make more."""
+    return StatusError(413, "RequestEntityTooLarge", f"Request entity too large: {message}")
 
 
 def unavailable(message: str) -> StatusError:

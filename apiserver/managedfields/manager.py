@@ -38,6 +38,7 @@ KUBECTL = "kubectl"
 APPLY, UPDATE = "Apply", "Update"
 _STATUS: Path = ("f:status",)
 
+# merge(live, config): the merged object, new; neither argument is changed.
 Merge = Callable[[dict[str, Any], dict[str, Any]], dict[str, Any]]
 
 
@@ -206,7 +207,7 @@ def _apply(kind: str, live: dict[str, Any], config: dict[str, Any], entries: lis
     me = Entry(manager, APPLY, api_version, subresource=subresource)
     mine = _find(result, me)
     others = [e for e in result if e is not mine]
-    merged = merge(copy.deepcopy(live), config)
+    merged = merge(live, config)  # a new object: the merge copies what it merges into
     if mine is not None:
         # prune + addBackOwnedItems: what this manager applied last time and no longer applies goes,
         # unless some manager (this one included, through a field below it) still owns it.

@@ -21,7 +21,7 @@ from kubelab.kinds import NAMESPACES, ResourceType
 from kubelab.models import TypedObject
 from kubelab.selectors import FieldSelector, Selector
 
-from .. import continuetoken, errors, managedfields, requestctx, strconv
+from .. import continuetoken, errors, managedfields, offload, requestctx, strconv
 from ..cacher import Cacher, NotServable, TooOld, WatchEvent
 from ..listoptions import EXACT, ListOptions
 from ..storage import (
@@ -324,19 +324,24 @@ class Registry:
                      manager: str | None = None) -> dict[str, Any]:
         """`manager` names the field manager of the write (fieldManager, or the client's user agent);
         None leaves managedFields as the body has them (the API server's own writes, applies)."""
-        obj = self.decode(rt, body, namespace)
         strategy = self.strategy(rt)
-        if rt.namespaced and not obj.metadata.namespace:
-            raise errors.bad_request("the server could not find the requested resource (namespace is required)")
-        if manager:
-            # Before PrepareForCreate, as kube-apiserver's field manager runs before the strategy: the
-            # creator owns what it sent and the defaults, not what the server fills in (uid, clusterIP).
-            self._track(rt, None, obj, manager, None)
-        strategy.prepare_create(obj)
-        generated = not obj.metadata.name
-        if generated and obj.metadata.generate_name:
-            obj.metadata.name = generate_name(obj.metadata.generate_name)
-        errs = strategy.validate_create(obj)
+
+        def prepare() -> tuple[TypedObject, bool, list[Any]]:
+            # CPU only, no I/O: off the event loop for a big body (offload.py).
+            obj = self.decode(rt, body, namespace)
+            if rt.namespaced and not obj.metadata.namespace:
+                raise errors.bad_request("the server could not find the requested resource (namespace is required)")
+            if manager:
+                # Before PrepareForCreate, as kube-apiserver's field manager runs before the strategy: the
+                # creator owns what it sent and the defaults, not what the server fills in (uid, clusterIP).
+                self._track(rt, None, obj, manager, None)
+            strategy.prepare_create(obj)
+            generated = not obj.metadata.name
+            if generated and obj.metadata.generate_name:
+                obj.metadata.name = generate_name(obj.metadata.generate_name)
+            return obj, generated, strategy.validate_create(obj)
+
+        obj, generated, errs = await offload.run(offload.body_bytes(), prepare)
         if errs:
             await self._check_namespace(rt, obj)
             raise errors.invalid(rt, obj.metadata.name or obj.metadata.generate_name or "", errs)
@@ -397,7 +402,7 @@ class Registry:
             if alloc.errors:
                 await self._check_namespace(rt, attempt)
                 raise errors.invalid(rt, attempt.metadata.name or "", alloc.errors)
-            data = attempt.to_dict()
+            data = await offload.run(offload.body_bytes(), attempt.to_dict)
             if dry_run:
                 return data
             key = self.key(rt, attempt.metadata.namespace, attempt.metadata.name or "")
@@ -438,7 +443,7 @@ class Registry:
     async def update(self, rt: ResourceType, namespace: str | None, name: str, body: Any, *,
                      subresource: str | None = None, dry_run: bool = False, manager: str | None = None
                      ) -> dict[str, Any]:
-        new_obj = self.decode(rt, body, namespace)
+        new_obj = await offload.run(offload.body_bytes(), self.decode, rt, body, namespace)
         if new_obj.metadata.name and new_obj.metadata.name != name:
             raise errors.bad_request(f"the name of the object ({new_obj.metadata.name}) does not match the name "
                                      f"on the URL ({name})")
@@ -483,27 +488,36 @@ class Registry:
             cached = None  # a retry reads etcd
             if precondition is not None and precondition != str(stored.mod_revision):
                 raise errors.stale_update(rt, name)
-            old = self._to_model(rt, stored.obj)
-            result = mutate(stored.obj)
-            new = result if isinstance(result, TypedObject) else self.decode(rt, result, namespace)
-            new.metadata.name = name
-            if precondition is None:
-                new.metadata.resource_version = str(stored.mod_revision)
-            elif new.metadata.resource_version and new.metadata.resource_version != str(stored.mod_revision):
-                raise errors.stale_update(rt, name)
-            strategy.prepare_update(new, old, subresource)
-            if manager:
-                self._track(rt, stored.obj, new, manager, field_subresource or subresource)
-            errs = strategy.validate_update(new, old, subresource)
-            if errs:
-                raise errors.invalid(rt, name, errs)
-            alloc = strategy.allocate(new, old, avoid=avoid) if subresource is None else None
-            if alloc is not None and alloc.errors:
-                raise errors.invalid(rt, name, alloc.errors)
-            data = new.to_dict()
-            data["metadata"].pop("resourceVersion", None)
-            if data == {**stored.obj, "metadata": {k: v for k, v in stored.obj["metadata"].items()
-                                                    if k != "resourceVersion"}}:
+
+            def prepare(stored: Stored) -> tuple[TypedObject, Any, dict[str, Any], bool]:
+                # CPU only, no I/O: off the event loop for a big body or object (offload.py).
+                old = self._to_model(rt, stored.obj)
+                result = mutate(stored.obj)
+                new = result if isinstance(result, TypedObject) else self.decode(rt, result, namespace)
+                new.metadata.name = name
+                if precondition is None:
+                    new.metadata.resource_version = str(stored.mod_revision)
+                elif new.metadata.resource_version and new.metadata.resource_version != str(stored.mod_revision):
+                    raise errors.stale_update(rt, name)
+                strategy.prepare_update(new, old, subresource)
+                if manager:
+                    self._track(rt, stored.obj, new, manager, field_subresource or subresource)
+                errs = strategy.validate_update(new, old, subresource)
+                if errs:
+                    raise errors.invalid(rt, name, errs)
+                alloc = strategy.allocate(new, old, avoid=avoid) if subresource is None else None
+                if alloc is not None and alloc.errors:
+                    raise errors.invalid(rt, name, alloc.errors)
+                data = new.to_dict()
+                data["metadata"].pop("resourceVersion", None)
+                return new, alloc, data, data == {**stored.obj, "metadata": {
+                    k: v for k, v in stored.obj["metadata"].items() if k != "resourceVersion"}}
+
+            size = offload.body_bytes()
+            if not offload.is_heavy(size):
+                size = offload.object_bytes(stored.obj)  # a small patch of a big object is heavy too
+            new, alloc, data, unchanged = await offload.run(size, prepare, stored)
+            if unchanged:
                 if from_cache:
                     continue  # no-op against the cache's copy, which may be stale: ask etcd
                 return stored.obj  # a no-op update writes nothing and keeps the resourceVersion

@@ -26,7 +26,18 @@ from kubelab.kinds import ResourceType
 from kubelab.models import Binding, Pod
 from kubelab.selectors import SelectorError, parse_field_selector, parse_label_selector
 
-from .. import admission, codecs, errors, listoptions, managedfields, requestctx, requestinfo, tables, traces
+from .. import (
+    admission,
+    codecs,
+    errors,
+    listoptions,
+    managedfields,
+    offload,
+    requestctx,
+    requestinfo,
+    tables,
+    traces,
+)
 from ..managedfields.fieldpath import path_string
 from ..patch import PATCH_TYPES, apply_patch, strategic_merge_patch
 from ..registry import Registry, decoding
@@ -385,7 +396,18 @@ async def watch(request: Request, target: Target) -> Response:
 # --- writes --------------------------------------------------------------------------------------
 
 async def _body(request: Request) -> Any:
-    return codecs.decode(codecs.media_type(request), await codecs.read_body(request))
+    """A create's or an update's body, decoded (off the event loop when it is big). A patch's media
+    types are no body for these: kube-apiserver's input negotiation answers them 415 with the types
+    it does take."""
+    content_type = codecs.media_type(request)
+    if content_type in PATCH_TYPES:
+        raise errors.unsupported_media_type(codecs.BODY_TYPES)
+    return await _decode(content_type, await codecs.read_body(request))
+
+
+async def _decode(content_type: str, raw: bytes) -> Any:
+    offload.note_body(len(raw))
+    return await offload.run(len(raw), codecs.decode, content_type, raw)
 
 
 async def create(request: Request, target: Target) -> Response:
@@ -437,8 +459,8 @@ async def patch(request: Request, target: Target) -> Response:
     _check_subresource(target)
     content_type = codecs.media_type(request)
     if content_type not in PATCH_TYPES:
-        raise errors.unsupported_media_type(content_type)
-    patch_body = codecs.decode(content_type, await codecs.read_body(request))
+        raise errors.unsupported_media_type(PATCH_TYPES)
+    patch_body = await _decode(content_type, await codecs.read_body(request))
     registry = _registry(request)
     dry_run = _dry_run(request)
     rt = target.rt
@@ -515,7 +537,8 @@ async def server_side_apply(request: Request, target: Target, config: Any, dry_r
         if exc.code != 404 or target.subresource or exc.details is None or exc.details.get("name") != name:
             raise
     # Apply to an object that does not exist creates it, owned by the applier.
-    obj = await registry.create(rt, target.namespace, applied(None), dry_run=dry_run)
+    obj = await registry.create(rt, target.namespace, await offload.run(offload.body_bytes(), applied, None),
+                                dry_run=dry_run)
     return codecs.respond(request, obj, 201)
 
 

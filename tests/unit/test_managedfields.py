@@ -255,3 +255,26 @@ def test_compare_of_one_sided_subtrees_equals_the_generic_walk() -> None:
             assert (diff.added, diff.modified, diff.removed) == _reference_compare(lhs, rhs, "Pod")
 
     check()
+
+
+def test_field_walks_leave_no_cyclic_garbage() -> None:
+    """A walk written as a closure that calls itself is a reference cycle (the function and its cell),
+    and it kept what it captured alive until the next full collection: 200,000 field paths of a big
+    object, 90 MB the API server held on to after answering."""
+    import gc
+
+    obj = {"metadata": {"finalizers": [f"e.io/{i}" for i in range(1000)], "labels": {"a": "b"}},
+           "spec": {"ports": [{"port": p} for p in range(100)]}}
+    gc.collect()
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        fields = to_field_set(obj, "Service")
+        assert from_fields_v1(to_fields_v1(fields)) == fields
+        assert compare({}, obj, "Service").added
+        assert compare(obj, {}, "Service").removed
+        del fields
+        assert gc.collect() == 0
+    finally:
+        if enabled:
+            gc.enable()

@@ -269,3 +269,61 @@ def test_unsupported_patch_type() -> None:
     with pytest.raises(StatusError) as err:
         apply_patch("text/plain", LIVE_SERVICE, {}, "Service")
     assert err.value.code == 415
+
+
+# --- what a JSON patch may make (kube-apiserver's bounds) ------------------------------------------
+
+def test_a_json_patch_has_at_most_10000_operations() -> None:
+    ops = [{"op": "test", "path": "/metadata/name", "value": "web"}] * 10_001
+    with pytest.raises(StatusError) as err:
+        json_patch(SVC, ops)
+    assert (err.value.code, err.value.reason, err.value.message) == (
+        413, "RequestEntityTooLarge",
+        "Request entity too large: The allowed maximum operations in a JSON patch is 10000, got 10001")
+    assert json_patch(SVC, ops[:10_000]) == SVC
+
+
+def test_copies_may_add_at_most_3_mib() -> None:
+    doc = {"x": {"s": "a" * 1000}}
+    ops = [{"op": "copy", "from": "/x", "path": f"/x/c{i}"} for i in range(20)]
+    with pytest.raises(StatusError) as err:
+        json_patch(doc, ops)
+    assert err.value.code == 422
+    [cause] = (err.value.details or {})["causes"]
+    # Copy i adds the JSON of x as it then is: 1,010 bytes doubling (plus its keys) each time; the 12th
+    # takes the sum past 3 MiB.
+    assert cause["message"].startswith("Unable to complete the copy, the accumulated size increase of copy is ")
+    assert cause["message"].endswith(", exceeding the limit 3145728")
+    assert json_patch(doc, ops[:11])["x"]["c10"]["c9"]["s"] == "a" * 1000
+
+
+def test_a_json_patch_may_not_nest_deeper_than_a_body_may() -> None:
+    """Each copy of /x into /x/a nests one level deeper; 300 of them are well within the copy budget."""
+    ops = [{"op": "copy", "from": "/x", "path": "/x/a"} for _ in range(300)]
+    with pytest.raises(StatusError) as err:
+        json_patch({"x": {}}, ops)
+    assert err.value.code == 422
+    assert (err.value.details or {})["causes"] == [{"message": "exceeded max depth of 128"}]
+    assert json_patch({"x": {}}, ops[:100])["x"]["a"]["a"]["a"] is not None
+
+
+@pytest.mark.parametrize(("patch", "cause"), [
+    pytest.param([{"op": "remove", "path": "/spec/nothing"}],
+                 "error in remove for path: '/spec/nothing': Unable to remove nonexistent key: nothing: missing value",
+                 id="remove a missing key"),
+    pytest.param([{"op": "add", "path": "/spec/ports/7", "value": 1}],
+                 "error in add for path: '/spec/ports/7': Unable to access invalid index: 7: invalid index referenced",
+                 id="add past the end"),
+    pytest.param([{"op": "add", "path": "/nope/x", "value": 1}],
+                 'add operation does not apply: doc is missing path: "/nope/x": missing value', id="missing parent"),
+    pytest.param([{"op": "frobnicate", "path": "/spec"}], "Unexpected kind: frobnicate", id="unknown op"),
+])
+def test_json_patch_failures_read_as_evanphx_json_patch_words_them(patch: list[dict[str, Any]], cause: str) -> None:
+    with pytest.raises(StatusError) as err:
+        json_patch(SVC, patch)
+    assert (err.value.details or {})["causes"] == [{"message": cause}]
+
+
+def test_json_patch_takes_negative_indices_as_the_go_library_does() -> None:
+    patched = json_patch({"a": [1, 2, 3]}, [{"op": "remove", "path": "/a/-1"}, {"op": "add", "path": "/a/-1", "value": 9}])
+    assert patched == {"a": [1, 2, 9]}
