@@ -108,13 +108,19 @@ def create_app(config: Config) -> ASGIApp:
         storage.observe = app.state.metrics.observe_etcd
         cacher = Cacher(storage, metrics=app.state.metrics) if config.watch_cache else None
         strategies = default_strategies(service_cidr=config.service_cidr, event_ttl=config.event_ttl)
-        registry = Registry(storage, strategies, cacher=cacher, on_write=app.state.traces.accept)
+        counts = app.state.counts = ObjectCounts(storage, cacher)
+
+        def written(key: str, revision: int, verb: str, sent: float) -> None:
+            app.state.traces.accept(key, revision, verb, sent)
+            counts.written(key, verb)
+
+        registry = Registry(storage, strategies, cacher=cacher, on_write=written)
         app.state.registry = registry
-        app.state.counts = ObjectCounts(storage, cacher)
         await registry.wait_for_storage()
         import ipaddress
         service_ip = str(ipaddress.ip_network(config.service_cidr)[1])
         await bootstrap(registry, advertise_ip=config.advertise_ip, port=config.port, service_ip=service_ip)
+        app.state.counts.prime(config.resources)
         log.info("storage %s ready", ",".join(config.etcd_servers))
         try:
             yield

@@ -264,6 +264,14 @@ def respond(request: Request, body: Any, status_code: int = 200, headers: dict[s
     return Response(orjson.dumps(body), status_code=status_code, media_type="application/json", headers=headers)
 
 
+async def respond_sized(request: Request, body: Any, size: int) -> Response:
+    """respond(), for a body whose size is known beforehand (a LIST: its items' stored bytes): a big JSON
+    answer is encoded off the event loop (offload.py), not in one orjson call holding it."""
+    if wants_yaml(request) or not offload.is_heavy(size):
+        return respond(request, body)
+    return Response(await offload.run(size, orjson.dumps, body), media_type="application/json")
+
+
 def _dump_yaml(body: Any) -> str:
     return str(yaml.dump(body, Dumper=_YAML_DUMPER, sort_keys=False))
 

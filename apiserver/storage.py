@@ -31,6 +31,8 @@ import aetcd.watcher
 import grpc
 import orjson
 
+from . import offload
+
 log = logging.getLogger(__name__)
 
 
@@ -182,6 +184,17 @@ def decode(value: bytes, revision: int) -> dict[str, Any]:
     obj: dict[str, Any] = orjson.loads(value)
     obj.setdefault("metadata", {})["resourceVersion"] = str(revision)
     return obj
+
+
+def _decode_all(kvs: builtins.list[Any]) -> builtins.list[Stored]:
+    return [Stored(kv.key.decode(), decode(kv.value, kv.mod_revision), kv.mod_revision, kv.create_revision,
+                   len(kv.value)) for kv in kvs]
+
+
+async def _decoded(kvs: builtins.list[Any]) -> builtins.list[Stored]:
+    """A range's objects, decoded off the event loop when there are many bytes of them (offload.py): 3,000
+    ConfigMaps of 1 KiB held the loop ~40 ms per LIST."""
+    return await offload.run(sum(len(kv.value) for kv in kvs), _decode_all, kvs)
 
 
 class ForbiddenKeyPresent(StorageError):
@@ -370,9 +383,7 @@ class Storage:
     async def list(self, prefix: str) -> tuple[list[Stored], int]:
         """Every object under `prefix` (which should end in '/'), and the store revision of the read."""
         result = await self._call(self.client.get_prefix(prefix.encode()), ("list", prefix))
-        items = [Stored(kv.key.decode(), decode(kv.value, kv.mod_revision), kv.mod_revision, kv.create_revision,
-                        len(kv.value)) for kv in result]
-        return items, int(result.header.revision)
+        return await _decoded(list(result)), int(result.header.revision)
 
     async def list_range(self, start: str, end: str, *, limit: int = 0, revision: int = 0) -> Range:
         """Keys from `start` (inclusive) to `end` (exclusive), in key order: at most `limit` of them (0: all),
@@ -381,8 +392,7 @@ class Storage:
         Compacted if etcd no longer has `revision`, FutureRevision if it has not reached it."""
         request = aetcd.rpc.RangeRequest(key=start.encode(), range_end=end.encode(), limit=limit, revision=revision)
         response = await self._call(self._range(request), ("list", start))
-        items = [Stored(kv.key.decode(), decode(kv.value, kv.mod_revision), kv.mod_revision, kv.create_revision,
-                        len(kv.value)) for kv in response.kvs]
+        items = await _decoded(list(response.kvs))
         return Range(items, bool(response.more), int(response.count), int(response.header.revision))
 
     async def _range(self, request: Any) -> Any:

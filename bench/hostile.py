@@ -43,6 +43,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+import hostile_load  # noqa: F401 - registers the load attack classes
 import httpx
 from harness import ROOT, Lab, cpu_seconds, percentile, rss_mib, wait_ready
 from hostile_attacks import ATTACKS, NAMESPACE, Arena, Attack, Shot

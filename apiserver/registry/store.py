@@ -101,6 +101,7 @@ class ListPage:
     revision: int
     continue_token: str = ""
     remaining: int | None = None
+    size: int = 0  # bytes of the items as stored: what encoding the answer will cost (offload.py)
 
 
 class Registry:
@@ -244,6 +245,7 @@ class Registry:
         end = range_end(prefix)
         key, fetch = start, limit
         items: list[dict[str, Any]] = []
+        size = 0
         last_key = ""
         while True:
             page = await self._range(key, end, fetch, at, continuing=continuing, start=start, prefix=prefix)
@@ -257,6 +259,7 @@ class Registry:
                 last_key = stored.key
                 if matches(stored.obj):
                     items.append(stored.obj)
+                    size += stored.size
             if not at:
                 at = page.revision  # the later reads of this page, and the later pages, read here
             if not more or not limit or len(items) >= limit:
@@ -264,9 +267,9 @@ class Registry:
             fetch = min(fetch * 2, MAX_FETCH) if fetch < MAX_FETCH else fetch
             key = last_key + "\x00"
         if not more:
-            return ListPage(items, at)
+            return ListPage(items, at, size=size)
         token = continuetoken.encode(last_key + "\x00", prefix, at)
-        return ListPage(items, at, token, page.count - limit if everything else None)
+        return ListPage(items, at, token, page.count - limit if everything else None, size=size)
 
     async def _list_whole(self, rt: ResourceType, prefix: str, matches: Callable[[dict[str, Any]], bool],
                           wanted: int) -> ListPage:
@@ -277,7 +280,8 @@ class Registry:
                 stored, revision = await self.storage.list(prefix)
         except Unavailable as exc:
             raise errors.unavailable(f"etcd is unavailable: {exc}") from exc
-        return ListPage([s.obj for s in stored if matches(s.obj)], revision)
+        kept = [s for s in stored if matches(s.obj)]
+        return ListPage([s.obj for s in kept], revision, size=sum(s.size for s in kept))
 
     async def _wait_for_revision(self, rt: ResourceType, wanted: int, current: int) -> int:
         """kube's watch cache (waitUntilFreshAndBlock) waits up to 3 s for a resourceVersion it has not

@@ -327,13 +327,14 @@ async def list_objects(request: Request, target: Target) -> Response:
     if page.remaining is not None:
         meta["remainingItemCount"] = page.remaining
     if _table_requested(request):
-        table = tables.table(target.rt, page.items, str(page.revision),
-                             include_object=listoptions.include_object(request.query_params))
+        include = listoptions.include_object(request.query_params)
+        table = await offload.run(page.size, lambda: tables.table(target.rt, page.items, str(page.revision),
+                                                                  include_object=include))
         table["metadata"] = meta  # a Table pages as the list it was made from
-        return codecs.respond(request, table)
+        return await codecs.respond_sized(request, table, page.size)
     body = {"kind": _list_kind(target.rt), "apiVersion": target.rt.api_version, "metadata": meta,
             "items": page.items}
-    return codecs.respond(request, body)
+    return await codecs.respond_sized(request, body, page.size)
 
 
 async def watch(request: Request, target: Target) -> Response:

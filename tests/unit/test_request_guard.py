@@ -132,3 +132,20 @@ async def test_long_running_requests_have_no_timeout(path: str) -> None:
     app.release.set()
     await task
     assert status(sent) == 200
+
+
+async def test_big_lists_take_a_lane_and_queue_for_it() -> None:
+    """LISTs of the most seats are served `big_lists` at a time; another waits for a lane (a quarter of the
+    request timeout, APF's queue wait) and then gets 429, while small requests go by."""
+    app = Holding()
+    guard = RequestGuard(app, ServingOptions(big_lists=1, request_timeout=8.0), width=widths(10))
+    first = await call(guard, "GET", "/api/v1/pods", user=BOB)
+    second_task, second = await call(guard, "GET", "/api/v1/pods", user=BOB)
+    small = await call(guard, "GET", "/api/v1/namespaces", user=BOB)
+    assert app.entered == 2  # the first big LIST and the small one; the second big one waits
+    await second_task
+    assert status(second) == 429
+    app.release.set()
+    for task, sent in (first, small):
+        await task
+        assert status(sent) == 200
