@@ -176,3 +176,19 @@ async def watch_cache_memory(arena: Arena) -> None:
     finally:
         watcher.cancel()
         await asyncio.gather(watcher, return_exceptions=True)
+
+
+@attack("poisoned-names")
+async def poisoned_names(arena: Arena) -> None:
+    """A Service, a ConfigMap and a label whose names end in a newline, a port named "p\\n", a namespace
+    "x\\n" (kube: 422 each; Python's `$` had let them through and a port name stopped every node's rules)."""
+    ns = arena.namespace
+    service = {"apiVersion": "v1", "kind": "Service", "metadata": {"name": "evil\n"},
+               "spec": {"ports": [{"port": 80}]}}
+    await arena.fire("POST", f"/api/v1/namespaces/{ns}/services", body=service)
+    await arena.fire("POST", f"/api/v1/namespaces/{ns}/services", body={
+        **service, "metadata": {"name": "good"}, "spec": {"ports": [{"name": "p\n", "port": 80}]}})
+    await arena.fire("POST", CONFIGMAPS, body=configmap("cm\n"))
+    await arena.fire("POST", CONFIGMAPS, body={**configmap("labelled"), "metadata": {
+        "name": "labelled", "labels": {"app": "web\n"}}})
+    await arena.fire("POST", "/api/v1/namespaces", body={"metadata": {"name": "x\n"}})
