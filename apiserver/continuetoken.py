@@ -20,7 +20,7 @@ from typing import Any
 
 import orjson
 
-from . import strconv
+from . import gojson, strconv
 
 VERSION = "meta.k8s.io/v1"
 GENERIC = "continue key is not valid"
@@ -105,14 +105,6 @@ def _go_json(value: dict[str, Any]) -> bytes:
 _FIELDS = {"v": ("v", str, "string"), "rv": ("rv", int, "int64"), "start": ("start", str, "string")}
 
 
-def _json_type(value: Any) -> str:
-    if isinstance(value, bool):
-        return "bool"
-    if isinstance(value, int | float):
-        return "number"
-    if isinstance(value, str):
-        return "string"
-    return "array" if isinstance(value, list) else "object"
 
 
 def _unmarshal(data: bytes) -> tuple[str, int, str]:
@@ -123,7 +115,7 @@ def _unmarshal(data: bytes) -> tuple[str, int, str]:
     except orjson.JSONDecodeError:
         raise InvalidContinue(f"{GENERIC}: {_syntax_error(data)}") from None
     if not isinstance(doc, dict):
-        raise InvalidContinue(f"{GENERIC}: json: cannot unmarshal {_json_type(doc)} into Go value of type "
+        raise InvalidContinue(f"{GENERIC}: json: cannot unmarshal {gojson.type_name(doc)} into Go value of type "
                               "storage.continueToken")
     fields: dict[str, Any] = {"v": "", "rv": 0, "start": ""}
     for key, value in doc.items():
@@ -133,13 +125,13 @@ def _unmarshal(data: bytes) -> tuple[str, int, str]:
         _, want, go_type = _FIELDS[name]
         if want is int:
             if isinstance(value, bool) or not isinstance(value, int | float):
-                raise InvalidContinue(f"{GENERIC}: json: cannot unmarshal {_json_type(value)} into Go struct field "
+                raise InvalidContinue(f"{GENERIC}: json: cannot unmarshal {gojson.type_name(value)} into Go struct field "
                                       f"continueToken.{name} of type {go_type}")
             if isinstance(value, float) or not -(2**63) <= value < 2**63:
                 raise InvalidContinue(f"{GENERIC}: json: cannot unmarshal number {_number_text(data, key)} into Go "
                                       f"struct field continueToken.{name} of type {go_type}")
         elif not isinstance(value, want):
-            raise InvalidContinue(f"{GENERIC}: json: cannot unmarshal {_json_type(value)} into Go struct field "
+            raise InvalidContinue(f"{GENERIC}: json: cannot unmarshal {gojson.type_name(value)} into Go struct field "
                                   f"continueToken.{name} of type {go_type}")
         fields[name] = value
     return fields["v"], fields["rv"], fields["start"]

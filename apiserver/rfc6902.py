@@ -27,7 +27,7 @@ from typing import Any
 
 import orjson
 
-from . import errors
+from . import errors, gojson
 
 MAX_OPERATIONS = 10_000
 MAX_COPY_BYTES = 3 * 1024 * 1024
@@ -49,7 +49,7 @@ def apply(original: Any, patch: list[Any]) -> Any:
     """`patch` (already decoded) applied to a copy of `original`; raises PatchFailed or StatusError."""
     for op in patch:
         if op is not None and not isinstance(op, dict):
-            raise errors.bad_request(f"json: cannot unmarshal {_json_type(op)} into Go value of type "
+            raise errors.bad_request(f"json: cannot unmarshal {gojson.type_name(op)} into Go value of type "
                                      "jsonpatch.Operation")
     if len(patch) > MAX_OPERATIONS:
         raise errors.too_large(f"The allowed maximum operations in a JSON patch is {MAX_OPERATIONS}, "
@@ -79,14 +79,6 @@ def _rebuild(value: Any) -> Any:
     return value
 
 
-def _json_type(value: Any) -> str:
-    if isinstance(value, bool):
-        return "bool"
-    if isinstance(value, int | float):
-        return "number"
-    if isinstance(value, str):
-        return "string"
-    return "array" if isinstance(value, list) else "null"
 
 
 # --- pointers -----------------------------------------------------------------------------------

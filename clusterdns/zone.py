@@ -92,14 +92,6 @@ def _endpoints(slices: Iterable[EndpointSlice]) -> tuple[EndpointAddress, ...]:
     return tuple(sorted(found.values(), key=lambda e: (ipaddress.ip_address(e.ip).packed, e.hostname)))
 
 
-def _is_ip(text: str) -> bool:
-    try:
-        validation.parse_ip(text)
-    except ValueError:
-        return False
-    return True
-
-
 def service_problem(service: Service) -> str | None:
     """Why `service` cannot be served (its names become the owner names of records, and an ExternalName
     the target of a CNAME), or None. The API server refuses such Services; one stored without
@@ -124,7 +116,7 @@ def service_record(service: Service, slices: Iterable[EndpointSlice]) -> Service
     ips: tuple[str, ...] = ()
     if not headless and not external:
         listed = (spec.cluster_ips if spec else None) or ([cluster_ip] if cluster_ip else [])
-        ips = tuple(ip for ip in listed if ip and ip != "None" and _is_ip(ip))
+        ips = tuple(ip for ip in listed if ip and ip != "None" and validation.is_ip(ip))
     ports = tuple(Port(p.name or "", p.port, (p.protocol or "TCP").upper())
                   for p in (spec.ports if spec else None) or [] if p.port is not None)
     return ServiceRecord(namespace=service.metadata.namespace or "", name=service.metadata.name or "",

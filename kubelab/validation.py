@@ -98,6 +98,15 @@ def parse_ip(text: str) -> ipaddress.IPv4Address | ipaddress.IPv6Address:
     return ipaddress.ip_address(text)
 
 
+def is_ip(text: str) -> bool:
+    """Whether `text` is an IP address net.ParseIP takes."""
+    try:
+        parse_ip(text)
+    except ValueError:
+        return False
+    return True
+
+
 def parse_cidr(text: str, *, strict: bool = False) -> ipaddress.IPv4Network | ipaddress.IPv6Network:
     """A CIDR as Go's net.ParseCIDR reads one (no zone), or ValueError."""
     if "%" in text or "/" not in text:

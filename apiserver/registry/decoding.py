@@ -22,7 +22,7 @@ import pydantic
 from kubelab import kinds
 from kubelab.kinds import ResourceType
 
-from .. import errors
+from .. import errors, gojson
 
 # Integer fields that are int64 in the Go types; every other integer field of the modelled kinds is int32.
 _INT64_FIELDS = {"terminationGracePeriodSeconds", "activeDeadlineSeconds", "tolerationSeconds", "generation",
@@ -82,7 +82,7 @@ def not_an_object(rt: ResourceType, body: Any) -> errors.StatusError:
     summary = orjson.dumps(body).decode()  # summarizeData: the first 30 bytes of the body
     summary = summary if len(summary) <= 30 else summary[:30] + " ..."
     return errors.bad_request(f"the object provided is unrecognized (must be of type {rt.kind}): couldn't get "
-                              f"version/kind; json parse error: json: cannot unmarshal {json_type(body)} into Go "
+                              f"version/kind; json parse error: json: cannot unmarshal {gojson.type_name(body)} into Go "
                               f"value of type struct {{ APIVersion string \"json:\\\"apiVersion,omitempty\\\"\"; "
                               f"Kind string \"json:\\\"kind,omitempty\\\"\" }} ({summary})")
 
@@ -92,7 +92,7 @@ def type_error(rt: ResourceType, exc: pydantic.ValidationError) -> errors.Status
     first = exc.errors()[0]
     struct, path, go_type = _locate(rt.model, first["loc"])
     value = first.get("input")
-    what = json_type(value)
+    what = gojson.type_name(value)
     if what == "number":
         what = f"number {value}"
     where = f"Go struct field {struct}.{'.'.join(path)}" if path else "Go value"
@@ -100,18 +100,6 @@ def type_error(rt: ResourceType, exc: pydantic.ValidationError) -> errors.Status
                               f"cannot unmarshal {what} into {where} of type {go_type}")
 
 
-def json_type(value: Any) -> str:
-    if isinstance(value, bool):
-        return "bool"
-    if isinstance(value, int | float):
-        return "number"
-    if isinstance(value, str):
-        return "string"
-    if isinstance(value, list):
-        return "array"
-    if isinstance(value, dict):
-        return "object"
-    return "null"
 
 
 def _unwrap_optional(annotation: Any) -> Any:

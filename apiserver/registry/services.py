@@ -153,7 +153,7 @@ class ServiceStrategy(Strategy):
             # ValidateLabels reports a bad value at the map itself, not at `[key]`.
             errs += [invalid("spec.selector", value, p) for p in validation.label_value_errors(value)]
         for i, ip in enumerate(spec.external_ips or []):
-            if not _is_ip(ip):
+            if not validation.is_ip(ip):
                 errs.append(invalid(f"spec.externalIPs[{i}]", ip, "must be a valid IP address, (e.g. 10.9.8.7 or 2001:db8::ffff)"))
         if spec.external_traffic_policy not in (None, "Cluster", "Local"):
             errs.append(not_supported("spec.externalTrafficPolicy", spec.external_traffic_policy, ["Cluster", "Local"]))
@@ -168,7 +168,7 @@ class ServiceStrategy(Strategy):
             errs.append(not_supported("spec.ipFamilyPolicy", spec.ip_family_policy, IP_FAMILY_POLICIES))
         if spec.internal_traffic_policy not in (None, "Cluster", "Local"):
             errs.append(not_supported("spec.internalTrafficPolicy", spec.internal_traffic_policy, ["Cluster", "Local"]))
-        if spec.cluster_ip not in (None, "", "None") and not _is_ip(spec.cluster_ip):
+        if spec.cluster_ip not in (None, "", "None") and not validation.is_ip(spec.cluster_ip):
             errs.append(invalid("spec.clusterIPs[0]", spec.cluster_ip,
                                 "must be a valid IP address, (e.g. 10.9.8.7 or 2001:db8::ffff)"))
         for i, cidr in enumerate(spec.load_balancer_source_ranges or []):
@@ -359,14 +359,6 @@ def _node_ports(svc: Service) -> set[int]:
     return ports
 
 
-def _is_ip(text: str) -> bool:
-    try:
-        validation.parse_ip(text)
-    except ValueError:
-        return False
-    return True
-
-
 
 
 def _load_balancer_status_errors(svc: Service) -> list[FieldError]:
@@ -376,7 +368,7 @@ def _load_balancer_status_errors(svc: Service) -> list[FieldError]:
     errs: list[FieldError] = []
     for i, ingress in enumerate((lb.ingress if lb else None) or []):
         path = f"status.loadBalancer.ingress[{i}]"
-        if ingress.ip and not _is_ip(ingress.ip):
+        if ingress.ip and not validation.is_ip(ingress.ip):
             errs.append(invalid(f"{path}.ip", ingress.ip, "must be a valid IP address, (e.g. 10.9.8.7 or 2001:db8::ffff)"))
         if ingress.ip_mode is not None and not ingress.ip:
             errs.append(validation.forbidden(f"{path}.ipMode", "may not be specified when `ip` is not set"))
@@ -385,7 +377,7 @@ def _load_balancer_status_errors(svc: Service) -> list[FieldError]:
         if ingress.hostname:
             errs += [invalid(f"{path}.hostname", ingress.hostname, p)
                      for p in validation.dns1123_subdomain_errors(ingress.hostname)]
-            if _is_ip(ingress.hostname):
+            if validation.is_ip(ingress.hostname):
                 errs.append(invalid(f"{path}.hostname", ingress.hostname, "must be a DNS name, not an IP address"))
     return errs
 

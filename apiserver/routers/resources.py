@@ -30,6 +30,7 @@ from .. import (
     admission,
     codecs,
     errors,
+    gojson,
     listoptions,
     managedfields,
     offload,
@@ -427,7 +428,7 @@ async def _rescale(request: Request, target: Target, replicas_of: Any, precondit
         replicas = replicas_of(scale_of(current, (target.rt.api_version, target.rt.kind)))
         if not isinstance(replicas, int) or isinstance(replicas, bool):
             raise errors.bad_request(f'Scale in version "v1" cannot be handled as a Scale: json: cannot unmarshal '
-                                     f'{decoding.json_type(replicas)} into Go struct field ScaleSpec.spec.replicas '
+                                     f'{gojson.type_name(replicas)} into Go struct field ScaleSpec.spec.replicas '
                                      f'of type int32')
         if replicas < 0:
             raise errors.invalid(target.rt, target.name or "", [validation.invalid(
@@ -567,14 +568,14 @@ def _delete_options_error(message: str) -> errors.StatusError:
 
 def _check_delete_options(options: Any) -> dict[str, Any]:
     if not isinstance(options, dict):
-        raise _delete_options_error(f"json: cannot unmarshal {decoding.json_type(options)} into Go value of type "
+        raise _delete_options_error(f"json: cannot unmarshal {gojson.type_name(options)} into Go value of type "
                                     "v1.DeleteOptions")
     for key, (want, go_type) in _DELETE_OPTIONS.items():
         value = options.get(key)
         if value is None:
             continue
         if not isinstance(value, want) or (want is int and isinstance(value, bool)):
-            raise _delete_options_error(f"json: cannot unmarshal {decoding.json_type(value)} into Go struct field "
+            raise _delete_options_error(f"json: cannot unmarshal {gojson.type_name(value)} into Go struct field "
                                         f"DeleteOptions.{key} of type {go_type}")
         if isinstance(value, int) and not -(2**63) <= value < 2**63:
             raise _delete_options_error(f"json: cannot unmarshal number {value} into Go struct field "
@@ -582,7 +583,7 @@ def _check_delete_options(options: Any) -> dict[str, Any]:
     for key in ("uid", "resourceVersion"):
         value = (options.get("preconditions") or {}).get(key)
         if value is not None and not isinstance(value, str):
-            raise _delete_options_error(f"json: cannot unmarshal {decoding.json_type(value)} into Go struct field "
+            raise _delete_options_error(f"json: cannot unmarshal {gojson.type_name(value)} into Go struct field "
                                         f"Preconditions.preconditions.{key} of type string")
     if any(not isinstance(value, str) for value in options.get("dryRun") or []):
         raise _delete_options_error("json: cannot unmarshal non-string into Go struct field DeleteOptions.dryRun of "
