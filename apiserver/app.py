@@ -23,12 +23,13 @@ from . import codecs, errors, requestinfo, strconv
 from .auth import AuthMiddleware
 from .bootstrap import bootstrap
 from .cacher import Cacher
+from .flowcontrol import RequestGuard, list_seats
 from .metrics import ApiserverMetrics
 from .registry import Registry, default_strategies
 from .registry.counts import ObjectCounts
 from .registry.events import DEFAULT_EVENT_TTL
 from .routers import discovery, health, observability, resources
-from .serving import RequestGuard, ServingOptions, list_seats
+from .serving import ServingOptions
 from .storage import EtcdTLS, Storage, StorageError
 from .traces import TraceRecorder
 
@@ -52,7 +53,7 @@ class Config:
     watch_cache: bool = True
     # kube-apiserver's --event-ttl, in seconds: an event is deleted this long after its last write.
     event_ttl: int = DEFAULT_EVENT_TTL
-    # Timeouts and in-flight limits (--request-timeout, --max-requests-inflight, ...): serving.py.
+    # Timeouts and in-flight limits (--request-timeout, --max-requests-inflight, ...): serving.py, flowcontrol.py.
     serving: ServingOptions = field(default_factory=ServingOptions)
     # kube-apiserver's --etcd-cafile, --etcd-certfile, --etcd-keyfile: for https etcd servers, the CA their
     # certificate chains to and the client certificate an etcd with --client-cert-auth wants.
@@ -86,7 +87,7 @@ class ApiServer:
 
 def _list_width(state: Any, scope: Scope, info: requestinfo.RequestInfo) -> int:
     """The in-flight seats of a LIST: by the objects of its resource (registry/counts.py), its limit and
-    selectors (serving.list_seats)."""
+    selectors (flowcontrol.list_seats)."""
     counts = getattr(state, "counts", None)  # None until storage is connected
     rt = next((rt for rt in state.resources if (rt.group, rt.version, rt.plural) == (info.group, info.version,
                                                                                       info.resource)), None)

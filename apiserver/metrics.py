@@ -12,7 +12,7 @@ server unchanged:
 * `etcd_request_duration_seconds{operation,type}`, `etcd_requests_total`, `etcd_request_errors_total`
   (type is the group-resource, as kube-apiserver labels it since 1.26: `pods`, `deployments.apps`)
 * `apiserver_current_inflight_requests{request_kind}` and `apiserver_dropped_requests_total{request_kind}`
-  (the in-flight limits of serving.py: `readOnly`, `mutating`, and kubelab's own `nodeHigh` for nodes)
+  (the in-flight limits of flowcontrol.py: `readOnly`, `mutating`, and kubelab's own `nodeHigh` for nodes)
 * `apiserver_watch_cache_events_dispatched_total{resource}`, `apiserver_watch_cache_resource_version`,
   `apiserver_watch_cache_initializations_total` and `apiserver_registered_watchers{group,version,kind}`
   for the watch cache (cacher.py).

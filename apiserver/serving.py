@@ -1,4 +1,5 @@
-"""How the API server is served, and what keeps one client from taking the server away from the others.
+"""How the API server is served: its listeners and connections, and what keeps one client's connections
+from taking the server away from the others (its requests: flowcontrol.py).
 
 kube-apiserver serves with Go's http.Server configured as (k8s.io/apiserver/pkg/server/secure_serving.go):
 ReadHeaderTimeout 32 s, IdleTimeout 90 s, MaxHeaderBytes 1 MiB; its filter chain adds the request timeout
@@ -13,12 +14,9 @@ one, stayed open for ever, and 20,000 of them used up the process's file descrip
   descriptor limit are open, so that the descriptors the process needs for itself (etcd, its own
   components' clients, iptables-restore) are never taken by clients: past the cap, new connections
   wait in the kernel's backlog.
-* `RequestGuard`, an ASGI layer with kube's request timeout (504 Timeout) and in-flight limits. Long-running
-  requests (watch, proxy; exec, attach, log, portforward) are exempt, as kube exempts them; probes
-  (/healthz, /livez, /readyz) are exempt, as API Priority and Fairness's `probes` flow schema makes them;
-  system:masters is never refused, as the max-in-flight filter lets it through; nodes have seats of
-  their own (APF's `node-high` level: Lease renewals and Node status must survive a flood of anything
-  else), and so do the components of `kubelab up` on their private socket (`INTERNAL_KEY`).
+* `ServingOptions` also carries the request side's settings, which flowcontrol.py's `RequestGuard` applies
+  (kube's request timeout and in-flight limits); `Internal` marks the requests of `kubelab up`'s private
+  socket for it.
 * `uvicorn_config` builds the one uvicorn configuration every entry point uses (`kubelab apiserver`,
   `kubelab up`, the test harness), so what is tested is what runs.
 """
@@ -37,12 +35,8 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 import uvicorn
-from starlette.types import ASGIApp, Message, Receive, Scope, Send
+from starlette.types import ASGIApp, Receive, Scope, Send
 from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
-
-from . import codecs, errors, requestinfo
-from .auth import user_of
-from .requestinfo import RequestInfo
 
 log = logging.getLogger(__name__)
 
@@ -75,25 +69,6 @@ class ServingOptions:
     # up to a quarter of the request timeout (APF's queue wait), then get 429.
     big_lists: int = 2
 
-
-def is_long_running(info: RequestInfo) -> bool:
-    return info.verb in LONG_RUNNING_VERBS or info.subresource in LONG_RUNNING_SUBRESOURCES
-
-
-def list_seats(stored: int | None, *, limit: int | None = None, selective: bool = False) -> int:
-    """The seats a LIST takes (APF's listWorkEstimator): the objects it goes through, a seat per 100, 1 to
-    10. Without selectors a limit bounds it (kube counts twice the limit: the page and the look-ahead);
-    with them every stored object may be read. Unknown counts take one seat. E.g. 10,000 pods: 10 seats;
-    limit=500: 10; limit=50: 1; 250 pods: 3."""
-    if stored is None:
-        return 1
-    objects = stored
-    if limit and not selective:
-        objects = min(stored, 2 * limit)
-    return max(1, min(MAX_SEATS, math.ceil(objects / OBJECTS_PER_SEAT)))
-
-
-# --- connections -----------------------------------------------------------------------------------
 
 def raise_open_files_limit() -> int:
     """Raise the soft RLIMIT_NOFILE to the hard one, as Go's runtime does at start (Go 1.19+), so the API
@@ -305,141 +280,5 @@ class Internal:
         await self.app(scope, receive, send)
 
 
-# --- requests --------------------------------------------------------------------------------------
-
-class Seats:
-    """A pool of in-flight seats, taken without waiting (the max-in-flight filter never queues). `kind` is
-    its request_kind label in the metrics."""
-
-    def __init__(self, kind: str, size: int, metrics: Any = None) -> None:
-        self.kind = kind
-        self.size = size
-        self.used = 0
-        self._gauge = metrics.inflight.labels(kind) if metrics is not None else None
-        self._dropped = metrics.dropped.labels(kind) if metrics is not None else None
-
-    def take(self, seats: int) -> bool:
-        if self.size and self.used + seats > self.size:
-            self.dropped()
-            return False
-        self.used += seats
-        if self._gauge is not None:
-            self._gauge.set(self.used)
-        return True
-
-    def dropped(self) -> None:
-        if self._dropped is not None:
-            self._dropped.inc()
-
-    def give(self, seats: int) -> None:
-        self.used -= seats
-        if self._gauge is not None:
-            self._gauge.set(self.used)
-
-
-class RequestGuard:
-    """kube's request timeout and in-flight limits, in front of everything but the authentication layer's
-    own answers (see the module docstring). `width(scope, info)` estimates how many seats a LIST takes
-    (list_seats; 1 without it)."""
-
-    def __init__(self, app: ASGIApp, options: ServingOptions, *, metrics: Any = None,
-                 width: Callable[[Scope, RequestInfo], int] | None = None) -> None:
-        self.app = app
-        self.options = options
-        self.width = width
-        self.readonly = Seats("readOnly", options.max_requests_inflight, metrics)
-        self.mutating = Seats("mutating", options.max_mutating_requests_inflight, metrics)
-        # APF gives node-high 40 of 245 concurrency shares; a sixth of both limits is about that.
-        limits = options.max_requests_inflight + options.max_mutating_requests_inflight
-        self.node_high = Seats("nodeHigh", max(1, limits // 6) if limits else 0, metrics)
-        # Big LISTs take their seats and then a lane: seats bound how many may wait, lanes how many are
-        # decoded and encoded at once. 500 LISTs of 3 MiB at once, 40 of them running (the seats alone),
-        # grew the API server by 626 MB, held /healthz 5 s and ran etcd reads past their 10 s timeout.
-        self.big_lists = asyncio.Semaphore(options.big_lists)
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http":
-            await self.app(scope, receive, send)
-            return
-        info = requestinfo.of(scope)
-        if is_long_running(info):
-            await self.app(scope, receive, send)
-            return
-        pool = self._pool(scope, info)
-        seats = 1
-        if pool is not None and self.width is not None and info.verb == "list":
-            seats = max(1, min(self.width(scope, info), pool.size or 1))
-        if pool is not None and not pool.take(seats):
-            await _too_many_requests(send)
-            return
-        try:
-            if seats < MAX_SEATS:
-                await self._with_timeout(scope, receive, send)
-                return
-            try:
-                async with asyncio.timeout(self.options.request_timeout / 4):
-                    await self.big_lists.acquire()
-            except TimeoutError:
-                if pool is not None:
-                    pool.dropped()
-                await _too_many_requests(send)
-                return
-            try:
-                await self._with_timeout(scope, receive, send)
-            finally:
-                self.big_lists.release()
-        finally:
-            if pool is not None:
-                pool.give(seats)
-
-    def _pool(self, scope: Scope, info: RequestInfo) -> Seats | None:
-        """The seats a request takes, None for exempt ones (probes, the private socket, system:masters)."""
-        if info.path in PROBE_PATHS or scope.get(INTERNAL_KEY):
-            return None
-        user = user_of(scope)  # None: the API is open (no token file), there are no users
-        groups = user.groups if user is not None else ()
-        if MASTERS_GROUP in groups:
-            return None
-        if NODES_GROUP in groups or user is None and _is_node_heartbeat(info):
-            return self.node_high
-        return self.readonly if info.is_read else self.mutating
-
-    async def _with_timeout(self, scope: Scope, receive: Receive, send: Send) -> None:
-        started = False
-
-        async def tracking_send(message: Message) -> None:
-            nonlocal started
-            if message["type"] == "http.response.start":
-                started = True
-            await send(message)
-
-        try:
-            async with asyncio.timeout(self.options.request_timeout):
-                await self.app(scope, receive, tracking_send)
-        except TimeoutError:
-            if started:
-                raise  # half an answer is out: the connection is cut, as Go's handler panics with ErrAbortHandler
-            response = codecs.status_response(errors.timeout(
-                "Timeout: request did not complete within the allotted timeout"))
-            await response(scope, receive, send)
-
-
-def _is_node_heartbeat(info: RequestInfo) -> bool:
-    """Without authentication there are no users to classify: a node's Lease and its Node (status) are
-    what APF's system-nodes flow schema would carry at node-high."""
-    return info.group == "coordination.k8s.io" and info.namespace == "kube-node-lease" or \
-        info.group == "" and info.resource == "nodes"
-
-
-async def _too_many_requests(send: Send) -> None:
-    """tooManyRequests: 429, `Retry-After: 1` and Go's http.Error text (not a Status), as kube answers it;
-    client-go and kubelab's client retry after that many seconds."""
-    await send({"type": "http.response.start", "status": 429,
-                "headers": [(b"retry-after", RETRY_AFTER.encode()), (b"content-type", b"text/plain; charset=utf-8"),
-                            (b"x-content-type-options", b"nosniff"),
-                            (b"content-length", str(len(TOO_MANY_REQUESTS)).encode())]})
-    await send({"type": "http.response.body", "body": TOO_MANY_REQUESTS})
-
-
-__all__ = ["INTERNAL_KEY", "CappedServer", "Internal", "KubeHttpProtocol", "RequestGuard", "ServingOptions",
-           "api_server", "connection_cap", "is_long_running", "list_seats", "raise_open_files_limit", "uvicorn_config"]
+__all__ = ["INTERNAL_KEY", "CappedServer", "Internal", "KubeHttpProtocol", "ServingOptions", "api_server",
+           "connection_cap", "raise_open_files_limit", "uvicorn_config"]

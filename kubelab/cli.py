@@ -157,7 +157,7 @@ def cmd_apiserver(args: argparse.Namespace) -> int:
 
 
 def _add_serving_flags(p: argparse.ArgumentParser) -> None:
-    """kube-apiserver's flags for the limits that keep one client from taking the server (serving.py)."""
+    """kube-apiserver's flags for the limits that keep one client from taking the server (apiserver/serving.py, flowcontrol.py)."""
     p.add_argument("--request-timeout", type=_duration_seconds, default="1m0s", metavar="DURATION",
                    help="answer a request that is not a watch with 504 Timeout after this long (default 1m0s)")
     p.add_argument("--max-requests-inflight", type=_non_negative, default=400, metavar="N",

@@ -49,7 +49,7 @@ def run_apiserver(etcd_url: str, *, startup_timeout: float = 30.0, **config: Any
     port = sock.getsockname()[1]
     app_config = Config([etcd_url], port=port, **config)
     app = create_app(app_config)
-    # Served as `kubelab apiserver` serves it (serving.py: timeouts, limits, connection cap). Open watch
+    # Served as `kubelab apiserver` serves it (serving.py, flowcontrol.py: timeouts, limits, connection cap). Open watch
     # streams would hold a graceful shutdown forever; give them a few seconds.
     server = api_server(uvicorn_config(app, options=app_config.serving, graceful_shutdown=3), app_config.serving)
     thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, name=f"apiserver-{port}",

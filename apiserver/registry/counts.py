@@ -1,7 +1,7 @@
 """How many objects each resource has: kube-apiserver's storage object count tracker, in small.
 
 API Priority and Fairness charges a LIST seats by the objects it will go through (one seat per 100,
-at most 10); serving.py does the same in its in-flight limits, so that 500 concurrent LISTs of a large
+at most 10); flowcontrol.py does the same in its in-flight limits, so that 500 concurrent LISTs of a large
 resource cannot all run at once. The count is the watch cache's when the resource has a ready one (exact,
 free); else etcd's, counted at start-up and again at most once a minute (kube's tracker counts every
 minute), kept current in between by this API server's own creates and deletes (`written`): counted only

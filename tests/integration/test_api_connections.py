@@ -1,5 +1,5 @@
 """Connections and load: what keeps one client from taking the API server away from the others
-(apiserver/serving.py), against real API servers on real sockets.
+(apiserver/serving.py, flowcontrol.py), against real API servers on real sockets.
 
 * A connection that never finishes its headers (sends nothing, or trickles them: slowloris) is closed
   after the header timeout; an idle kept-alive one after the idle timeout; headers over 1 MiB get 431.

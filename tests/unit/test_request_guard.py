@@ -9,7 +9,8 @@ from typing import Any
 import pytest
 
 from apiserver.auth import USER_SCOPE_KEY
-from apiserver.serving import INTERNAL_KEY, RequestGuard, ServingOptions
+from apiserver.flowcontrol import RequestGuard
+from apiserver.serving import INTERNAL_KEY, ServingOptions
 from kubelab.tokenfile import UserInfo
 
 MASTER = UserInfo("alice", "1", ("system:masters", "system:authenticated"))

@@ -6,8 +6,9 @@ from __future__ import annotations
 
 import pytest
 
+from apiserver.flowcontrol import is_long_running, list_seats
 from apiserver.requestinfo import parse
-from apiserver.serving import connection_cap, is_long_running, list_seats
+from apiserver.serving import connection_cap
 from kubelab.client.http import _retry_after_seconds
 
 
