@@ -70,7 +70,8 @@ class Seats:
         self.kind = kind
         self.size = size
         self.used = 0
-        self._gauge = metrics.inflight.labels(kind) if metrics is not None else None
+        if metrics is not None:  # read when scraped, not set on every request (a lock each time)
+            metrics.inflight.labels(kind).set_function(lambda: self.used)
         self._dropped = metrics.dropped.labels(kind) if metrics is not None else None
 
     def take(self, seats: int) -> bool:
@@ -78,8 +79,6 @@ class Seats:
             self.dropped()
             return False
         self.used += seats
-        if self._gauge is not None:
-            self._gauge.set(self.used)
         return True
 
     def dropped(self) -> None:
@@ -88,8 +87,6 @@ class Seats:
 
     def give(self, seats: int) -> None:
         self.used -= seats
-        if self._gauge is not None:
-            self._gauge.set(self.used)
 
 
 class RequestGuard:

@@ -34,9 +34,10 @@ _METHOD_VERBS = {"POST": "create", "GET": "get", "HEAD": "get", "PUT": "update",
 READ_VERBS = frozenset({"get", "list", "watch"})
 
 
-@dataclass(frozen=True)
+@dataclass(slots=True)
 class RequestInfo:
-    """kube's RequestInfo. `verb` is the kube verb for resource requests (get, list, watch, create,
+    """kube's RequestInfo, made once per request and not changed after (not a frozen dataclass only
+    because its __init__ costs three times as much, on every request). `verb` is the kube verb for resource requests (get, list, watch, create,
     update, patch, delete, deletecollection, or a special verb), the lower-case method otherwise.
     `parts` are the path segments from the resource on (`pods`, `web`, `status`, ...); `special_verb`
     says which special segment (`watch`, `proxy`) preceded them, "" for none."""
@@ -72,8 +73,11 @@ def _split_path(path: str) -> list[str]:
     return path.split("/") if path else []
 
 
-def _first(query: Mapping[str, str] | QueryParams, key: str) -> str | None:
-    """The first value of a query parameter, as Go's url.Values[key][0] (Starlette's get gives the last)."""
+def _first(query: Mapping[str, str] | QueryParams | bytes, key: str) -> str | None:
+    """The first value of a query parameter, as Go's url.Values[key][0] (Starlette's get gives the last).
+    `query` may be the raw query string: it is parsed only when a parameter is needed."""
+    if isinstance(query, bytes):
+        query = QueryParams(query)
     if isinstance(query, QueryParams):
         values: Sequence[str] = query.getlist(key)
         return values[0] if values else None
@@ -86,20 +90,19 @@ def is_watch_requested(value: str | None) -> bool:
     return value is not None and value.lower() not in ("0", "false")
 
 
-def parse(method: str, path: str, query: Mapping[str, str] | QueryParams) -> RequestInfo:
+def parse(method: str, path: str, query: Mapping[str, str] | QueryParams | bytes) -> RequestInfo:
     """RequestInfoFactory.NewRequestInfo. `/api/v1/namespaces/default/pods/web/status` is the update of
     pods/status of default/web; a GET without a name is a list, or a watch with ?watch; a DELETE without a
     name is a deletecollection; a `watch` segment makes the verb watch whatever the method; anything not
     under /api/<v>/ or /apis/<g>/<v>/ with at least one more segment is a non-resource request."""
-    plain = RequestInfo(path=path, verb=method.lower())
     parts = _split_path(path)
     if len(parts) < 3 or parts[0] not in API_PREFIXES:
-        return plain
+        return RequestInfo(path=path, verb=method.lower())
     prefix, rest = parts[0], parts[1:]
     group = ""
     if prefix not in GROUPLESS_PREFIXES:
         if len(rest) < 3:
-            return plain
+            return RequestInfo(path=path, verb=method.lower())
         group, rest = rest[0], rest[1:]
     version, rest = rest[0], rest[1:]
     special = ""
@@ -139,7 +142,7 @@ def of(scope: Scope) -> RequestInfo:
     known: Any = scope.get(SCOPE_KEY)
     if isinstance(known, RequestInfo):
         return known
-    info = parse(scope["method"], scope["path"], QueryParams(scope.get("query_string", b"")))
+    info = parse(scope["method"], scope["path"], scope.get("query_string", b""))
     scope[SCOPE_KEY] = info
     return info
 
