@@ -13,6 +13,10 @@ NODEPORT_RANGE = (30000, 32767)
 CLIENT_IP = "10.240.0.2"              # the "outside" client on the lab network (netns dataplane)
 LB_POOL = "172.18.255.200-172.18.255.250"  # LoadBalancer ingress IPs the lab's "cloud" hands out
 DNS_SERVER_IP = "10.240.0.3"          # where cluster DNS listens (netns dataplane): kube-dns's endpoint
+APISERVER_LAB_IP = "10.240.0.4"       # the API server on the lab network (netns dataplane): what pods reach
+                                      # through the kubernetes Service, and where it dials kubelets from
+APISERVER_SECURE_PORT = 6443          # kube-apiserver's --secure-port: the kubernetes Service's targetPort
+KUBELET_PORT = 10250                  # each kubelet's API (logs, exec, attach, port-forward, stats)
 CLUSTER_DOMAIN = "cluster.local"
 
 
