@@ -12,7 +12,18 @@ from kubelab.client import ApiClient, Informer, WorkQueue
 from kubelab.client.informer import Handler
 from kubelab.client.queuemetrics import WorkQueueMetricsProvider
 from kubelab.client.tracereport import TraceReporter
-from kubelab.models import Deployment, Endpoints, EndpointSlice, Namespace, Node, Pod, ReplicaSet, Service
+from kubelab.models import (
+    ConfigMap,
+    Deployment,
+    Endpoints,
+    EndpointSlice,
+    Namespace,
+    Node,
+    Pod,
+    ReplicaSet,
+    Service,
+    ServiceAccount,
+)
 from kubelab.selectors import selector_from_map
 
 log = logging.getLogger(__name__)
@@ -30,6 +41,9 @@ class SharedInformers:
         self.namespaces: Informer[Namespace] = Informer(api, kinds.NAMESPACES, name="controllers-namespaces")
         self.deployments: Informer[Deployment] = Informer(api, kinds.DEPLOYMENTS, name="controllers-deployments")
         self.replicasets: Informer[ReplicaSet] = Informer(api, kinds.REPLICASETS, name="controllers-replicasets")
+        self.serviceaccounts: Informer[ServiceAccount] = Informer(api, kinds.SERVICEACCOUNTS,
+                                                                  name="controllers-serviceaccounts")
+        self.configmaps: Informer[ConfigMap] = Informer(api, kinds.CONFIGMAPS, name="controllers-configmaps")
         self._pods_by_ns: dict[str, dict[str, Pod]] = {}
         self._slices_by_ns: dict[str, dict[str, EndpointSlice]] = {}
         self.pods.add_handler(lambda e, old, new: self._index(self._pods_by_ns, old, new))
@@ -44,7 +58,7 @@ class SharedInformers:
 
     def all(self) -> list[Informer[Any]]:
         return [self.services, self.pods, self.endpoints, self.slices, self.nodes, self.namespaces, self.deployments,
-                self.replicasets]
+                self.replicasets, self.serviceaccounts, self.configmaps]
 
     def pods_in(self, namespace: str) -> list[Pod]:
         return list(self._pods_by_ns.get(namespace, {}).values())
@@ -97,8 +111,10 @@ def _service_handlers(informers: SharedInformers, queue: WorkQueue) -> Handler:
 
 async def run(api: ApiClient, *, workers: int = 2, node_monitor_grace_period: float = 50.0,
               node_monitor_period: float = 5.0, lb_pool: str | None = "172.18.255.200-172.18.255.250",
-              metrics: WorkQueueMetricsProvider | None = None, ready: Callable[[], None] | None = None) -> None:
-    """`lb_pool`: the addresses the LoadBalancer controller hands out ("FIRST-LAST" or a CIDR);
+              metrics: WorkQueueMetricsProvider | None = None, ready: Callable[[], None] | None = None,
+              root_ca: str | None = None) -> None:
+    """`root_ca`: the CA bundle (PEM) the root CA publisher puts in every namespace's kube-root-ca.crt
+    (kube-controller-manager's --root-ca-file); None runs no publisher. `lb_pool`: the addresses the LoadBalancer controller hands out ("FIRST-LAST" or a CIDR);
     None runs no LoadBalancer controller (LoadBalancer Services then stay <pending>). `metrics`
     receives every work queue's workqueue_* metrics (the caller serves its registry). `ready()` is
     called once the caches have synced (`kubelab up` prints it)."""
@@ -110,6 +126,8 @@ async def run(api: ApiClient, *, workers: int = 2, node_monitor_grace_period: fl
     from .namespace import NamespaceController
     from .nodelifecycle import NodeLifecycleController
     from .replicaset import ReplicaSetController
+    from .rootcacert import RootCACertPublisher
+    from .serviceaccounts import ServiceAccountsController
 
     informers = SharedInformers(api)
     # The workload controllers keep their own queues (their handlers lower expectations, too).
@@ -131,8 +149,13 @@ async def run(api: ApiClient, *, workers: int = 2, node_monitor_grace_period: fl
         controllers.append((service_controller, queue))
     lb_controller = LoadBalancerController(api, informers.services, Pool.parse(lb_pool)) if lb_pool else None
     lb_queue = WorkQueue("loadbalancer-controller")
+    namespaced: list[ServiceAccountsController | RootCACertPublisher] = [
+        ServiceAccountsController(api, informers.namespaces, informers.serviceaccounts)]
+    if root_ca is not None:
+        namespaced.append(RootCACertPublisher(api, informers.namespaces, informers.configmaps, ca=root_ca))
     if metrics is not None:
-        for queue in [q for _, q in controllers] + [lb_queue, gc.queue] + [w.queue for w in workloads]:
+        for queue in ([q for _, q in controllers] + [lb_queue, gc.queue] + [w.queue for w in workloads]
+                      + [c.queue for c in namespaced]):
             queue.metrics = metrics.for_queue(queue.name)
     if lb_controller is not None:
         def on_lb_service(event: str, old: Service | None, new: Service | None) -> None:
@@ -166,6 +189,8 @@ async def run(api: ApiClient, *, workers: int = 2, node_monitor_grace_period: fl
                                             grace_period=node_monitor_grace_period)
         tg.create_task(lifecycle.run(), name="node-lifecycle-controller")
         tg.create_task(NamespaceController(api, informers.namespaces).run(), name="namespace-controller")
+        for each in namespaced:
+            tg.create_task(each.run(), name=each.name)
         for workload in workloads:
             for obj in (informers.replicasets if isinstance(workload, ReplicaSetController)
                         else informers.deployments).items():

@@ -137,13 +137,23 @@ def cmd_apiserver(args: argparse.Namespace) -> int:
             return 2
     if _unreadable_etcd_files(args, "apiserver"):
         return 2
+    disabled = tuple(p for p in (args.disable_admission_plugins or "").split(",") if p)
+    if set(disabled) - {"ServiceAccount"}:
+        print(f"kubelab apiserver: --disable-admission-plugins: only ServiceAccount can be disabled, not "
+              f"{','.join(sorted(set(disabled) - {'ServiceAccount'}))}", file=sys.stderr)
+        return 2
     try:
         app = create_app(Config(servers, advertise_ip=args.advertise_address or (host if host != "0.0.0.0" else "127.0.0.1"),
                                 port=port, token_auth_file=args.token_auth_file, event_ttl=args.event_ttl,
                                 serving=_serving_options(args), etcd_cafile=args.etcd_cafile,
-                                etcd_certfile=args.etcd_certfile, etcd_keyfile=args.etcd_keyfile))
+                                etcd_certfile=args.etcd_certfile, etcd_keyfile=args.etcd_keyfile,
+                                service_account_key_file=args.service_account_signing_key_file,
+                                disable_admission_plugins=disabled))
     except TokenFileError as exc:
         print(f"kubelab apiserver: {exc}", file=sys.stderr)
+        return 2
+    except (OSError, ValueError) as exc:
+        print(f"kubelab apiserver: --service-account-signing-key-file: {exc}", file=sys.stderr)
         return 2
     _warn_if_open(args.listen, args.token_auth_file)
     tune_for_long_running()
@@ -327,12 +337,20 @@ def cmd_controllers(args: argparse.Namespace) -> int:
 
     if not _check_bind_address(args):
         return 2
+    root_ca: str | None = None
+    if args.root_ca_file:
+        try:
+            root_ca = Path(args.root_ca_file).read_text()
+        except (OSError, UnicodeDecodeError) as exc:
+            print(f"kubelab controllers: --root-ca-file {args.root_ca_file}: {exc}", file=sys.stderr)
+            return 2
 
     async def run(api: Any) -> None:
         provider = WorkQueueMetricsProvider()
         async with asyncio.TaskGroup() as tg:
             tg.create_task(controllers.run(api, node_monitor_grace_period=args.node_monitor_grace_period,
-                                           lb_pool=args.lb_pool or None, metrics=provider), name="controllers")
+                                           lb_pool=args.lb_pool or None, metrics=provider, root_ca=root_ca),
+                           name="controllers")
             tg.create_task(serve(_metrics_server(args, provider.registry)), name="controllers-metrics")
 
     return _run_client_component(args, run)
@@ -772,6 +790,13 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--event-ttl", type=_event_ttl, default="1h", metavar="DURATION",
                    help="how long an event is kept after its last write (kube-apiserver's --event-ttl; "
                         "default 1h; e.g. 30m, 90s)")
+    p.add_argument("--service-account-signing-key-file", metavar="FILE",
+                   help="a P-256 private key (PEM) that signs service account tokens (TokenRequest, pods' projected "
+                        "tokens) and checks them; give every API server of a cluster the same one. Without it "
+                        "tokens are signed with a key that dies with the process")
+    p.add_argument("--disable-admission-plugins", metavar="LIST", default="",
+                   help="admission plugins to turn off: ServiceAccount (pods are then admitted without a service "
+                        "account or a token volume, for an API server that runs without `kubelab controllers`)")
     _add_serving_flags(p)
     _etcd_tls_args(p)
     p.set_defaults(func=cmd_apiserver)
@@ -779,7 +804,8 @@ def build_parser() -> argparse.ArgumentParser:
     for name, func, text in (("scheduler", cmd_scheduler, "run only the scheduler"),
                              ("controllers", cmd_controllers, ("run only the controllers (endpoints, endpointslice, node "
                                                               "lifecycle, namespace, replicaset, deployment, garbage "
-                                                              "collector, loadbalancer)"))):
+                                                              "collector, loadbalancer, serviceaccounts, root CA "
+                                                              "publisher)"))):
         p = sub.add_parser(name, help=text)
         p.add_argument("--server", default="http://127.0.0.1:8080", help="API server URL")
         _token_args(p)
@@ -795,6 +821,10 @@ def build_parser() -> argparse.ArgumentParser:
                            help="seconds without a heartbeat before a node turns Ready=Unknown (kube: 50)")
             p.add_argument("--lb-pool", default=addressing.LB_POOL,
                            help="addresses LoadBalancer Services get ('' turns the controller off)")
+            p.add_argument("--root-ca-file", metavar="FILE",
+                           help="the CA (PEM) of the API server's serving certificate, published in every "
+                                "namespace as ConfigMap kube-root-ca.crt for pods (kube-controller-manager's "
+                                "--root-ca-file; without it no such ConfigMap is made)")
         p.set_defaults(func=func)
 
     p = sub.add_parser("node", help="run one node: kubelet stub + proxy agent")
