@@ -19,7 +19,7 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 from kubelab import addressing, kinds, tokenfile
 from kubelab.kinds import ResourceType
 
-from . import codecs, errors, requestinfo, strconv
+from . import codecs, errors, requestinfo, satokens, strconv
 from .auth import AuthMiddleware
 from .bootstrap import bootstrap
 from .cacher import Cacher
@@ -28,7 +28,7 @@ from .metrics import ApiserverMetrics
 from .registry import Registry, default_strategies
 from .registry.counts import ObjectCounts
 from .registry.events import DEFAULT_EVENT_TTL
-from .routers import discovery, health, observability, resources
+from .routers import discovery, health, issuer, observability, resources
 from .serving import ServingOptions
 from .storage import EtcdTLS, Storage, StorageError
 from .traces import TraceRecorder
@@ -60,6 +60,13 @@ class Config:
     etcd_cafile: str | None = None
     etcd_certfile: str | None = None
     etcd_keyfile: str | None = None
+    # kube-apiserver's --service-account-signing-key-file (a P-256 key, PEM): signs the tokens TokenRequest
+    # issues and checks the ones presented. None: a key of this process's own (tokens die with it).
+    service_account_key_file: str | None = None
+    service_account_issuer: str = satokens.ISSUER  # --service-account-issuer; also the API's audience
+    # kube-apiserver's --disable-admission-plugins; only "ServiceAccount" can be turned off (an API server
+    # without a controller manager making default accounts, as kube's own integration tests run it).
+    disable_admission_plugins: tuple[str, ...] = ()
 
 
 class ApiServer:
@@ -134,10 +141,18 @@ def create_app(config: Config) -> ASGIApp:
     app = FastAPI(title="kubelab apiserver", lifespan=lifespan, openapi_url=None, docs_url=None, redoc_url=None)
     app.state.resources = config.resources
     app.state.config = config
+    app.state.service_account_admission = "ServiceAccount" not in config.disable_admission_plugins
     app.state.metrics = ApiserverMetrics()
     app.state.traces = TraceRecorder()
     # Read now, so a bad file stops the API server before it serves anything (TokenFileError).
     tokens = tokenfile.load(config.token_auth_file) if config.token_auth_file else None
+    if config.service_account_key_file:
+        app.state.signer = satokens.Signer.from_file(config.service_account_key_file,
+                                                     issuer=config.service_account_issuer)
+    else:
+        log.warning("no --service-account-signing-key-file: service account tokens are signed with a key that "
+                    "dies with this process")
+        app.state.signer = satokens.Signer.ephemeral(issuer=config.service_account_issuer)
     app.include_router(health.router)
     app.include_router(discovery.router)
     # The resource routes match only /api/<v>/... and /apis/<g>/<v>/...; they go first, as plain
@@ -145,6 +160,7 @@ def create_app(config: Config) -> ASGIApp:
     # endpoint goes before them (kubelab.dev would be a 404 there).
     app.router.routes[0:0] = [*observability.routes, *resources.routes]
     app.include_router(observability.router)
+    app.include_router(issuer.router)
 
     @app.exception_handler(errors.StatusError)
     async def status_error(request: Request, exc: errors.StatusError) -> Response:
@@ -170,6 +186,5 @@ def create_app(config: Config) -> ASGIApp:
     # in-flight limits (which see the user), then the resource front.
     guarded = RequestGuard(ApiServer(app), config.serving, metrics=app.state.metrics,
                            width=lambda scope, info: _list_width(app.state, scope, info))
-    if tokens is not None:
-        return AuthMiddleware(guarded, tokens=tokens, state=app.state)
-    return guarded
+    # Without a token file the middleware only checks service account tokens (auth.py).
+    return AuthMiddleware(guarded, tokens=tokens, state=app.state)

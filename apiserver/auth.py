@@ -2,8 +2,18 @@
 the API server is given a token file).
 
 Authentication is kube-apiserver's static token file with bearer tokens
-(`Authorization: Bearer <token>`, bearertoken.Authenticator): a header without a bearer token leaves
-the request anonymous, a bearer token that is not in the file is a 401. Anonymous requests reach only
+(`Authorization: Bearer <token>`, bearertoken.Authenticator) and its service account token
+authenticator: a bearer token that is a JWT of this API server's issuer is checked as kube checks it
+(signature, exp/nbf, an audience of the API's, the service account still there with the same uid, the
+pod, secret or node it is bound to still there with the same uid and not being deleted) and names the
+user `system:serviceaccount:NS:NAME` in system:serviceaccounts and system:serviceaccounts:NS, with
+the bound pod's name and uid and the token's credential id as extras. A header without a bearer token
+leaves the request anonymous; a bearer token that is neither in the file nor a valid service account
+token is kube's 401.
+
+Without a token file the API is open, as kube-apiserver with AlwaysAllow and anonymous access:
+requests without a token go through; a service account token is still checked, and an invalid one
+(expired, another audience, its pod deleted) is a 401, as kube answers; a valid one goes through. Anonymous requests reach only
 the public paths (/healthz, /livez, /readyz, /version: system:public-info-viewer); anything else is
 a 401, as kube-apiserver answers when anonymous access is limited to those endpoints
 (AnonymousAuthConfigurableEndpoints). Impersonation headers are honoured for users allowed to
@@ -20,9 +30,10 @@ from typing import Any
 from starlette.datastructures import Headers
 from starlette.types import ASGIApp, Receive, Scope, Send
 
+from kubelab import kinds
 from kubelab.tokenfile import UserInfo
 
-from . import admission, codecs, errors, impersonation, requestinfo
+from . import admission, codecs, errors, impersonation, requestinfo, satokens
 from .admission import NodeAdmission
 from .authz import PUBLIC_PATHS, authorize, authorizer_denial, may_impersonate, node_name
 
@@ -36,20 +47,68 @@ class Unauthorized(Exception):
     """A bearer token was given and it is not a valid one."""
 
 
-def authenticate(header: str | None, tokens: Mapping[str, UserInfo]) -> UserInfo | None:
-    """The user a request's Authorization header names, None when it names none (anonymous)."""
-    auth = (header or "").strip()
-    if not auth:
-        return None
-    parts = auth.split(" ")
+def bearer_token(header: str | None) -> str | None:
+    """The token of an `Authorization: Bearer <token>` header, None for any other header."""
+    parts = (header or "").strip().split(" ")
     if len(parts) < 2 or parts[0].lower() != "bearer" or not parts[1]:
         return None
-    user = tokens.get(parts[1])
+    return parts[1]
+
+
+def authenticate(header: str | None, tokens: Mapping[str, UserInfo]) -> UserInfo | None:
+    """The user of the token file a request's Authorization header names, None when it names none
+    (anonymous). A token not in the file is Unauthorized (the middleware first tries it as a service
+    account token)."""
+    token = bearer_token(header)
+    if token is None:
+        return None
+    user = tokens.get(token)
     if user is None:
         raise Unauthorized("invalid bearer token")
+    return with_authenticated(user)
+
+
+def with_authenticated(user: UserInfo) -> UserInfo:
     if AUTHENTICATED_GROUP in user.groups:
         return user
-    return UserInfo(user.name, user.uid, (*user.groups, AUTHENTICATED_GROUP))
+    return UserInfo(user.name, user.uid, (*user.groups, AUTHENTICATED_GROUP), user.extra)
+
+
+async def authenticate_service_account(token: str, signer: satokens.Signer, registry: Any) -> UserInfo:
+    """The service account user a JWT names, or Unauthorized: its signature, times and audience
+    (satokens.Signer.verify), then what it names, read from storage (kube's validator reads the same
+    through its getters): the service account, alive and with the uid of the claim, and the pod, secret
+    or node the token is bound to, each alive and with the claim's uid (a node-bound token whose node
+    had no uid when it was issued is only checked to exist)."""
+    try:
+        info = signer.verify(token)
+    except satokens.InvalidToken as exc:
+        raise Unauthorized(str(exc)) from None
+    namespace = info.namespace
+    await _check_alive(registry, kinds.SERVICEACCOUNTS, namespace, info.name, info.uid)
+    if info.secret is not None:
+        await _check_alive(registry, kinds.SECRETS, namespace, info.secret.name, info.secret.uid)
+    if info.pod is not None:
+        await _check_alive(registry, kinds.PODS, namespace, info.pod.name, info.pod.uid)
+    if info.node is not None and info.pod is None:  # a pod's node is informational (ServiceAccountTokenPodNodeInfo)
+        await _check_alive(registry, kinds.NODES, None, info.node.name, info.node.uid or None)
+    return UserInfo(satokens.username(namespace, info.name), info.uid,
+                    (*satokens.groups(namespace), AUTHENTICATED_GROUP), info.extra())
+
+
+async def _check_alive(registry: Any, rt: kinds.ResourceType, namespace: str | None, name: str,
+                       uid: str | None) -> None:
+    try:
+        obj: dict[str, Any] = await registry.get(rt, namespace, name)
+    except errors.StatusError as exc:
+        if exc.code == 404:
+            raise Unauthorized("Token has been invalidated") from None
+        raise
+    meta = obj.get("metadata") or {}
+    if meta.get("deletionTimestamp"):
+        raise Unauthorized("Token has been invalidated")
+    if uid is not None and meta.get("uid") != uid:
+        raise Unauthorized(f"{rt.kind} UID ({meta.get('uid')}) does not match claim ({uid})")
 
 
 def unauthorized() -> errors.StatusError:
@@ -59,9 +118,10 @@ def unauthorized() -> errors.StatusError:
 class AuthMiddleware:
     """Authenticate, impersonate when asked and allowed, then authorize on the request's one RequestInfo;
     a node's request carries its NodeRestriction admission on to the router (admission.py). `state` is
-    the app's state, whose `registry` answers the lookups admission needs."""
+    the app's state, whose `registry` answers the lookups admission needs and whose `signer` checks
+    service account tokens. `tokens` None: the API is open (see the module docstring)."""
 
-    def __init__(self, app: ASGIApp, *, tokens: Mapping[str, UserInfo], state: Any) -> None:
+    def __init__(self, app: ASGIApp, *, tokens: Mapping[str, UserInfo] | None, state: Any) -> None:
         self.app = app
         self.tokens = tokens
         self.state = state
@@ -70,9 +130,12 @@ class AuthMiddleware:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
+        if self.tokens is None:
+            await self._open(scope, receive, send)
+            return
         headers = Headers(scope=scope)
         try:
-            user = authenticate(headers.get("authorization"), self.tokens)
+            user = await self._authenticate(headers.get("authorization"), self.tokens)
         except Unauthorized:
             await self._refuse(unauthorized(), scope, receive, send)
             return
@@ -96,6 +159,33 @@ class AuthMiddleware:
         if refusal is not None:
             await self._refuse(refusal, scope, receive, send)
             return
+        await self.app(scope, receive, send)
+
+    async def _authenticate(self, header: str | None, tokens: Mapping[str, UserInfo]) -> UserInfo | None:
+        """The union of kube's authenticators: the token file first, then service account tokens."""
+        try:
+            return authenticate(header, tokens)
+        except Unauthorized:
+            token = bearer_token(header)
+            signer = getattr(self.state, "signer", None)
+            if token is None or signer is None or not signer.looks_like_ours(token):
+                raise
+            return await authenticate_service_account(token, signer, self.state.registry)
+
+    async def _open(self, scope: Scope, receive: Receive, send: Send) -> None:
+        """No token file: everything goes through, but a service account token must be a valid one."""
+        token = None
+        for key, value in scope["headers"]:
+            if key == b"authorization":
+                token = bearer_token(value.decode("latin-1"))
+                break
+        signer = getattr(self.state, "signer", None)
+        if token is not None and signer is not None and signer.looks_like_ours(token):
+            try:
+                await authenticate_service_account(token, signer, self.state.registry)
+            except Unauthorized:
+                await self._refuse(unauthorized(), scope, receive, send)
+                return
         await self.app(scope, receive, send)
 
     @staticmethod

@@ -10,6 +10,13 @@ kubelab's policy, when a token file is configured (`auth.py`):
   NodeRestriction narrows (plugin/pkg/auth/authorizer/node, plugin/pkg/admission/noderestriction):
   its own Node and Node status, its own Lease in kube-node-lease, the status of pods bound to it, the
   delete of pods bound to it, mirror pods bound to it, and events;
+* a service account (`system:serviceaccount:NS:NAME`, the user a pod's token names) may read what the
+  `view` ClusterRole lets read, cluster-wide: get, list and watch every kind but Secrets, and not the
+  pods/exec, attach, portforward or proxy subresources (which run things), nor ask for tokens; every
+  non-resource path may be read (discovery, /version, /healthz, the issuer's keys), and it may ask what
+  it may do (SelfSubjectAccessReview). Nothing else: kube gives a service account no permission at all
+  until RBAC binds it some, and kubelab has no RBAC yet, so it grants the reading an in-cluster client
+  such as a controller or `kubectl get` in a pod needs, and no writes and no Secrets;
 * every other authenticated user is a cluster-admin (kubelab has no RBAC), and so may impersonate
   any user, group, service account, uid or extra (`kubectl --as`); the request then goes on as that
   user, under the same rules (impersonation.py); nodes may not impersonate.
@@ -30,7 +37,7 @@ from typing import Any
 from kubelab import tracing
 from kubelab.tokenfile import NODE_USER_PREFIX, NODES_GROUP, UserInfo
 
-from . import errors
+from . import errors, satokens
 from .impersonation import AUTHENTICATED_GROUP
 from .requestinfo import READ_VERBS, RequestInfo
 
@@ -56,6 +63,30 @@ NODE_WRITES: Mapping[tuple[str, str], frozenset[str]] = {
 }
 
 
+# What a service account may not read (see the module docstring): Secrets, and the subresources that run
+# something or reach past the API server.
+SERVICE_ACCOUNT_HIDDEN: frozenset[tuple[str, str]] = frozenset({
+    ("", "secrets"), ("", "pods/exec"), ("", "pods/attach"), ("", "pods/portforward"), ("", "pods/proxy"),
+    ("", "nodes/proxy"), ("", "services/proxy"), ("", "serviceaccounts/token")})
+SELF_REVIEWS = frozenset({("authorization.k8s.io", "selfsubjectaccessreviews"),
+                          ("authorization.k8s.io", "selfsubjectrulesreviews"),
+                          ("authentication.k8s.io", "selfsubjectreviews")})
+
+
+def is_service_account(user: UserInfo) -> bool:
+    return user.name.startswith(satokens.SERVICE_ACCOUNT_PREFIX) and satokens.SERVICE_ACCOUNTS_GROUP in user.groups
+
+
+def service_account_verdict(info: RequestInfo) -> tuple[bool, str]:
+    """A service account's verdict: the view ClusterRole's reads, and self reviews (module docstring)."""
+    if not info.is_resource:
+        return info.verb == "get", ""
+    resource = f"{info.resource}/{info.subresource}" if info.subresource else info.resource
+    if info.verb == "create" and (info.group, resource) in SELF_REVIEWS:
+        return True, ""
+    return info.verb in READ_VERBS and (info.group, resource) not in SERVICE_ACCOUNT_HIDDEN, ""
+
+
 def node_name(user: UserInfo) -> str | None:
     """nodeidentifier.NodeIdentity: the node a user is ("" if it claims to be one but names none), or
     None for a user that is not a node."""
@@ -72,9 +103,11 @@ def verdict(user: UserInfo, info: RequestInfo) -> tuple[bool, str]:
     if AUTHENTICATED_GROUP not in user.groups:
         return info.verb == "get" and info.path in PUBLIC_PATHS, ""
     node = node_name(user)
-    if node is None:
-        return True, ""
-    return node_verdict(node, info)
+    if node is not None:
+        return node_verdict(node, info)
+    if is_service_account(user):
+        return service_account_verdict(info)
+    return True, ""
 
 
 def authorize(user: UserInfo, info: RequestInfo) -> errors.StatusError | None:
@@ -85,9 +118,9 @@ def authorize(user: UserInfo, info: RequestInfo) -> errors.StatusError | None:
 
 def may_impersonate(user: UserInfo) -> bool:
     """The `impersonate` verb on users, groups, serviceaccounts, uids and userextras: cluster-admins
-    (every authenticated user but a node) have it, as cluster-admin's `*` rule gives it in kube; nodes
-    and anonymous users have no rule that does."""
-    return AUTHENTICATED_GROUP in user.groups and node_name(user) is None
+    (every authenticated user but a node or a service account) have it, as cluster-admin's `*` rule gives
+    it in kube; nodes, service accounts and anonymous users have no rule that does."""
+    return AUTHENTICATED_GROUP in user.groups and node_name(user) is None and not is_service_account(user)
 
 
 # --- messages --------------------------------------------------------------------------------------

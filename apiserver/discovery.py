@@ -84,6 +84,10 @@ def api_resource_list(group_version: str, resources: Iterable[ResourceType]) -> 
             if sub == "binding":
                 entries.append({"name": f"{rt.plural}/binding", "singularName": "", "namespaced": rt.namespaced,
                                 "kind": "Binding", "verbs": ["create"]})
+            elif sub == "token":  # serviceaccounts/token
+                entries.append({"name": f"{rt.plural}/token", "singularName": "", "namespaced": rt.namespaced,
+                                "group": "authentication.k8s.io", "version": "v1", "kind": "TokenRequest",
+                                "verbs": ["create"]})
             elif sub == "finalize":
                 entries.append({"name": f"{rt.plural}/finalize", "singularName": "", "namespaced": rt.namespaced,
                                 "kind": rt.kind, "verbs": ["update"]})

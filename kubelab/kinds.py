@@ -87,7 +87,7 @@ LEASES = ResourceType("coordination.k8s.io", "v1", "leases", "Lease", True, mode
 CONFIGMAPS = ResourceType("", "v1", "configmaps", "ConfigMap", True, models.ConfigMap, short_names=("cm",))
 SECRETS = ResourceType("", "v1", "secrets", "Secret", True, models.Secret)
 SERVICEACCOUNTS = ResourceType("", "v1", "serviceaccounts", "ServiceAccount", True, models.ServiceAccount,
-                               short_names=("sa",))
+                               short_names=("sa",), subresources=("token",))
 DEPLOYMENTS = ResourceType("apps", "v1", "deployments", "Deployment", True, models.Deployment,
                            short_names=("deploy",), categories=("all",), subresources=("status", "scale"))
 REPLICASETS = ResourceType("apps", "v1", "replicasets", "ReplicaSet", True, models.ReplicaSet,

@@ -111,6 +111,26 @@ def ensure_lab_pki(directory: Path, *, ips: list[str], names: list[str] | None =
     return pki
 
 
+SERVICE_ACCOUNT_KEY = "sa.key"  # kubeadm's name for the service account signing key
+
+
+def ensure_service_account_key(directory: Path) -> Path:
+    """The API server's service account signing key (P-256, ES256) in `directory`, made once and kept:
+    tokens it signed stay valid across restarts, as kube-apiserver's --service-account-signing-key-file."""
+    path = directory / SERVICE_ACCOUNT_KEY
+    try:
+        key = serialization.load_pem_private_key(path.read_bytes(), password=None)
+        if isinstance(key, ec.EllipticCurvePrivateKey) and not path.stat().st_mode & 0o077:
+            return path
+    except (OSError, ValueError, TypeError):
+        pass
+    directory.mkdir(parents=True, exist_ok=True)
+    key = ec.generate_private_key(ec.SECP256R1())
+    _write(path, key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
+                                   serialization.NoEncryption()), 0o600)
+    return path
+
+
 def _write(path: Path, data: bytes, mode: int) -> None:
     tmp = path.with_suffix(path.suffix + ".tmp")
     tmp.unlink(missing_ok=True)  # created afresh with `mode`: a key is never readable by others, not even briefly

@@ -47,6 +47,9 @@ def run_apiserver(etcd_url: str, *, startup_timeout: float = 30.0, **config: Any
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     sock.bind(("127.0.0.1", 0))
     port = sock.getsockname()[1]
+    # No controller manager makes default service accounts here: its pods are admitted without one, as
+    # kube's own integration tests run kube-apiserver (--disable-admission-plugins=ServiceAccount).
+    config.setdefault("disable_admission_plugins", ("ServiceAccount",))
     app_config = Config([etcd_url], port=port, **config)
     app = create_app(app_config)
     # Served as `kubelab apiserver` serves it (serving.py, flowcontrol.py: timeouts, limits, connection cap). Open watch

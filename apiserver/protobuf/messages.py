@@ -1,9 +1,9 @@
 """Field numbers and types of the Kubernetes messages kubelab decodes from protobuf bodies.
 
 Interoperability data, written down from k8s.io/api's and k8s.io/apimachinery's generated.proto
-(core/v1, apps/v1, autoscaling/v1, authorization/v1, meta/v1; field numbers as of Kubernetes 1.34). It
+(core/v1, apps/v1, autoscaling/v1, authorization/v1, authentication/v1, meta/v1; field numbers as of Kubernetes 1.34). It
 covers what kubectl's generators send as protobuf (`create namespace|deployment|service|configmap|secret|
-serviceaccount`, `run`, `expose`, `scale`, `auth can-i`) and the types those reach; volume sources beyond the common
+serviceaccount`, `run`, `expose`, `scale`, `auth can-i`, `create token`) and the types those reach; volume sources beyond the common
 ones (hostPath, emptyDir, secret, configMap, projected, PVC, NFS, CSI, ephemeral, image, downward API)
 are left out and decode as an unknown field.
 
@@ -757,6 +757,24 @@ SubjectAccessReviewStatus
   2 reason string
   3 evaluationError string
 
+# --- authentication/v1: what `kubectl create token` sends ---------------------------------------
+TokenRequest
+  1 metadata ObjectMeta
+  2 spec TokenRequestSpec
+  3 status TokenRequestStatus
+TokenRequestSpec
+  1 audiences []string
+  4 expirationSeconds int64 *
+  3 boundObjectRef BoundObjectReference
+BoundObjectReference
+  1 kind string
+  2 apiVersion string
+  3 name string
+  4 uid string
+TokenRequestStatus
+  1 token string
+  2 expirationTimestamp Time
+
 # --- autoscaling/v1 ------------------------------------------------------------------------------
 Scale
   1 metadata ObjectMeta
@@ -781,6 +799,7 @@ KINDS: dict[tuple[str, str], str] = {
     ("apps/v1", "ReplicaSet"): "ReplicaSet",
     ("autoscaling/v1", "Scale"): "Scale",
     ("authorization.k8s.io/v1", "SelfSubjectAccessReview"): "SelfSubjectAccessReview",
+    ("authentication.k8s.io/v1", "TokenRequest"): "TokenRequest",
     ("v1", "DeleteOptions"): "DeleteOptions",
     ("meta.k8s.io/v1", "DeleteOptions"): "DeleteOptions",
 }

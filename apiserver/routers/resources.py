@@ -36,6 +36,7 @@ from .. import (
     offload,
     requestctx,
     requestinfo,
+    saadmission,
     tables,
     traces,
 )
@@ -46,7 +47,7 @@ from ..registry.apps import scale_of
 from ..registry.pods import bind
 from ..registry.store import parse_resource_version
 from ..requestinfo import RequestInfo
-from . import reviews
+from . import reviews, tokenrequest
 
 log = logging.getLogger(__name__)
 
@@ -118,7 +119,7 @@ def routed_methods(target: Target) -> frozenset[str]:
     """The methods kube's installer registers for a path: a collection serves list/watch, create and
     deletecollection; an object get, update, patch and delete; status and scale get, update and patch;
     binding only create, finalize only update; each only where the kind has the verb."""
-    if target.subresource == "binding":
+    if target.subresource in ("binding", "token"):
         return frozenset({"POST"})
     if target.subresource == "finalize":
         return frozenset({"PUT"})
@@ -279,6 +280,9 @@ async def _dispatch(request: Request, target: Target, info: RequestInfo) -> Resp
         if target.name is not None:
             if target.rt == kinds.PODS and target.subresource == "binding":
                 return await bind_pod(request, target)
+            if target.rt == kinds.SERVICEACCOUNTS and target.subresource == "token":
+                assert target.namespace is not None
+                return await tokenrequest.create_token(request, target.namespace, target.name)
             raise errors.method_not_allowed()
         return await create(request, target)
     if method == "PUT" and target.name is not None:
@@ -414,6 +418,8 @@ async def _decode(content_type: str, raw: bytes) -> Any:
 
 async def create(request: Request, target: Target) -> Response:
     body = await _body(request)
+    if target.rt == kinds.PODS and target.namespace and request.app.state.service_account_admission:
+        body = await saadmission.admit(_registry(request), target.namespace, body)
     obj = await _registry(request).create(target.rt, target.namespace, body, dry_run=_dry_run(request),
                                           manager=field_manager(request))
     return codecs.respond(request, obj, 201)
