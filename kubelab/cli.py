@@ -469,6 +469,8 @@ def cmd_exec(args: argparse.Namespace) -> int:
         netns = state.get("lab")
     elif target == "client" and state.get("client"):
         netns = state["client"]["netns"]
+    elif target == "apiserver" and state.get("apiserver"):
+        netns = state["apiserver"]["netns"]
     else:
         from kubeletstub.netns import DataplaneError, lookup_netns
 

@@ -122,13 +122,22 @@ async def up(options: UpOptions, *, ready: Callable[[dict[str, Any]], None] | No
     try:
         tokens = None
         pki = None
+        from .pki import ensure_lab_pki, ensure_service_account_key
+
+        # The service account signing key, made once in the data dir (kubeadm's sa.key): pods' tokens and
+        # `kubectl create token`'s outlive a restart.
+        sa_key = await asyncio.to_thread(ensure_service_account_key, data_dir / "pki")
+        netns = options.dataplane == "netns"
         if options.token_auth_file is not None:
-            from .pki import ensure_lab_pki
             from .tokenfile import ensure_component_tokens
 
             tokens = ensure_component_tokens(options.token_auth_file.resolve(),
                                              [addressing.node_name(i) for i in range(1, options.nodes + 1)])
-            ips = [addressing.KUBERNETES_SERVICE_IP] + ([host] if host not in ("0.0.0.0", "", "127.0.0.1") else [])
+        if options.token_auth_file is not None or netns:
+            # Pods speak HTTPS to 10.96.0.1:443 whether or not the API asks for tokens (in-cluster clients
+            # always do), so the netns lab always has the CA and a certificate for the Service's names.
+            ips = [addressing.KUBERNETES_SERVICE_IP] + ([addressing.APISERVER_LAB_IP] if netns else []) + (
+                [host] if host not in ("0.0.0.0", "", "127.0.0.1") else [])
             pki = await asyncio.to_thread(ensure_lab_pki, data_dir / "pki", ips=ips)
         etcd_tls = (options.etcd_cafile, options.etcd_certfile, options.etcd_keyfile)
         if options.etcd_servers:
@@ -136,24 +145,30 @@ async def up(options: UpOptions, *, ready: Callable[[dict[str, Any]], None] | No
         else:
             # With tokens, the private etcd too wants a certificate of the lab CA from its clients: without
             # one, any local user could read every Secret and token straight from its loopback port.
-            etcd = Etcd(data_dir / "etcd", tls=pki.etcd_tls() if pki is not None else None)
+            etcd = Etcd(data_dir / "etcd", tls=pki.etcd_tls() if tokens is not None and pki is not None else None)
             await asyncio.to_thread(etcd.start)
             etcd_servers = [etcd.url]
-            if pki is not None:
+            if tokens is not None and pki is not None:
                 etcd_tls = (pki.ca_file, pki.etcd_client_cert_file, pki.etcd_client_key_file)
             _log("etcd").info("ready at %s (private, data in %s%s) [%s]", etcd.url, etcd.data_dir,
-                              ", clients need a certificate of the lab CA" if pki is not None else "", timer)
+                              ", clients need a certificate of the lab CA" if tokens is not None else "", timer)
         cafile, certfile, keyfile = (str(f) if f is not None else None for f in etcd_tls)
         serving_options = options.serving or ServingOptions()
         raise_open_files_limit()
-        app = create_app(Config(etcd_servers, advertise_ip=host if host not in ("0.0.0.0", "") else "127.0.0.1",
-                                port=port, token_auth_file=str(options.token_auth_file.resolve())
+        # The kubernetes Service's endpoints: in the netns lab, the API server's own address on the lab
+        # network, where pods reach it (routed, through kube-proxy's rules for 10.96.0.1:443); otherwise the
+        # address it listens on.
+        advertise = ((addressing.APISERVER_LAB_IP, addressing.APISERVER_SECURE_PORT) if netns
+                     else (host if host not in ("0.0.0.0", "") else "127.0.0.1", port))
+        app = create_app(Config(etcd_servers, advertise_ip=advertise[0], port=advertise[1],
+                                token_auth_file=str(options.token_auth_file.resolve())
                                 if options.token_auth_file is not None else None, event_ttl=options.event_ttl,
                                 serving=serving_options, etcd_cafile=cafile, etcd_certfile=certfile,
-                                etcd_keyfile=keyfile))
+                                etcd_keyfile=keyfile, service_account_key_file=str(sa_key)))
+        tls = pki if tokens is not None else None  # the port users reach: HTTPS when it asks for tokens
         server = api_server(uvicorn_config(app, options=serving_options, host=host, port=port,
-                                           ssl_certfile=str(pki.cert_file) if pki else None,
-                                           ssl_keyfile=str(pki.key_file) if pki else None), serving_options)
+                                           ssl_certfile=str(tls.cert_file) if tls else None,
+                                           ssl_keyfile=str(tls.key_file) if tls else None), serving_options)
         # The components of this process reach the API server on a socket of their own (plain HTTP, 0600, not
         # counted against the listener's connection cap), so a flood of clients on the port cannot cut their
         # heartbeats off; the same app serves it, its lifespan run once by the public server.
@@ -164,6 +179,7 @@ async def up(options: UpOptions, *, ready: Callable[[dict[str, Any]], None] | No
         internal.capture_signals = contextlib.nullcontext  # type: ignore[method-assign,assignment]
         serving = asyncio.create_task(server.serve(), name="apiserver")
         serving_internal: asyncio.Task[None] | None = None
+        extra_serving: list[tuple[Any, asyncio.Task[None]]] = []  # the lab listener, in netns mode
         try:
             while not server.started:
                 if serving.done():
@@ -178,11 +194,11 @@ async def up(options: UpOptions, *, ready: Callable[[dict[str, Any]], None] | No
                 await asyncio.sleep(0.01)
             _log("apiserver").info("ready at %s [%s]", server_url, timer)
             config_path = kubeconfig.write(data_dir / "kubeconfig", server_url, token=tokens.admin if tokens else None,
-                                           ca_file=pki.ca_file if pki else None)
+                                           ca_file=tls.ca_file if tls else None)
             state: dict[str, Any] = {"pid": os.getpid(), "server": server_url, "kubeconfig": str(config_path),
                                      "dataplane": options.dataplane, "etcd": etcd_servers, "nodes": {}}
-            if pki is not None:
-                state["ca"] = str(pki.ca_file)
+            if tls is not None:
+                state["ca"] = str(tls.ca_file)
             if options.dataplane == "netns":
                 lab = await _create_lab(data_dir, options)
                 state["netnsPrefix"] = lab.prefix
@@ -197,14 +213,21 @@ async def up(options: UpOptions, *, ready: Callable[[dict[str, Any]], None] | No
                 state["dns"] = {"ip": addressing.DNS_SERVER_IP,
                                 "netns": await asyncio.to_thread(lab.add_client, "dns", addressing.DNS_SERVER_IP,
                                                                  routes=pod_routes)}
+                assert pki is not None
+                lab_server = api_server(uvicorn_config(app, options=serving_options, lifespan="off",
+                                                       ssl_certfile=str(pki.cert_file), ssl_keyfile=str(pki.key_file)),
+                                        serving_options)
+                lab_server.capture_signals = contextlib.nullcontext  # type: ignore[method-assign,assignment]
+                state["apiserver"] = await _serve_on_lab(lab, options, lab_server, extra_serving)
+                state["podCA"] = str(pki.ca_file)
             _write_state(data_dir, state)
             clients: list[Any] = []
             try:
                 async with asyncio.TaskGroup() as tg:
-                    for task in (serving, serving_internal):
+                    for task in (serving, serving_internal, *(t for _, t in extra_serving)):
                         tg.create_task(_watch_apiserver(task), name=f"{task.get_name()}-watchdog")
                     await _run_components(tg, options, private.path, data_dir, state, lab, timer, ready, clients,
-                                          tokens=tokens)
+                                          tokens=tokens, root_ca=pki.ca_file.read_text() if pki is not None else None)
             finally:
                 for api in clients:  # only now: every component using them has stopped
                     with contextlib.suppress(Exception):
@@ -212,8 +235,11 @@ async def up(options: UpOptions, *, ready: Callable[[dict[str, Any]], None] | No
         finally:
             # Components are stopped first (the TaskGroup is done), so no watch keeps uvicorn waiting.
             server.should_exit = internal.should_exit = True
+            for extra, _ in extra_serving:
+                extra.should_exit = True
             with contextlib.suppress(Exception, asyncio.CancelledError, SystemExit):
-                await asyncio.wait_for(asyncio.gather(*(t for t in (serving, serving_internal) if t is not None)), 5)
+                await asyncio.wait_for(asyncio.gather(*(t for t in (serving, serving_internal) if t is not None),
+                                                      *(t for _, t in extra_serving)), 5)
             private.remove()
     finally:
         await _tear_down(lab, etcd)
@@ -320,6 +346,47 @@ class _PrivateSocket:
                 os.rmdir(self._tmp)
 
 
+def _apiserver_netns(lab: Any, options: UpOptions) -> str:
+    """The API server's namespace on the lab network (APISERVER_LAB_IP): where pods reach it through the
+    kubernetes Service, and where it dials kubelets from. Replies to pods go back through their nodes
+    (each node's pod CIDR via the node's address), as the "dns" namespace has it. Idempotent."""
+    pod_routes = {addressing.node_pod_cidr(i): addressing.node_ip(i) for i in range(1, options.nodes + 1)}
+    netns: str = lab.add_client("apiserver", addressing.APISERVER_LAB_IP, routes=pod_routes)
+    return netns
+
+
+def _bind_lab_socket() -> Any:
+    import socket
+
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    sock.bind((addressing.APISERVER_LAB_IP, addressing.APISERVER_SECURE_PORT))
+    return sock
+
+
+async def _serve_on_lab(lab: Any, options: UpOptions, server: Any,
+                        serving: list[tuple[Any, asyncio.Task[None]]]) -> dict[str, Any]:
+    """Serve the API over HTTPS on APISERVER_LAB_IP:6443 from a socket made inside the "apiserver" lab
+    namespace (kube-apiserver's secure port on its advertise address), served on this loop as the main
+    port is; its certificate (the lab CA's) names 10.96.0.1 and kubernetes.default.svc, so pods check it
+    with the kube-root-ca.crt their token volume carries. Returns what cluster.json records of it."""
+    from .netnsthread import run_in_netns
+
+    netns = await asyncio.to_thread(_apiserver_netns, lab, options)
+    sock = await asyncio.to_thread(run_in_netns, netns, _bind_lab_socket, name="apiserver-lab-socket")
+    task = asyncio.create_task(server.serve(sockets=[sock]), name="apiserver-lab")
+    serving.append((server, task))
+    while not server.started:
+        if task.done():
+            raise RuntimeError(f"the API server could not serve on {addressing.APISERVER_LAB_IP}:"
+                               f"{addressing.APISERVER_SECURE_PORT} in {netns}")
+        await asyncio.sleep(0.01)
+    url = f"https://{addressing.APISERVER_LAB_IP}:{addressing.APISERVER_SECURE_PORT}"
+    _log("apiserver").info("serving pods at %s (network namespace %s), behind the kubernetes Service "
+                           "https://%s:443", url, netns, addressing.KUBERNETES_SERVICE_IP)
+    return {"ip": addressing.APISERVER_LAB_IP, "netns": netns, "url": url}
+
+
 async def _watch_apiserver(serving: asyncio.Task[None]) -> None:
     """A component crash ends the TaskGroup; so must the API server stopping on its own."""
     await asyncio.shield(serving)
@@ -392,7 +459,7 @@ class _Node:
 async def _run_components(tg: asyncio.TaskGroup, options: UpOptions, api_socket: str, data_dir: Path,
                           state: dict[str, Any], lab: Any, timer: Timer,
                           ready: Callable[[dict[str, Any]], None] | None, clients: list[Any], *,
-                          tokens: Any = None) -> None:
+                          tokens: Any = None, root_ca: str | None = None) -> None:
     import controllers
     import scheduler
     from kubeletstub.dataplane import NetnsDataplane, RenderDataplane
@@ -456,7 +523,8 @@ async def _run_components(tg: asyncio.TaskGroup, options: UpOptions, api_socket:
     queue_metrics = WorkQueueMetricsProvider()
     controllers_synced = asyncio.Event()
     tg.create_task(controllers.run(client("controllers"), node_monitor_grace_period=options.node_monitor_grace_period,
-                                   lb_pool=options.lb_pool, metrics=queue_metrics, ready=controllers_synced.set),
+                                   lb_pool=options.lb_pool, metrics=queue_metrics, ready=controllers_synced.set,
+                                   root_ca=root_ca),
                    name="controllers")
     announce("controllers", [controllers_synced.wait()])
     metrics["controllers"] = await serve_metrics(

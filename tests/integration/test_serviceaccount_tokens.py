@@ -235,3 +235,58 @@ def test_issuer_discovery(server: str, admin: httpx.Client, key_file: Path) -> N
     token = request_token(admin)["status"]["token"]
     public = jwt.PyJWK(keys[0]).key
     assert jwt.decode(token, public, algorithms=["ES256"], audience=ISSUER)["sub"].endswith(":robot")
+
+
+# What kube-apiserver stores for the ServiceAccount plugin's volume and mount, as `kubectl get pod -o json`
+# prints them (TokenVolumeSource and the VolumeMount in plugin/pkg/admission/serviceaccount, in the Go
+# types' field order), with the volume's five random characters cut out.
+KUBE_VOLUME = ('{"name":"kube-api-access-","projected":{"sources":[{"serviceAccountToken":{"expirationSeconds":3607,'
+               '"path":"token"}},{"configMap":{"name":"kube-root-ca.crt","items":[{"key":"ca.crt","path":"ca.crt"}]}},'
+               '{"downwardAPI":{"items":[{"path":"namespace","fieldRef":{"apiVersion":"v1","fieldPath":'
+               '"metadata.namespace"}}]}}],"defaultMode":420}}')
+KUBE_MOUNT = '{"name":"kube-api-access-","readOnly":true,"mountPath":"/var/run/secrets/kubernetes.io/serviceaccount"}'
+
+
+def compact(obj: Any, volume_name: str) -> str:
+    return json.dumps(obj, separators=(",", ":")).replace(volume_name, "kube-api-access-")
+
+
+def test_admission_adds_kubes_volume_and_mounts(admin: httpx.Client) -> None:
+    resp = admin.post(ns_path("pods", NS), json={"metadata": {"name": "adm-web"}, "spec": {
+        "initContainers": [{"name": "init", "image": "x"}],
+        "containers": [{"name": "a", "image": "x"},
+                       {"name": "b", "image": "x", "volumeMounts": [
+                           {"name": "own", "mountPath": "/var/run/secrets/kubernetes.io/serviceaccount"}]}],
+        "volumes": [{"name": "own", "emptyDir": {}}]}})
+    assert resp.status_code == 201, resp.text
+    stored = admin.get(ns_path("pods", NS, "adm-web")).json()["spec"]
+    assert stored["serviceAccountName"] == "default" and stored["serviceAccount"] == "default"
+    volume = stored["volumes"][1]
+    name = volume["name"]
+    assert len(name) == len("kube-api-access-") + 5 and stored["volumes"][0] == {"name": "own", "emptyDir": {}}
+    assert compact(volume, name) == KUBE_VOLUME
+    assert compact(stored["initContainers"][0]["volumeMounts"], name) == f"[{KUBE_MOUNT}]"
+    assert compact(stored["containers"][0]["volumeMounts"], name) == f"[{KUBE_MOUNT}]"
+    # A container that mounts something of its own at the path keeps it alone.
+    assert stored["containers"][1]["volumeMounts"] == [
+        {"name": "own", "mountPath": "/var/run/secrets/kubernetes.io/serviceaccount"}]
+
+
+def test_automount_false_on_the_pod_or_the_account(admin: httpx.Client) -> None:
+    spec = make_pod(admin, "adm-off", automountServiceAccountToken=False)["spec"]
+    assert "volumes" not in spec and "volumeMounts" not in spec["containers"][0]
+    admin.post(ns_path("serviceaccounts", NS), json={"metadata": {"name": "quiet"},
+                                                     "automountServiceAccountToken": False}).raise_for_status()
+    spec = make_pod(admin, "adm-quiet", serviceAccountName="quiet")["spec"]
+    assert "volumes" not in spec and spec["serviceAccountName"] == "quiet"
+    # The pod's own preference wins over its account's.
+    spec = make_pod(admin, "adm-loud", serviceAccountName="quiet", automountServiceAccountToken=True)["spec"]
+    assert spec["volumes"][0]["name"].startswith("kube-api-access-")
+
+
+def test_a_missing_account_is_forbidden(admin: httpx.Client) -> None:
+    resp = admin.post(ns_path("pods", NS), json={"metadata": {"name": "adm-ghost"}, "spec": {
+        "serviceAccountName": "ghost", "containers": [{"name": "c", "image": "x"}]}})
+    assert_status(resp, 403, "Forbidden", f'pods "adm-ghost" is forbidden: error looking up service account '
+                                          f'{NS}/ghost: serviceaccount "ghost" not found')
+    assert admin.get(ns_path("pods", NS, "adm-ghost")).status_code == 404
