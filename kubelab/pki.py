@@ -6,10 +6,13 @@ for tokens must serve HTTPS, as kube-apiserver's secure port does. And a cluster
 with tokens must guard its etcd too, or any local user reads every Secret and token from etcd's
 loopback port: etcd then serves https and wants a client certificate of the lab CA
 (--client-cert-auth), which only the API server has, as kubeadm sets up kube-apiserver and etcd
-(etcd/server.crt, apiserver-etcd-client.crt). `kubelab up --token-auth-file` makes this PKI in
-`<data-dir>/pki` (kubeadm keeps its own in /etc/kubernetes/pki) and keeps it across restarts while
-every certificate is still valid and the serving one covers the addresses the API is reached by; the
-CA goes into the kubeconfig. The CA's private key is not kept: everything is signed when the CA is
+(etcd/server.crt, apiserver-etcd-client.crt). `kubelab up` makes this PKI in `<data-dir>/pki`
+(kubeadm keeps its own in /etc/kubernetes/pki) and keeps it across restarts while every certificate is
+still valid and the serving one covers the addresses the API is reached by. Pods always get the CA
+(ConfigMap kube-root-ca.crt) and, in the netns lab, reach the API over HTTPS with the serving
+certificate (it names 10.96.0.1, the Service's names and the lab address 10.240.0.4); with
+--token-auth-file the user's port serves HTTPS too, etcd wants the client certificate, and the CA goes
+into the kubeconfig. The service account signing key (sa.key) lives next to them. The CA's private key is not kept: everything is signed when the CA is
 made, and nothing is ever signed with it afterwards. Private keys are 0600.
 """
 

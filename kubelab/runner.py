@@ -121,7 +121,6 @@ async def up(options: UpOptions, *, ready: Callable[[dict[str, Any]], None] | No
     lab = None
     try:
         tokens = None
-        pki = None
         from .pki import ensure_lab_pki, ensure_service_account_key
 
         # The service account signing key, made once in the data dir (kubeadm's sa.key): pods' tokens and
@@ -133,22 +132,22 @@ async def up(options: UpOptions, *, ready: Callable[[dict[str, Any]], None] | No
 
             tokens = ensure_component_tokens(options.token_auth_file.resolve(),
                                              [addressing.node_name(i) for i in range(1, options.nodes + 1)])
-        if options.token_auth_file is not None or netns:
-            # Pods speak HTTPS to 10.96.0.1:443 whether or not the API asks for tokens (in-cluster clients
-            # always do), so the netns lab always has the CA and a certificate for the Service's names.
-            ips = [addressing.KUBERNETES_SERVICE_IP] + ([addressing.APISERVER_LAB_IP] if netns else []) + (
-                [host] if host not in ("0.0.0.0", "", "127.0.0.1") else [])
-            pki = await asyncio.to_thread(ensure_lab_pki, data_dir / "pki", ips=ips)
+        # Pods speak HTTPS to 10.96.0.1:443 whether or not the API asks for tokens (in-cluster clients always
+        # do), so there is always a CA (published as kube-root-ca.crt, which every pod's token volume
+        # projects) and a certificate for the Service's names and the lab address.
+        ips = [addressing.KUBERNETES_SERVICE_IP] + ([addressing.APISERVER_LAB_IP] if netns else []) + (
+            [host] if host not in ("0.0.0.0", "", "127.0.0.1") else [])
+        pki = await asyncio.to_thread(ensure_lab_pki, data_dir / "pki", ips=ips)
         etcd_tls = (options.etcd_cafile, options.etcd_certfile, options.etcd_keyfile)
         if options.etcd_servers:
             etcd_servers = options.etcd_servers
         else:
             # With tokens, the private etcd too wants a certificate of the lab CA from its clients: without
             # one, any local user could read every Secret and token straight from its loopback port.
-            etcd = Etcd(data_dir / "etcd", tls=pki.etcd_tls() if tokens is not None and pki is not None else None)
+            etcd = Etcd(data_dir / "etcd", tls=pki.etcd_tls() if tokens is not None else None)
             await asyncio.to_thread(etcd.start)
             etcd_servers = [etcd.url]
-            if tokens is not None and pki is not None:
+            if tokens is not None:
                 etcd_tls = (pki.ca_file, pki.etcd_client_cert_file, pki.etcd_client_key_file)
             _log("etcd").info("ready at %s (private, data in %s%s) [%s]", etcd.url, etcd.data_dir,
                               ", clients need a certificate of the lab CA" if tokens is not None else "", timer)
@@ -213,13 +212,17 @@ async def up(options: UpOptions, *, ready: Callable[[dict[str, Any]], None] | No
                 state["dns"] = {"ip": addressing.DNS_SERVER_IP,
                                 "netns": await asyncio.to_thread(lab.add_client, "dns", addressing.DNS_SERVER_IP,
                                                                  routes=pod_routes)}
-                assert pki is not None
                 lab_server = api_server(uvicorn_config(app, options=serving_options, lifespan="off",
                                                        ssl_certfile=str(pki.cert_file), ssl_keyfile=str(pki.key_file)),
                                         serving_options)
                 lab_server.capture_signals = contextlib.nullcontext  # type: ignore[method-assign,assignment]
                 state["apiserver"] = await _serve_on_lab(lab, options, lab_server, extra_serving)
-                state["podCA"] = str(pki.ca_file)
+            state["podCA"] = str(pki.ca_file)  # what kube-root-ca.crt holds
+            if tokens is None:
+                _log("apiserver").info(
+                    "no --token-auth-file: the API is open to whoever reaches it; a pod's service account token "
+                    "is still checked (expired, another audience or its pod gone: 401) but a valid one gives no "
+                    "more than no token at all")
             _write_state(data_dir, state)
             clients: list[Any] = []
             try:
@@ -227,7 +230,7 @@ async def up(options: UpOptions, *, ready: Callable[[dict[str, Any]], None] | No
                     for task in (serving, serving_internal, *(t for _, t in extra_serving)):
                         tg.create_task(_watch_apiserver(task), name=f"{task.get_name()}-watchdog")
                     await _run_components(tg, options, private.path, data_dir, state, lab, timer, ready, clients,
-                                          tokens=tokens, root_ca=pki.ca_file.read_text() if pki is not None else None)
+                                          tokens=tokens, root_ca=pki.ca_file.read_text())
             finally:
                 for api in clients:  # only now: every component using them has stopped
                     with contextlib.suppress(Exception):
