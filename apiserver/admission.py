@@ -2,9 +2,9 @@
 known to name a served resource, as kube-apiserver's admission plugins run inside the REST handler (a
 request with no route is a 404 or 405, never an admission refusal).
 
-The only plugin is NodeRestriction, for node users (`authz.admit_node_write` decides; `NodeAdmission`
-gathers what it needs: the body of a create, the stored pod a node deletes or reports on, the node's own
-uid). The authentication layer (auth.py) puts the request's admission into its ASGI scope; the resource
+The only plugin here is NodeRestriction, for node users (`authz.admit_node_write` decides; `NodeAdmission`
+gathers what it needs: the body of a create, the stored pod a node deletes or reports on or binds a
+token to, the node's own uid). The ServiceAccount plugin on pod creates is saadmission.py's. The authentication layer (auth.py) puts the request's admission into its ASGI scope; the resource
 router (routers/resources.py) runs it between resolving the target and serving it.
 """
 
@@ -18,7 +18,7 @@ from starlette.types import Scope
 from kubelab import kinds
 
 from . import codecs, errors
-from .authz import admit_node_write
+from .authz import admit_node_write, bound_pod_name
 from .requestinfo import RequestInfo
 
 SCOPE_KEY = "kubelab.admission"
@@ -56,6 +56,13 @@ class NodeAdmission:
                 node_uid = ((await self._lookup(kinds.NODES, None, self.node)) or {}).get("metadata", {}).get("uid")
         elif core and info.resource == "pods" and info.name and (info.verb == "delete" or info.subresource == "status"):
             stored = await self._lookup(kinds.PODS, info.namespace, info.name)
+        elif core and info.verb == "create" and (info.resource, info.subresource) == ("serviceaccounts", "token"):
+            body = codecs.decode(codecs.media_type(request), await codecs.read_body(request))
+            pod = bound_pod_name(body)
+            if pod is not None:
+                stored = await self._lookup(kinds.PODS, info.namespace, pod)
+                if stored is None:  # admitServiceAccount returns the pod lookup's NotFound
+                    raise errors.not_found(kinds.PODS, pod)
         refusal = admit_node_write(self.node, info, body=body, stored=stored, node_uid=node_uid)
         if refusal is not None:
             raise refusal

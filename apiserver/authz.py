@@ -53,6 +53,8 @@ NODE_WRITES: Mapping[tuple[str, str], frozenset[str]] = {
     ("", "pods"): frozenset({"create", "delete"}),
     ("", "pods/status"): frozenset({"update", "patch"}),
     ("", "pods/eviction"): frozenset({"create"}),
+    # kubelet asks for its pods' projected tokens; NodeRestriction narrows it to pods on the node.
+    ("", "serviceaccounts/token"): frozenset({"create"}),
     ("", "events"): frozenset({"create", "update", "patch"}),
     ("events.k8s.io", "events"): frozenset({"create", "update", "patch"}),
     ("coordination.k8s.io", "leases"): frozenset({"get", "create", "update", "patch", "delete"}),
@@ -216,6 +218,9 @@ def admit_node_write(node: str, info: RequestInfo, *, body: Any = None, stored: 
         if name != node:
             return forbidden(info, name, "can only access node lease with the same name as the requesting node")
         return None
+    if (info.group, info.resource, info.subresource) == ("", "serviceaccounts", "token") and creating:
+        problem = _token_request_problem(node, body, stored)
+        return forbidden(info, info.name, problem) if problem else None
     if (info.group, info.resource) != ("", "pods"):
         return None
     if info.subresource == "status":
@@ -235,6 +240,33 @@ def admit_node_write(node: str, info: RequestInfo, *, body: Any = None, stored: 
         return forbidden(info, name, problem) if problem else None
     return forbidden(info, name, f'unexpected operation "{info.verb.upper()}", node "{node}" can only create and '
                                  "delete mirror pods")
+
+
+def bound_pod_name(body: Any) -> str | None:
+    """The pod a TokenRequest body binds its token to (None: bound to no pod)."""
+    spec = body.get("spec") if isinstance(body, dict) else None
+    ref = spec.get("boundObjectRef") if isinstance(spec, dict) else None
+    if not isinstance(ref, dict) or (ref.get("apiVersion"), ref.get("kind")) != ("v1", "Pod") or not ref.get("name"):
+        return None
+    return str(ref["name"])
+
+
+def _token_request_problem(node: str, body: Any, pod: dict[str, Any] | None) -> str | None:
+    """admitServiceAccount: a node's TokenRequest must bind the token to a pod, by uid, scheduled on the
+    node. `pod` is the bound pod as stored (None when missing: the registry then answers its 404)."""
+    if bound_pod_name(body) is None:
+        return "node requested token not bound to a pod"
+    uid = body["spec"]["boundObjectRef"].get("uid")
+    if not uid:
+        return "node requested token with a pod binding without a uid"
+    if pod is None:
+        return None
+    if (pod.get("metadata") or {}).get("uid") != uid:
+        return (f"the UID in the bound object reference ({uid}) does not match the UID in record. The object might "
+                "have been deleted and then recreated")
+    if (pod.get("spec") or {}).get("nodeName") != node:
+        return "node requested token bound to a pod scheduled on a different node"
+    return None
 
 
 def _mirror_pod_problem(node: str, pod: dict[str, Any], node_uid: str | None) -> str | None:

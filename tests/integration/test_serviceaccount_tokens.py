@@ -28,6 +28,7 @@ from kubelab.pki import ensure_service_account_key
 SUFFIX = secrets.token_hex(3)
 NS = f"sa-{SUFFIX}"
 ISSUER = "https://kubernetes.default.svc.cluster.local"
+NODE = f"sa-node-{SUFFIX}"
 
 
 def claims_of(token: str) -> dict[str, Any]:
@@ -46,7 +47,8 @@ def server(etcd: Etcd, start_apiserver: Callable[..., AbstractContextManager[str
            tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     """An API server that asks for tokens, with ServiceAccount admission on and a signing key file."""
     tokens = tmp_path_factory.mktemp("auth") / "tokens.csv"
-    tokens.write_text(f'admin-{SUFFIX},alice,1,"system:masters"\n')
+    tokens.write_text(f'admin-{SUFFIX},alice,1,"system:masters"\n'
+                      f"node-{SUFFIX},system:node:{NODE},n1,system:nodes\n")
     with start_apiserver(etcd.url, token_auth_file=str(tokens), service_account_key_file=str(key_file),
                          disable_admission_plugins=()) as url:
         with httpx.Client(base_url=url, headers={"Authorization": f"Bearer admin-{SUFFIX}"}) as admin:
@@ -290,3 +292,29 @@ def test_a_missing_account_is_forbidden(admin: httpx.Client) -> None:
     assert_status(resp, 403, "Forbidden", f'pods "adm-ghost" is forbidden: error looking up service account '
                                           f'{NS}/ghost: serviceaccount "ghost" not found')
     assert admin.get(ns_path("pods", NS, "adm-ghost")).status_code == 404
+
+
+def test_a_node_gets_tokens_only_for_its_own_pods(server: str, admin: httpx.Client) -> None:
+    """NodeRestriction's admitServiceAccount: kubelet asks for its pods' projected tokens, and nothing else."""
+    mine = make_pod(admin, "node-mine", nodeName=NODE)
+    theirs = make_pod(admin, "node-theirs", nodeName="elsewhere")
+    path = ns_path("serviceaccounts", NS, "default") + "/token"
+
+    def ask(ref: dict[str, Any] | None) -> httpx.Response:
+        with as_token(server, f"node-{SUFFIX}") as node:
+            return node.post(path, json={"spec": {"expirationSeconds": 3607, **({"boundObjectRef": ref} if ref else {})}})
+
+    ref = {"apiVersion": "v1", "kind": "Pod", "name": "node-mine", "uid": mine["metadata"]["uid"]}
+    ok = ask(ref)
+    assert ok.status_code == 201, ok.text
+    assert claims_of(ok.json()["status"]["token"])["kubernetes.io"]["node"] == {"name": NODE}
+    for bad, message in (
+            (None, "node requested token not bound to a pod"),
+            ({**ref, "kind": "Secret"}, "node requested token not bound to a pod"),
+            ({**ref, "uid": ""}, "node requested token with a pod binding without a uid"),
+            ({**ref, "uid": "stale"}, ("the UID in the bound object reference (stale) does not match the UID in "
+                                      "record. The object might have been deleted and then recreated")),
+            ({**ref, "name": "node-theirs", "uid": theirs["metadata"]["uid"]},
+             "node requested token bound to a pod scheduled on a different node")):
+        assert_status(ask(bad), 403, "Forbidden", f'serviceaccounts "default" is forbidden: {message}')
+    assert_status(ask({**ref, "name": "node-gone"}), 404, "NotFound", 'pods "node-gone" not found')
