@@ -82,7 +82,9 @@ class Lab:
     def start_apiserver(self) -> str:
         assert self.etcd is not None
         port = free_port()
-        proc = self.spawn("apiserver", "apiserver", "--etcd-servers", self.etcd.url, "--listen", f"127.0.0.1:{port}")
+        # Without `kubelab controllers` no default service accounts exist: pods go in without one.
+        proc = self.spawn("apiserver", "apiserver", "--etcd-servers", self.etcd.url, "--listen", f"127.0.0.1:{port}",
+                          "--disable-admission-plugins", "ServiceAccount")
         server = f"http://127.0.0.1:{port}"
         asyncio.run(wait_ready(server, proc))
         return server

@@ -130,7 +130,8 @@ class ServerProcess:
         log = open(lab.base / f"apiserver-{port}.log", "wb")  # noqa: SIM115 - closed in stop()
         self.log = log
         self.proc = subprocess.Popen([sys.executable, "-m", "kubelab", "apiserver", "--etcd-servers", lab.etcd.url,
-                                      "--listen", f"127.0.0.1:{port}"], stdout=log, stderr=subprocess.STDOUT,
+                                      "--listen", f"127.0.0.1:{port}", "--disable-admission-plugins",
+                                      "ServiceAccount"], stdout=log, stderr=subprocess.STDOUT,
                                      cwd=source, start_new_session=True)
         self.url = f"http://127.0.0.1:{port}"
         asyncio.run(wait_ready(self.url, self.proc))

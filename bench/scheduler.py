@@ -104,7 +104,8 @@ async def run_workload(nodes: int, pods: int, args: argparse.Namespace) -> dict[
         port = free_port()
         server = f"http://127.0.0.1:{port}"
         apiserver = subprocess.Popen([sys.executable, "-m", "kubelab", "apiserver", "--etcd-servers", etcd.url,  # noqa: ASYNC220
-                                      "--listen", f"127.0.0.1:{port}"], start_new_session=True)
+                                      "--listen", f"127.0.0.1:{port}", "--disable-admission-plugins",
+                                      "ServiceAccount"], start_new_session=True)
         procs.append(apiserver)
         await wait_ready(server, apiserver)
         t0 = time.monotonic()
@@ -241,7 +242,8 @@ async def apiserver_breakdown(count: int, args: argparse.Namespace) -> dict[str,
         port = free_port()
         server = f"http://127.0.0.1:{port}"
         apiserver = subprocess.Popen([sys.executable, "-m", "kubelab", "apiserver", "--etcd-servers", etcd.url,  # noqa: ASYNC220
-                                      "--listen", f"127.0.0.1:{port}"], start_new_session=True)
+                                      "--listen", f"127.0.0.1:{port}", "--disable-admission-plugins",
+                                      "ServiceAccount"], start_new_session=True)
         await wait_ready(server, apiserver)
         await create_all(server, [node_body(0)], kinds.NODES, 1)
         spy = None

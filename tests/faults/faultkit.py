@@ -130,7 +130,9 @@ class ApiServerProcess:
 
     def start(self, timeout: float = 60.0) -> ApiServerProcess:
         argv = [sys.executable, "-m", "kubelab", "apiserver", "--etcd-servers", self.etcd_url,
-                "--listen", f"127.0.0.1:{self.port}", *self.extra]
+                "--listen", f"127.0.0.1:{self.port}",
+                # No controller manager makes default service accounts here (ServiceAccount admission).
+                "--disable-admission-plugins", "ServiceAccount", *self.extra]
         with open(self.log_path, "ab") as log:
             self.proc = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, cwd=REPO,
                                          env={**os.environ, "GRPC_VERBOSITY": "ERROR"})
