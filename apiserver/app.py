@@ -75,7 +75,8 @@ class ApiServer:
     (discovery, health, OpenAPI, metrics, traces, the lifespan) goes through the FastAPI app. FastAPI's
     stack around a handler (body limit, telemetry, two exception layers, an exit stack, the router, and
     a wrapper of `send` per layer that a watch pays on every event) was ~0.1 ms of CPU per request
-    (BENCHMARKS.md). Authentication, when configured, wraps this whole app."""
+    (BENCHMARKS.md). Authentication (auth.py) wraps this whole app: with a token file it authenticates and
+    authorizes every request; without one it only checks service account tokens."""
 
     def __init__(self, app: FastAPI) -> None:
         self.app = app

@@ -1,5 +1,4 @@
-"""Authentication and authorization, as one ASGI middleware in front of every route (app.py adds it when
-the API server is given a token file).
+"""Authentication and authorization, as one ASGI middleware in front of every route (app.py adds it).
 
 Authentication is kube-apiserver's static token file with bearer tokens
 (`Authorization: Bearer <token>`, bearertoken.Authenticator) and its service account token
