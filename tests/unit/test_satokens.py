@@ -40,8 +40,8 @@ def test_claims_are_kubes() -> None:
 
 
 def test_a_good_token_names_its_holder() -> None:
-    info = SIGNER.verify(satokens.Signer.sign(SIGNER, satokens.claims(
-        SA, "team", audiences=[satokens.ISSUER], now=NOW, expiration=600, jti="abc",
+    info = SIGNER.verify(SIGNER.sign(satokens.claims(
+        SA, "team", audiences=[satokens.ISSUER], now=int(time.time()), expiration=600, jti="abc",
         pod=satokens.Ref("web", "pu"))))
     assert (info.namespace, info.name, info.uid, info.pod) == ("team", "robot", SA.uid, satokens.Ref("web", "pu"))
     assert dict(info.extra()) == {"authentication.kubernetes.io/pod-name": ("web",),
