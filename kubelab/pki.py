@@ -123,7 +123,9 @@ def ensure_service_account_key(directory: Path) -> Path:
     path = directory / SERVICE_ACCOUNT_KEY
     try:
         key = serialization.load_pem_private_key(path.read_bytes(), password=None)
-        if isinstance(key, ec.EllipticCurvePrivateKey) and not path.stat().st_mode & 0o077:
+        if isinstance(key, ec.EllipticCurvePrivateKey):
+            if path.stat().st_mode & 0o077:
+                path.chmod(0o600)  # kept (a new key would void every token), but private from now on
             return path
     except (OSError, ValueError, TypeError):
         pass

@@ -95,3 +95,19 @@ def test_kept_across_restarts_and_made_anew_when_it_no_longer_fits(tmp_path: Pat
     ensure_lab_pki(tmp_path, ips=["10.96.0.1"])
     assert first.etcd_client_cert_file.read_bytes() != cert
     assert first.etcd_client_key_file.stat().st_mode & 0o777 == 0o600
+
+
+def test_the_service_account_key_is_made_once_and_kept(tmp_path: Path) -> None:
+    """Tokens signed before a restart stay valid: the key is reused, a readable one made private, not replaced."""
+    import stat
+
+    from kubelab.pki import ensure_service_account_key
+
+    path = ensure_service_account_key(tmp_path / "pki")
+    first = path.read_bytes()
+    assert stat.S_IMODE(path.stat().st_mode) == 0o600 and b"PRIVATE KEY" in first
+    path.chmod(0o644)
+    assert ensure_service_account_key(tmp_path / "pki").read_bytes() == first
+    assert stat.S_IMODE(path.stat().st_mode) == 0o600
+    path.write_text("garbage")
+    assert ensure_service_account_key(tmp_path / "pki").read_bytes() not in (first, b"garbage")
