@@ -5,13 +5,15 @@ ServiceAccount admission plugin gives every pod its kube-api-access volume; `kub
 issues a token bound to a pod; and from inside a pod's network namespace, curl with that token and the
 CA of kube-root-ca.crt reads the API through https://10.96.0.1 (kube-proxy's DNAT on the node to the API
 server's own address on the lab network, 10.240.0.4:6443, whose certificate the lab CA signed for the
-Service's names). Deleting the pod kills its token: the same request from another pod is then a 401.
+Service's names); so does the official Python client configured as load_incluster_config() does it.
+Deleting the pod kills its token: the same request from another pod is then a 401.
 """
 
 from __future__ import annotations
 
 import json
 import secrets
+import sys
 from pathlib import Path
 
 import pytest
@@ -91,6 +93,22 @@ def test_a_pod_reads_the_api_through_the_cluster_ip(lab: Cluster, tmp_path: Path
     result = lab.exec(f"{NS}/other", "curl", "-sS", "--max-time", "10", "--cacert", str(ca),
                       "-H", f"Authorization: Bearer {token}", "https://kubernetes.default.svc/version", check=False)
     assert result.returncode == 0 and json.loads(result.stdout)["major"] == "1", result.stderr
+
+    # The official Python client, configured as load_incluster_config() configures it (the Service's
+    # environment variables, the token and ca.crt files; here at paths of the test's own, the
+    # projection into the container being kubelet's), lists the pods through the ClusterIP.
+    token_file = tmp_path / "token"
+    token_file.write_text(token)
+    script = (
+        "import sys\n"
+        "from kubernetes import client\n"
+        "from kubernetes.config.incluster_config import InClusterConfigLoader\n"
+        "InClusterConfigLoader(token_filename=sys.argv[1], cert_filename=sys.argv[2], environ={\n"
+        "    'KUBERNETES_SERVICE_HOST': '10.96.0.1', 'KUBERNETES_SERVICE_PORT': '443'}).load_and_set()\n"
+        "print(' '.join(sorted(p.metadata.name for p in client.CoreV1Api().list_namespaced_pod(sys.argv[3]).items)))\n")
+    listed = lab.exec(f"{NS}/other", sys.executable, "-c", script, str(token_file), str(ca), NS, check=False)
+    assert listed.returncode == 0, listed.stderr
+    assert listed.stdout.strip() == "other reader"
 
     lab.kubectl("delete", "pod", "reader", "-n", NS, "--wait=true", "--timeout=60s")
     code, body = get("other", f"/api/v1/namespaces/{NS}/pods")
