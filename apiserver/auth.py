@@ -126,9 +126,14 @@ class AuthMiddleware:
         self.state = state
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http":
+        if scope["type"] not in ("http", "websocket"):
             await self.app(scope, receive, send)
             return
+        if scope["type"] == "websocket" and requestinfo.SCOPE_KEY not in scope:
+            # A WebSocket upgrade (exec, attach, port-forward, watch) is a GET, and authenticated and
+            # authorized as one before the upgrade, as kube-apiserver's filters see it; a refusal is the
+            # same Status, sent as the handshake's HTTP answer (ASGI's websocket.http.response).
+            scope[requestinfo.SCOPE_KEY] = requestinfo.parse("GET", scope["path"], scope.get("query_string", b""))
         if self.tokens is None:
             await self._open(scope, receive, send)
             return
