@@ -47,7 +47,8 @@ def _decode_error(message: str) -> errors.StatusError:
 
 
 def parse(body: Any, *, namespace: str, name: str, audiences: tuple[str, ...]) -> dict[str, Any]:
-    """The request with kube's defaults, or the Status kube answers a bad one with. Pure."""
+    """The request with kube's defaults, or the Status kube's decoding and its name checks answer a bad one
+    with (the duration is validated once the account is found: `validate`). Pure."""
     if not isinstance(body, dict):
         raise errors.bad_request(f"the object provided is unrecognized (must be of type {KIND})")
     kind, api_version = body.get("kind"), body.get("apiVersion")
@@ -72,27 +73,35 @@ def parse(body: Any, *, namespace: str, name: str, audiences: tuple[str, ...]) -
     seconds = spec.get("expirationSeconds")
     if seconds is None:
         seconds = DEFAULT_EXPIRATION_SECONDS
-    elif isinstance(seconds, bool) or not isinstance(seconds, int):
-        if not (isinstance(seconds, float) and seconds.is_integer()):
-            raise _decode_error("json: cannot unmarshal into Go struct field TokenRequestSpec.spec.expirationSeconds"
-                                " of type int64")
-        seconds = int(seconds)
-    errs: list[FieldError] = []
-    if seconds < MIN_EXPIRATION_SECONDS:  # ValidateTokenRequest
-        errs.append(invalid("spec.expirationSeconds", seconds, "may not specify a duration less than 10 minutes"))
-    if seconds > MAX_EXPIRATION_SECONDS:
-        errs.append(invalid("spec.expirationSeconds", seconds, "may not specify a duration larger than 2^32 seconds"))
+    elif isinstance(seconds, bool) or not isinstance(seconds, int) or not -(2**63) <= seconds < 2**63:
+        # encoding/json takes only an integer that fits an int64 (not 3600.0, "3600" or 1e300).
+        raise _decode_error("json: cannot unmarshal into Go struct field TokenRequestSpec.spec.expirationSeconds"
+                            " of type int64")
     ref = spec.get("boundObjectRef")
     if ref is not None and not isinstance(ref, dict):
         raise _decode_error("json: cannot unmarshal into Go struct field TokenRequestSpec.spec.boundObjectRef of "
                             "type authentication.BoundObjectReference")
-    if errs:
-        raise _invalid("", errs)
+    for key in ("kind", "apiVersion", "name", "uid"):
+        if ref is not None and not isinstance(ref.get(key, ""), str):
+            raise _decode_error(f"json: cannot unmarshal into Go struct field BoundObjectReference.spec.boundObjectRef."
+                                f"{key} of type string")
     out_spec: dict[str, Any] = {"audiences": list(wanted) if wanted else list(audiences), "expirationSeconds": seconds}
     if ref is not None:
         out_spec["boundObjectRef"] = ref
     return {"kind": KIND, "apiVersion": API_VERSION,
             "metadata": {"name": name, "namespace": namespace}, "spec": out_spec}
+
+
+def validate(req: dict[str, Any]) -> None:
+    """ValidateTokenRequest, which kube runs once the service account is found."""
+    seconds = req["spec"]["expirationSeconds"]
+    errs: list[FieldError] = []
+    if seconds < MIN_EXPIRATION_SECONDS:
+        errs.append(invalid("spec.expirationSeconds", seconds, "may not specify a duration less than 10 minutes"))
+    if seconds > MAX_EXPIRATION_SECONDS:
+        errs.append(invalid("spec.expirationSeconds", seconds, "may not specify a duration larger than 2^32 seconds"))
+    if errs:
+        raise _invalid("", errs)
 
 
 async def create_token(request: Request, namespace: str, name: str) -> Response:
@@ -101,6 +110,7 @@ async def create_token(request: Request, namespace: str, name: str) -> Response:
     req = parse(codecs.decode(codecs.media_type(request), await codecs.read_body(request)), namespace=namespace,
                 name=name, audiences=signer.audiences)
     account = await registry.get(kinds.SERVICEACCOUNTS, namespace, name)
+    validate(req)
     now = int(time.time())
     req["metadata"]["creationTimestamp"] = timeutil.rfc3339(datetime.fromtimestamp(now, UTC))
     spec = req["spec"]
@@ -113,6 +123,8 @@ async def create_token(request: Request, namespace: str, name: str) -> Response:
             group, _, version = api_version.rpartition("/")
             raise errors.bad_request(f"cannot bind token to object of type {group}/{version}, Kind={kind}")
         bound_name = str(ref.get("name") or "")
+        if not bound_name:  # the store's key function refuses an empty name
+            raise errors.bad_request("Name parameter required.")
         obj = await registry.get(rt, namespace if rt.namespaced else None, bound_name)
         meta = obj.get("metadata") or {}
         bound = satokens.Ref(bound_name, str(meta.get("uid") or ""))
@@ -152,4 +164,4 @@ async def create_token(request: Request, namespace: str, name: str) -> Response:
     return codecs.respond(request, req, status_code=201)
 
 
-__all__ = ["create_token", "parse"]
+__all__ = ["create_token", "parse", "validate"]

@@ -318,3 +318,33 @@ def test_a_node_gets_tokens_only_for_its_own_pods(server: str, admin: httpx.Clie
              "node requested token bound to a pod scheduled on a different node")):
         assert_status(ask(bad), 403, "Forbidden", f'serviceaccounts "default" is forbidden: {message}')
     assert_status(ask({**ref, "name": "node-gone"}), 404, "NotFound", 'pods "node-gone" not found')
+
+
+@pytest.mark.parametrize("body", [
+    pytest.param([], id="not an object"),
+    pytest.param({"spec": {"expirationSeconds": "3600"}}, id="duration as a string"),
+    pytest.param({"spec": {"expirationSeconds": True}}, id="duration as a bool"),
+    pytest.param({"spec": {"expirationSeconds": -5}}, id="negative duration"),
+    pytest.param({"spec": {"expirationSeconds": 1e300}}, id="enormous duration"),
+    pytest.param({"spec": {"expirationSeconds": 3600.0}}, id="duration as a float"),
+    pytest.param({"spec": {"expirationSeconds": 2**64}}, id="duration beyond int64"),
+    pytest.param({"spec": {"audiences": "vault"}}, id="audiences not a list"),
+    pytest.param({"spec": {"audiences": [1]}}, id="audience not a string"),
+    pytest.param({"spec": "x"}, id="spec not an object"),
+    pytest.param({"spec": {"boundObjectRef": "pod"}}, id="reference not an object"),
+    pytest.param({"spec": {"boundObjectRef": {"kind": "Pod", "apiVersion": "v1"}}}, id="reference without a name"),
+    pytest.param({"spec": {"boundObjectRef": {"kind": "Pod", "apiVersion": "v1", "name": ["x"]}}},
+                 id="reference name not a string"),
+    pytest.param({"kind": "Pod", "apiVersion": "v1"}, id="another kind"),
+    pytest.param({"metadata": {"name": "someone-else"}}, id="another name"),
+    pytest.param({"metadata": {"namespace": "kube-system"}}, id="another namespace"),
+])
+def test_bad_token_requests_get_a_status_and_no_token(admin: httpx.Client, body: Any) -> None:
+    resp = admin.post(ns_path("serviceaccounts", NS, "default") + "/token", json=body)
+    assert 400 <= resp.status_code < 500, resp.text
+    assert resp.json()["kind"] == "Status" and "token" not in resp.text.lower().replace("tokenrequest", "")
+
+
+def test_the_account_is_looked_up_before_the_duration_is_checked(admin: httpx.Client) -> None:
+    resp = admin.post(ns_path("serviceaccounts", NS, "nobody") + "/token", json={"spec": {"expirationSeconds": 1}})
+    assert_status(resp, 404, "NotFound", 'serviceaccounts "nobody" not found')
