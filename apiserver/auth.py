@@ -40,6 +40,9 @@ AUTHENTICATED_GROUP = impersonation.AUTHENTICATED_GROUP
 # Who an anonymous request on a public path is, as kube's anonymous authenticator names it.
 ANONYMOUS = UserInfo(impersonation.ANONYMOUS_USER, "", (impersonation.UNAUTHENTICATED_GROUP,))
 USER_SCOPE_KEY = "kubelab.user"  # the authenticated UserInfo, in the ASGI scope, for the layers below
+# On an open API server: the service account a valid token named, for SelfSubjectReview only (nothing is
+# authorized by it there).
+IDENTITY_SCOPE_KEY = "kubelab.identity"
 
 
 class Unauthorized(Exception):
@@ -186,7 +189,7 @@ class AuthMiddleware:
         signer = getattr(self.state, "signer", None)
         if token is not None and signer is not None and signer.looks_like_ours(token):
             try:
-                await authenticate_service_account(token, signer, self.state.registry)
+                scope[IDENTITY_SCOPE_KEY] = await authenticate_service_account(token, signer, self.state.registry)
             except Unauthorized:
                 await self._refuse(unauthorized(), scope, receive, send)
                 return
@@ -211,10 +214,16 @@ class AuthMiddleware:
         await response(scope, receive, send)
 
 
+def identity_of(scope: Scope) -> UserInfo | None:
+    """On an open API server, the service account a request's valid token names (else None)."""
+    user = scope.get(IDENTITY_SCOPE_KEY)
+    return user if isinstance(user, UserInfo) else None
+
+
 def user_of(scope: Scope) -> UserInfo | None:
     """The authenticated user of a request (None: anonymous, or no token file configured)."""
     user = scope.get(USER_SCOPE_KEY)
     return user if isinstance(user, UserInfo) else None
 
 
-__all__ = ["AuthMiddleware", "Unauthorized", "authenticate", "user_of"]
+__all__ = ["AuthMiddleware", "Unauthorized", "authenticate", "identity_of", "user_of"]

@@ -60,6 +60,7 @@ NODE_WRITES: Mapping[tuple[str, str], frozenset[str]] = {
     ("coordination.k8s.io", "leases"): frozenset({"get", "create", "update", "patch", "delete"}),
     # system:basic-user, which every authenticated user has: may ask what it may do (kubectl auth can-i).
     ("authorization.k8s.io", "selfsubjectaccessreviews"): frozenset({"create"}),
+    ("authentication.k8s.io", "selfsubjectreviews"): frozenset({"create"}),  # kubectl auth whoami
     # kubelab's own: a node's proxy agent reports its syncs for `kubelab trace` (apiserver/traces.py).
     (tracing.GROUP, "traces"): frozenset({"create"}),
 }

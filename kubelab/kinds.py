@@ -102,7 +102,10 @@ BUILTIN: tuple[ResourceType, ...] = (NAMESPACES, NODES, PODS, SERVICES, ENDPOINT
 SELFSUBJECTACCESSREVIEWS = ResourceType("authorization.k8s.io", "v1", "selfsubjectaccessreviews",
                                         "SelfSubjectAccessReview", False, models.SelfSubjectAccessReview,
                                         verbs=("create",))
-SERVED: tuple[ResourceType, ...] = (*BUILTIN, SELFSUBJECTACCESSREVIEWS)
+# `kubectl auth whoami` creates one of these: who the API server takes the asker for (never stored either).
+SELFSUBJECTREVIEWS = ResourceType("authentication.k8s.io", "v1", "selfsubjectreviews", "SelfSubjectReview", False,
+                                  models.SelfSubjectReview, verbs=("create",))
+SERVED: tuple[ResourceType, ...] = (*BUILTIN, SELFSUBJECTACCESSREVIEWS, SELFSUBJECTREVIEWS)
 
 
 def by_kind(api_version: str, kind: str) -> ResourceType | None:

@@ -3,7 +3,7 @@
 Interoperability data, written down from k8s.io/api's and k8s.io/apimachinery's generated.proto
 (core/v1, apps/v1, autoscaling/v1, authorization/v1, authentication/v1, meta/v1; field numbers as of Kubernetes 1.34). It
 covers what kubectl's generators send as protobuf (`create namespace|deployment|service|configmap|secret|
-serviceaccount`, `run`, `expose`, `scale`, `auth can-i`, `create token`) and the types those reach; volume sources beyond the common
+serviceaccount`, `run`, `expose`, `scale`, `auth can-i`, `auth whoami`, `create token`) and the types those reach; volume sources beyond the common
 ones (hostPath, emptyDir, secret, configMap, projected, PVC, NFS, CSI, ephemeral, image, downward API)
 are left out and decode as an unknown field.
 
@@ -775,6 +775,16 @@ TokenRequestStatus
   1 token string
   2 expirationTimestamp Time
 
+SelfSubjectReview
+  1 metadata ObjectMeta
+  2 status SelfSubjectReviewStatus
+SelfSubjectReviewStatus
+  1 userInfo UserInfo
+UserInfo
+  1 username string
+  2 uid string
+  3 groups []string
+
 # --- autoscaling/v1 ------------------------------------------------------------------------------
 Scale
   1 metadata ObjectMeta
@@ -800,6 +810,7 @@ KINDS: dict[tuple[str, str], str] = {
     ("autoscaling/v1", "Scale"): "Scale",
     ("authorization.k8s.io/v1", "SelfSubjectAccessReview"): "SelfSubjectAccessReview",
     ("authentication.k8s.io/v1", "TokenRequest"): "TokenRequest",
+    ("authentication.k8s.io/v1", "SelfSubjectReview"): "SelfSubjectReview",
     ("v1", "DeleteOptions"): "DeleteOptions",
     ("meta.k8s.io/v1", "DeleteOptions"): "DeleteOptions",
 }

@@ -1,4 +1,4 @@
-"""SelfSubjectAccessReview: `kubectl auth can-i VERB RESOURCE` asks the API server whether the asking user
+"""SelfSubjectAccessReview and SelfSubjectReview. `kubectl auth can-i VERB RESOURCE` asks the API server whether the asking user
 may do something, and the server answers with the same authorizers that judge real requests (authz.py).
 Nothing is stored; the answer comes back in `status` with 201, as kube-apiserver's REST handler gives it.
 
@@ -19,7 +19,7 @@ from kubelab.models import SelfSubjectAccessReview
 from kubelab.validation import FieldError, invalid
 
 from .. import codecs, errors
-from ..auth import user_of
+from ..auth import ANONYMOUS, identity_of, user_of
 from ..authz import verdict
 from ..registry import decoding
 from ..requestinfo import RequestInfo
@@ -61,4 +61,27 @@ async def create_self_subject_access_review(request: Request) -> Response:
                            "spec": body.get("spec") or {}, "status": {"allowed": allowed}}
     if reason:
         out["status"]["reason"] = reason
+    return codecs.respond(request, out, status_code=201)
+
+
+WHOAMI = kinds.SELFSUBJECTREVIEWS
+
+
+async def create_self_subject_review(request: Request) -> Response:
+    """SelfSubjectReview (`kubectl auth whoami`): the user the request was authenticated as, with its
+    uid, groups and extras (a service account's bound pod and credential id among them), 201. On an open
+    API server (no token file) a request is system:anonymous unless it carries a service account token,
+    which names its account (auth.py keeps who that is for this answer alone)."""
+    body = codecs.decode(codecs.media_type(request), await codecs.read_body(request))
+    decoding.check_kind(WHOAMI, body)
+    user = user_of(request.scope) or identity_of(request.scope) or ANONYMOUS
+    info: dict[str, Any] = {"username": user.name}
+    if user.uid:
+        info["uid"] = user.uid
+    if user.groups:
+        info["groups"] = list(user.groups)
+    if user.extra:
+        info["extra"] = {key: list(values) for key, values in user.extra}
+    out = {"kind": "SelfSubjectReview", "apiVersion": "authentication.k8s.io/v1",
+           "metadata": {"creationTimestamp": None}, "status": {"userInfo": info}}
     return codecs.respond(request, out, status_code=201)

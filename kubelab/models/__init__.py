@@ -16,7 +16,7 @@ from .apps import (
     ScaleSpec,
     ScaleStatus,
 )
-from .authorization import SelfSubjectAccessReview
+from .authorization import SelfSubjectAccessReview, SelfSubjectReview
 from .base import Model, to_wire
 from .core import (
     Binding,
@@ -83,7 +83,8 @@ __all__ = [
     "NodeCondition", "NodeSpec", "NodeStatus", "NodeSystemInfo", "ObjectMeta", "ObjectReference",
     "OwnerReference", "Pod", "PodCondition", "PodIP", "PodSpec", "PodStatus", "PodTemplateSpec", "ReplicaSet",
     "ReplicaSetSpec", "ReplicaSetStatus", "ResourceRequirements", "RollingUpdateDeployment", "Scale",
-    "ScaleSpec", "ScaleStatus", "Secret", "SelfSubjectAccessReview", "Service", "ServiceAccount", "ServicePort", "ServiceSpec",
+    "ScaleSpec", "ScaleStatus", "Secret", "SelfSubjectAccessReview", "SelfSubjectReview",
+    "Service", "ServiceAccount", "ServicePort", "ServiceSpec",
     "ServiceStatus", "SessionAffinityConfig", "Status", "StatusCause", "StatusDetails", "Taint", "Toleration",
     "TypedObject", "to_wire",
 ]

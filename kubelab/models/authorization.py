@@ -1,6 +1,9 @@
-"""authorization.k8s.io/v1: the SelfSubjectAccessReview `kubectl auth can-i` asks with. Never stored."""
+"""authorization.k8s.io/v1: the SelfSubjectAccessReview `kubectl auth can-i` asks with; authentication.k8s.io/v1:
+the SelfSubjectReview `kubectl auth whoami` asks with. Never stored."""
 
 from __future__ import annotations
+
+from typing import Any
 
 from .base import Model
 from .meta import TypedObject
@@ -36,3 +39,7 @@ class SubjectAccessReviewStatus(Model):
 class SelfSubjectAccessReview(TypedObject):
     spec: SelfSubjectAccessReviewSpec | None = None
     status: SubjectAccessReviewStatus | None = None
+
+
+class SelfSubjectReview(TypedObject):
+    status: dict[str, Any] | None = None

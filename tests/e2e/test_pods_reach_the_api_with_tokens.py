@@ -50,6 +50,11 @@ def test_the_pods_token_is_its_service_account(cluster: Cluster, tmp_path: Path)
 
     code, out = in_pod("get", "pods", "-n", NS, "-o", "name")
     assert code == 0 and out.strip() == "pod/app", out
+    code, out = in_pod("auth", "whoami", "-o", "json")
+    assert code == 0, out
+    user_info = json.loads(out)["status"]["userInfo"]
+    assert user_info["username"] == f"system:serviceaccount:{NS}:default"
+    assert user_info["extra"]["authentication.kubernetes.io/pod-name"] == ["app"]
     code, out = in_pod("auth", "can-i", "delete", "pods", "-n", NS)
     assert (code, out.strip()) == (1, "no"), out
     user = f"system:serviceaccount:{NS}:default"

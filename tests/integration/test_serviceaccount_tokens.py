@@ -135,6 +135,8 @@ def test_kubectl_and_the_python_client_create_tokens(etcd: Etcd, key_file: Path,
         claims = claims_of(token)
         assert claims["aud"] == ["vault"] and claims["exp"] - claims["iat"] == 1200
         assert claims["sub"] == f"system:serviceaccount:{ns}:ci"
+        # An open API server takes a request without a token for system:anonymous (kubectl auth whoami).
+        assert "system:anonymous" in kubectl("auth", "whoami").ok().stdout
         refused = kubectl("create", "token", "ci", "-n", ns, "--duration", "1m")
         assert refused.returncode != 0
         assert "may not specify a duration less than 10 minutes" in refused.stderr
@@ -203,6 +205,15 @@ def test_a_pod_bound_token_dies_with_its_pod(server: str, admin: httpx.Client) -
     assert claims["kubernetes.io"]["pod"] == {"name": "bound-db", "uid": pod["metadata"]["uid"]}
     with as_token(server, token) as sa:
         assert sa.get(ns_path("pods", NS, "bound-db")).status_code == 200
+        whoami = sa.post("/apis/authentication.k8s.io/v1/selfsubjectreviews", json={})
+        assert whoami.status_code == 201, whoami.text
+        account = admin.get(ns_path("serviceaccounts", NS, "default")).json()
+        assert whoami.json()["status"]["userInfo"] == {
+            "username": f"system:serviceaccount:{NS}:default", "uid": account["metadata"]["uid"],
+            "groups": ["system:serviceaccounts", f"system:serviceaccounts:{NS}", "system:authenticated"],
+            "extra": {"authentication.kubernetes.io/pod-name": ["bound-db"],
+                      "authentication.kubernetes.io/pod-uid": [pod["metadata"]["uid"]],
+                      "authentication.kubernetes.io/credential-id": [f"JTI={claims['jti']}"]}}
         admin.delete(ns_path("pods", NS, "bound-db"), params={"gracePeriodSeconds": "0"}).raise_for_status()
         assert_status(sa.get(ns_path("pods", NS)), 401, "Unauthorized", "Unauthorized")
 
