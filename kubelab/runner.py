@@ -406,9 +406,11 @@ async def _run_components(tg: asyncio.TaskGroup, options: UpOptions, api_socket:
     from .client.queuemetrics import WorkQueueMetricsProvider
     from .metricsserver import MetricsServer
 
-    def client(agent: str, **options: Any) -> ApiClient:
+    def client(agent: str) -> ApiClient:
+        # aiohttp on the private socket for every component: httpx's pool re-scans its connections for each
+        # queued request, and in one process that was half of `kubelab up`'s CPU under a burst (bench/up.py).
         api = ApiClient(PRIVATE_SERVER, uds=api_socket, token=tokens.for_component(agent) if tokens else None,
-                        user_agent=f"kubelab-{agent}", **options)
+                        user_agent=f"kubelab-{agent}", fast_requests=True)
         clients.append(api)
         return api
 
@@ -445,7 +447,7 @@ async def _run_components(tg: asyncio.TaskGroup, options: UpOptions, api_socket:
 
         announcements.append(tg.create_task(wait(), name=f"{component}-ready"))
 
-    the_scheduler = scheduler.Scheduler(client("scheduler", fast_requests=True))
+    the_scheduler = scheduler.Scheduler(client("scheduler"))
     tg.create_task(the_scheduler.run(), name="scheduler")
     announce("scheduler", [the_scheduler.nodes.wait_synced(), the_scheduler.pods.wait_synced()])
     metrics["scheduler"] = await serve_metrics(

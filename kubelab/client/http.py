@@ -114,6 +114,8 @@ class ApiClient:
                 return resp.status, await resp.read(), resp.headers.get("Retry-After")
         except aiohttp.ClientConnectionError as exc:
             raise httpx.ConnectError(str(exc) or type(exc).__name__) from exc
+        except aiohttp.ClientPayloadError as exc:  # the answer cut off mid-body
+            raise httpx.RemoteProtocolError(str(exc) or type(exc).__name__) from exc
         except TimeoutError as exc:
             raise httpx.TimeoutException(f"{method} {path} timed out") from exc
 
