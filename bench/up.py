@@ -321,6 +321,8 @@ def profiler(pid: int, path: Path) -> subprocess.Popen[bytes] | None:
                              "--nonblocking"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
 
 
+# Frames every sample of `kubelab up` has under it: not a component.
+LAUNCHERS = ("kubelab/__main__.py", "kubelab/cli.py", "kubelab/runner.py")
 OWN = ("apiserver", "scheduler", "controllers", "kubelab", "kubeletstub", "proxyagent", "clusterdns")
 
 
@@ -354,7 +356,8 @@ def summarize_profile(path: Path, top: int = 15) -> dict[str, Any]:
         packages = [_package(f) for f in frames]
         for package in set(packages):
             inclusive[package] += count
-        first = next((p for p in packages if p.split("/")[0] in OWN), "(event loop, no kubelab frame)")
+        first = next((p for p, f in zip(packages, frames, strict=True)
+                      if p.split("/")[0] in OWN and not any(x in f for x in LAUNCHERS)), "(no kubelab frame)")
         component[first] += count
         own[frames[-1]] += count
 
