@@ -137,11 +137,19 @@ class Cluster:
 # --- the client side ------------------------------------------------------------------------------
 
 
-async def post(http: aiohttp.ClientSession, path: str, body: dict[str, Any]) -> None:
-    async with http.post(path, data=orjson.dumps(body), headers={"Content-Type": "application/json"}) as resp:
-        answer = await resp.read()
-        if resp.status != 201:
-            raise RuntimeError(f"POST {path}: {resp.status} {answer[:300]!r}")
+async def post(http: aiohttp.ClientSession, path: str, body: dict[str, Any], errors: Counter[int] | None = None
+               ) -> None:
+    """POST `body`; answers 429 and 5xx are counted in `errors` and the POST sent again (up to 5 times), as a
+    client would; a 409 for a retried create means the first attempt had landed."""
+    for attempt in range(6):
+        async with http.post(path, data=orjson.dumps(body), headers={"Content-Type": "application/json"}) as resp:
+            answer = await resp.read()
+            if resp.status == 201 or (resp.status == 409 and attempt > 0):
+                return
+            if errors is None or attempt == 5 or (resp.status != 429 and resp.status < 500):
+                raise RuntimeError(f"POST {path}: {resp.status} {answer[:300]!r}")
+            errors[resp.status] += 1
+        await asyncio.sleep(1.0)
 
 
 async def list_all(http: aiohttp.ClientSession, path: str, **params: str) -> tuple[list[dict[str, Any]], str]:
@@ -230,8 +238,9 @@ async def burst(cluster: Cluster, nodes: int, pods: int, args: argparse.Namespac
     async with aiohttp.ClientSession(cluster.server, connector=connector,
                                      timeout=aiohttp.ClientTimeout(total=120)) as http:
         t0 = time.monotonic()
-        await run_concurrently([lambda i=i: post(http, "/api/v1/nodes", node_body(i)) for i in range(nodes)],
-                               CONCURRENCY)
+        node_errors: Counter[int] = Counter()
+        await run_concurrently([lambda i=i: post(http, "/api/v1/nodes", node_body(i), node_errors)
+                                for i in range(nodes)], CONCURRENCY)
         result["node_registration_s"] = round(time.monotonic() - t0, 2)
         # The scheduler sees the nodes on its watch: give it a moment after the last registration.
         await asyncio.sleep(1.0)
@@ -258,13 +267,14 @@ async def burst(cluster: Cluster, nodes: int, pods: int, args: argparse.Namespac
         up0, etcd0, own0 = *cluster.cpu(), time.process_time()
         probe_acked: list[float] = []
         created = 0
+        errors: Counter[int] = Counter()
 
         async def create(i: int) -> None:
             nonlocal created
-            await post(http, f"/api/v1/namespaces/{NAMESPACE}/pods", pod_body(pod_name(i)))
+            await post(http, f"/api/v1/namespaces/{NAMESPACE}/pods", pod_body(pod_name(i)), errors)
             created += 1
             if created == pods // 2:  # half-way through the burst: a pod no node can take
-                await post(http, f"/api/v1/namespaces/{NAMESPACE}/pods", pod_body(PROBE, cpu="1000"))
+                await post(http, f"/api/v1/namespaces/{NAMESPACE}/pods", pod_body(PROBE, cpu="1000"), errors)
                 probe_acked.append(time.time())
 
         first = time.time()
@@ -292,7 +302,7 @@ async def burst(cluster: Cluster, nodes: int, pods: int, args: argparse.Namespac
             cpu_ms_per_pod={"kubelab up": round(1000 * (up1 - up0) / pods, 2),
                             "its etcd": round(1000 * (etcd1 - etcd0) / pods, 2),
                             "bench client": round(1000 * (own1 - own0) / pods, 2)},
-            kubelab_up_cores=round((up1 - up0) / (last - first), 2),
+            kubelab_up_cores=round((up1 - up0) / (last - first), 2), create_errors_retried=dict(errors),
             healthz_during_burst=summary_ms(healthz))
         pod_items, _ = await list_all(http, f"/api/v1/namespaces/{NAMESPACE}/pods")
         node_items, _ = await list_all(http, "/api/v1/nodes")
