@@ -331,8 +331,9 @@ def profiler(pid: int, path: Path) -> subprocess.Popen[bytes] | None:
                              "--nonblocking"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
 
 
-# Frames every sample of `kubelab up` has under it: not a component.
-LAUNCHERS = ("kubelab/__main__.py", "kubelab/cli.py", "kubelab/runner.py")
+# Frames that are not a component: `kubelab up` under every sample, the in-process transport under the API
+# server's handlers of its components' requests (charged to apiserver).
+LAUNCHERS = ("kubelab/__main__.py", "kubelab/cli.py", "kubelab/runner.py", "kubelab/client/asgi.py")
 OWN = ("apiserver", "scheduler", "controllers", "kubelab", "kubeletstub", "proxyagent", "clusterdns")
 
 
