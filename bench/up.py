@@ -137,18 +137,23 @@ class Cluster:
 # --- the client side ------------------------------------------------------------------------------
 
 
-async def post(http: aiohttp.ClientSession, path: str, body: dict[str, Any], errors: Counter[int] | None = None
+async def post(http: aiohttp.ClientSession, path: str, body: dict[str, Any], errors: Counter[str] | None = None
                ) -> None:
     """POST `body`; answers 429 and 5xx are counted in `errors` and the POST sent again (up to 5 times), as a
     client would; a 409 for a retried create means the first attempt had landed."""
     for attempt in range(6):
-        async with http.post(path, data=orjson.dumps(body), headers={"Content-Type": "application/json"}) as resp:
-            answer = await resp.read()
-            if resp.status == 201 or (resp.status == 409 and attempt > 0):
-                return
-            if errors is None or attempt == 5 or (resp.status != 429 and resp.status < 500):
-                raise RuntimeError(f"POST {path}: {resp.status} {answer[:300]!r}")
-            errors[resp.status] += 1
+        try:
+            async with http.post(path, data=orjson.dumps(body), headers={"Content-Type": "application/json"}) as resp:
+                answer = await resp.read()
+                if resp.status == 201 or (resp.status == 409 and attempt > 0):
+                    return
+                if errors is None or attempt == 5 or (resp.status != 429 and resp.status < 500):
+                    raise RuntimeError(f"POST {path}: {resp.status} {answer[:300]!r}")
+                errors[str(resp.status)] += 1
+        except TimeoutError:  # no answer within the session's 120 s
+            if errors is None or attempt == 5:
+                raise
+            errors["no answer in 120 s"] += 1
         await asyncio.sleep(1.0)
 
 
@@ -238,10 +243,11 @@ async def burst(cluster: Cluster, nodes: int, pods: int, args: argparse.Namespac
     async with aiohttp.ClientSession(cluster.server, connector=connector,
                                      timeout=aiohttp.ClientTimeout(total=120)) as http:
         t0 = time.monotonic()
-        node_errors: Counter[int] = Counter()
+        node_errors: Counter[str] = Counter()
         await run_concurrently([lambda i=i: post(http, "/api/v1/nodes", node_body(i), node_errors)
                                 for i in range(nodes)], CONCURRENCY)
         result["node_registration_s"] = round(time.monotonic() - t0, 2)
+        result["node_errors_retried"] = dict(node_errors)
         # The scheduler sees the nodes on its watch: give it a moment after the last registration.
         await asyncio.sleep(1.0)
         bound: dict[str, float] = {}
@@ -267,7 +273,7 @@ async def burst(cluster: Cluster, nodes: int, pods: int, args: argparse.Namespac
         up0, etcd0, own0 = *cluster.cpu(), time.process_time()
         probe_acked: list[float] = []
         created = 0
-        errors: Counter[int] = Counter()
+        errors: Counter[str] = Counter()
 
         async def create(i: int) -> None:
             nonlocal created
