@@ -16,6 +16,7 @@ from typing import Any
 import httpx
 import pytest
 import uvicorn
+from polling import wait_for
 
 from apiserver.app import Config, create_app
 from apiserver.serving import Internal, uvicorn_config
@@ -102,12 +103,9 @@ async def test_a_watch_sees_socket_writes_and_unregisters_when_left(etcd: Etcd) 
             await remote.create(kinds.CONFIGMAPS, configmap(f"watched-{i}"))
         await asyncio.wait_for(watching, 30)
         assert names == ["watched-0", "watched-1", "watched-2"]
-        # The server let the watcher go, as when a socket closes.
-        for _ in range(200):
-            if await asyncio.to_thread(watchers, url) == before:
-                break
-            await asyncio.sleep(0.05)
-        assert await asyncio.to_thread(watchers, url) == before
+        # The server let the watcher go, as when a socket closes (polled from a thread: this loop serves it).
+        await asyncio.to_thread(wait_for, "the watcher to be unregistered",
+                                lambda: watchers(url) == before or None)
         # A watch the server refuses: its Status raised, as over the socket.
         refused = []
         for client in (inproc, remote):
