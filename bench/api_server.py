@@ -28,7 +28,17 @@ from typing import Any
 
 import aiohttp
 import orjson
-from harness import ROOT, Lab, cpu_seconds, machine, rss_mib, summary_ms, wait_ready
+from harness import (
+    ROOT,
+    Lab,
+    cpu_seconds,
+    machine,
+    raw_etcd_puts,
+    rss_mib,
+    run_concurrently,
+    summary_ms,
+    wait_ready,
+)
 
 from kubelab.client import ApiClient
 from kubelab.etcd import free_port
@@ -48,22 +58,8 @@ def pod_body(i: int, prefix: str = "pod") -> dict[str, Any]:
                                      "resources": {"limits": resources, "requests": resources}}]}}
 
 
-async def run_concurrently(calls: list[Any], concurrency: int) -> float:
-    it = iter(calls)
-
-    async def worker() -> None:
-        for call in it:
-            await call()
-
-    start = time.perf_counter()
-    await asyncio.gather(*(worker() for _ in range(concurrency)))
-    return time.perf_counter() - start
-
-
 async def creates_vs_puts(server: str, etcd_url: str, count: int, concurrency: int, apiserver_pid: int,
                           etcd_pid: int) -> dict[str, Any]:
-    from apiserver.storage import Storage  # the benchmark's own etcd client: aetcd, as the API server uses
-
     stored: list[bytes] = []
     async with ApiClient(server, user_agent="kubelab-bench", fast_requests=True) as api:
         await api.request("POST", "/api/v1/namespaces", body={"metadata": {"name": NAMESPACE}})
@@ -77,16 +73,8 @@ async def creates_vs_puts(server: str, etcd_url: str, count: int, concurrency: i
         api_seconds = await run_concurrently([lambda i=i: create(i) for i in range(count)], concurrency)
         api_cpu = cpu_seconds(apiserver_pid) - cpu0
         client_cpu, api_etcd_cpu = time.process_time() - own0, cpu_seconds(etcd_pid) - etcd0
-    storage = Storage([etcd_url])
-    try:
-        client = storage.client
-        calls = [lambda i=i, b=b: client.put(f"/bench-raw/pods/{i:06}".encode(), b) for i, b in enumerate(stored)]
-        own0, etcd0 = time.process_time(), cpu_seconds(etcd_pid)
-        raw_seconds = await run_concurrently(calls, concurrency)
-        raw_client_cpu, raw_etcd_cpu = time.process_time() - own0, cpu_seconds(etcd_pid) - etcd0
-        await client.delete_prefix(b"/bench-raw/")
-    finally:
-        await storage.close()
+    raw = await raw_etcd_puts(etcd_url, stored, concurrency, etcd_pid=etcd_pid)
+    raw_seconds, raw_client_cpu, raw_etcd_cpu = raw.seconds, raw.client_cpu, raw.etcd_cpu
     api_rate, raw_rate = count / api_seconds, count / raw_seconds
     return {"pods": count, "concurrency": concurrency, "api_creates_per_s": round(api_rate),
             "raw_etcd_puts_per_s": round(raw_rate), "ratio": round(api_rate / raw_rate, 2),

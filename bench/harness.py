@@ -11,6 +11,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -57,6 +58,53 @@ def summary_ms(values: list[float]) -> dict[str, float]:
 def machine() -> dict[str, Any]:
     load = os.getloadavg()
     return {"cpus": os.cpu_count(), "loadavg": [round(x, 2) for x in load], "python": sys.version.split()[0]}
+
+
+async def run_concurrently(calls: list[Any], concurrency: int) -> float:
+    """Await every call with `concurrency` in flight; returns the wall time it took."""
+    it = iter(calls)
+
+    async def worker() -> None:
+        for call in it:
+            await call()
+
+    start = time.perf_counter()
+    await asyncio.gather(*(worker() for _ in range(concurrency)))
+    return time.perf_counter() - start
+
+
+@dataclass(frozen=True)
+class RawPuts:
+    """Raw etcd puts: the machine's gauge (how fast etcd and a Python gRPC client are here, now)."""
+
+    puts: int
+    seconds: float
+    client_cpu: float  # this process's CPU seconds
+    etcd_cpu: float  # etcd's CPU seconds (0 when its PID is not known)
+
+    @property
+    def per_second(self) -> float:
+        return self.puts / self.seconds
+
+
+async def raw_etcd_puts(etcd_url: str, bodies: list[bytes], concurrency: int, *, etcd_pid: int | None = None,
+                        prefix: str = "/bench-raw/") -> RawPuts:
+    """Put every body under `prefix` with aetcd (the client the API server itself uses), `concurrency` in
+    flight, then delete the prefix. Keys outside the API server's /registry, so no watch sees them."""
+    from apiserver.storage import Storage
+
+    storage = Storage([etcd_url])
+    try:
+        client = storage.client
+        calls = [lambda i=i, b=b: client.put(f"{prefix}pods/{i:06}".encode(), b) for i, b in enumerate(bodies)]
+        own0, etcd0 = time.process_time(), cpu_seconds(etcd_pid) if etcd_pid else 0.0
+        seconds = await run_concurrently(calls, concurrency)
+        client_cpu = time.process_time() - own0
+        etcd_cpu = cpu_seconds(etcd_pid) - etcd0 if etcd_pid else 0.0
+        await client.delete_prefix(prefix.encode())
+    finally:
+        await storage.close()
+    return RawPuts(len(bodies), seconds, client_cpu, etcd_cpu)
 
 
 class Lab:

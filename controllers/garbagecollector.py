@@ -1,6 +1,7 @@
 """The garbage collector: dependents follow their owners (kube's pkg/controller/garbagecollector).
 
-It watches every kind kubelab serves and keeps two indexes: UID -> object and owner UID -> dependents.
+It watches every kind kubelab serves but events (kube's DefaultIgnoredResources: nothing owns an
+event's lifetime but its TTL) and keeps two indexes: UID -> object and owner UID -> dependents.
 Work items are UIDs, reconciled level-triggered:
 
 - A dependent whose owners are all gone (absent, or the name now has another UID) is deleted, with
@@ -31,6 +32,9 @@ from kubelab.kinds import ResourceType
 from kubelab.models import OwnerReference, TypedObject
 
 log = logging.getLogger(__name__)
+
+# Kinds the collector neither watches nor deletes (garbagecollector.DefaultIgnoredResources).
+IGNORED: frozenset[ResourceType] = frozenset({kinds.EVENTS})
 
 ORPHAN = "orphan"
 FOREGROUND = "foregroundDeletion"

@@ -133,9 +133,12 @@ async def run(api: ApiClient, *, workers: int = 2, node_monitor_grace_period: fl
     # The workload controllers keep their own queues (their handlers lower expectations, too).
     workloads: list[ReplicaSetController | DeploymentController] = [ReplicaSetController(api, informers),
                                                                     DeploymentController(api, informers)]
-    # The garbage collector sees every kind: the shared informers, and its own for the rest.
+    # The garbage collector sees every kind but events, which kube's ignores (DefaultIgnoredResources): an
+    # informer on them decoded every Scheduled event of a burst for nothing. The shared informers, and
+    # its own for the rest.
     shared = {informer.rt: informer for informer in informers.all()}
-    gc_informers = [shared.get(rt) or Informer(api, rt, name=f"gc-{rt.plural}") for rt in kinds.BUILTIN]
+    gc_informers = [shared.get(rt) or Informer(api, rt, name=f"gc-{rt.plural}") for rt in kinds.BUILTIN
+                    if rt not in garbagecollector.IGNORED]
     gc = garbagecollector.GarbageCollector(api, gc_informers)
     controllers: list[tuple[Controller, WorkQueue]] = []
     traces = TraceReporter(api)

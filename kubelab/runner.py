@@ -2,8 +2,9 @@
 
 A private etcd (unless --etcd-servers is given), the API server on uvicorn, the scheduler, the
 controllers and N nodes (kubelet stub + proxy agent each) run as named tasks in one asyncio
-TaskGroup. Every component still talks to the others only through the API server over HTTP, exactly
-as the one-component-per-process commands do. On Ctrl-C (or SIGTERM, or any component crashing) the
+TaskGroup. Every component still talks to the others only through the API server, exactly as the
+one-component-per-process commands do: each request is handed to the API server's ASGI application in
+this process (kubelab/client/asgi.py), through all of its handlers, with no socket or HTTP bytes between. On Ctrl-C (or SIGTERM, or any component crashing) the
 tasks are cancelled, the netns dataplane is torn down and etcd is stopped.
 """
 
@@ -172,7 +173,8 @@ async def up(options: UpOptions, *, ready: Callable[[dict[str, Any]], None] | No
         # counted against the listener's connection cap), so a flood of clients on the port cannot cut their
         # heartbeats off; the same app serves it, its lifespan run once by the public server.
         private = _PrivateSocket(data_dir)
-        internal = uvicorn.Server(uvicorn_config(Internal(app), options=serving_options, lifespan="off"))
+        in_process = Internal(app)  # also what the components' requests are handed to, without the socket
+        internal = uvicorn.Server(uvicorn_config(in_process, options=serving_options, lifespan="off"))
         # uvicorn would take SIGINT/SIGTERM for itself; here they cancel the whole cluster instead.
         server.capture_signals = contextlib.nullcontext  # type: ignore[method-assign,assignment]
         internal.capture_signals = contextlib.nullcontext  # type: ignore[method-assign,assignment]
@@ -230,7 +232,7 @@ async def up(options: UpOptions, *, ready: Callable[[dict[str, Any]], None] | No
                     for task in (serving, serving_internal, *(t for _, t in extra_serving)):
                         tg.create_task(_watch_apiserver(task), name=f"{task.get_name()}-watchdog")
                     await _run_components(tg, options, private.path, data_dir, state, lab, timer, ready, clients,
-                                          tokens=tokens, root_ca=pki.ca_file.read_text())
+                                          tokens=tokens, root_ca=pki.ca_file.read_text(), app=in_process)
             finally:
                 for api in clients:  # only now: every component using them has stopped
                     with contextlib.suppress(Exception):
@@ -462,7 +464,7 @@ class _Node:
 async def _run_components(tg: asyncio.TaskGroup, options: UpOptions, api_socket: str, data_dir: Path,
                           state: dict[str, Any], lab: Any, timer: Timer,
                           ready: Callable[[dict[str, Any]], None] | None, clients: list[Any], *,
-                          tokens: Any = None, root_ca: str | None = None) -> None:
+                          tokens: Any = None, root_ca: str | None = None, app: Any = None) -> None:
     import controllers
     import scheduler
     from kubeletstub.dataplane import NetnsDataplane, RenderDataplane
@@ -476,9 +478,13 @@ async def _run_components(tg: asyncio.TaskGroup, options: UpOptions, api_socket:
     from .client.queuemetrics import WorkQueueMetricsProvider
     from .metricsserver import MetricsServer
 
-    def client(agent: str, **options: Any) -> ApiClient:
+    def client(agent: str) -> ApiClient:
+        # Requests handed to the API server's app in this process (`app`), else aiohttp on the private socket:
+        # httpx's pool re-scans its connections for each queued request, and in one process that was half
+        # of `kubelab up`'s CPU under a burst; the sockets and HTTP parsing on both sides, most of the rest
+        # of what was not the API server's own work (bench/up.py).
         api = ApiClient(PRIVATE_SERVER, uds=api_socket, token=tokens.for_component(agent) if tokens else None,
-                        user_agent=f"kubelab-{agent}", **options)
+                        user_agent=f"kubelab-{agent}", fast_requests=True, app=app)
         clients.append(api)
         return api
 
@@ -515,7 +521,7 @@ async def _run_components(tg: asyncio.TaskGroup, options: UpOptions, api_socket:
 
         announcements.append(tg.create_task(wait(), name=f"{component}-ready"))
 
-    the_scheduler = scheduler.Scheduler(client("scheduler", fast_requests=True))
+    the_scheduler = scheduler.Scheduler(client("scheduler"))
     tg.create_task(the_scheduler.run(), name="scheduler")
     announce("scheduler", [the_scheduler.nodes.wait_synced(), the_scheduler.pods.wait_synced()])
     metrics["scheduler"] = await serve_metrics(

@@ -1,8 +1,9 @@
 """What the scheduler tells the API server besides bindings: events and the PodScheduled condition.
 
-Neither may hold up a decision. Events go through a bounded queue posted one at a time, as
-client-go's event broadcaster does (1000 queued events at most; further ones are dropped, never
-waited for). PodScheduled=False patches are coalesced per pod — only the latest wish is sent — and
+Neither may hold up a decision. Events go through a bounded queue (1000 queued events at most; further
+ones are dropped, never waited for), posted by a few workers at once: client-go's events broadcaster
+(tools/events, which kube-scheduler uses) writes each event from a goroutine of its own, so a
+FailedScheduling event does not wait for every Scheduled event of a burst before it, one at a time. PodScheduled=False patches are coalesced per pod — only the latest wish is sent — and
 written by a couple of background workers; a patch that would change nothing is never sent
 (schedule_one.go updatePod).
 """
@@ -23,6 +24,7 @@ log = logging.getLogger(__name__)
 
 MAX_QUEUED_EVENTS = 1000   # client-go tools/events maxQueuedEvents
 STATUS_WORKERS = 2
+EVENT_WORKERS = 8
 
 
 @dataclass(frozen=True)
@@ -105,6 +107,7 @@ class Reporter:
 
     async def run(self) -> None:
         async with asyncio.TaskGroup() as tg:
-            tg.create_task(self._post_events(), name="scheduler-events")
+            for i in range(EVENT_WORKERS):
+                tg.create_task(self._post_events(), name=f"scheduler-events-{i}")
             for i in range(STATUS_WORKERS):
                 tg.create_task(self._patch_conditions(), name=f"scheduler-status-{i}")

@@ -16,6 +16,7 @@ import pydantic
 from .. import kinds, models
 from ..kinds import ResourceType
 from ..validation import is_ascii_digits
+from .asgi import App, AsgiTransport
 from .errors import ApiError
 
 log = logging.getLogger(__name__)
@@ -65,7 +66,7 @@ class ApiClient:
 
     def __init__(self, server: str, *, token: str | None = None, user_agent: str = "kubelab",
                  timeout: float = 30.0, fast_requests: bool = False, ca_file: str | None = None,
-                 uds: str | None = None) -> None:
+                 uds: str | None = None, app: App | None = None) -> None:
         headers = {"User-Agent": user_agent, "Accept": "application/json"}
         if token:
             headers["Authorization"] = f"Bearer {token}"
@@ -85,9 +86,14 @@ class ApiClient:
         self._timeout = timeout
         self._fast = fast_requests
         self._session: Any = None  # aiohttp.ClientSession, made in the running loop on first use
+        # `app`: the API server's ASGI application in this process (`kubelab up`'s components): every
+        # request and watch is handed to it directly (asgi.py), through all of its handlers, no socket.
+        self._asgi = AsgiTransport(app, host=httpx.URL(self.server).host) if app is not None else None
 
     async def close(self) -> None:
         await self._http.aclose()
+        if self._asgi is not None:
+            await self._asgi.aclose()
         if self._session is not None:
             await self._session.close()
             self._session = None
@@ -114,6 +120,8 @@ class ApiClient:
                 return resp.status, await resp.read(), resp.headers.get("Retry-After")
         except aiohttp.ClientConnectionError as exc:
             raise httpx.ConnectError(str(exc) or type(exc).__name__) from exc
+        except aiohttp.ClientPayloadError as exc:  # the answer cut off mid-body
+            raise httpx.RemoteProtocolError(str(exc) or type(exc).__name__) from exc
         except TimeoutError as exc:
             raise httpx.TimeoutException(f"{method} {path} timed out") from exc
 
@@ -130,7 +138,12 @@ class ApiClient:
         content = None if body is None else orjson.dumps(body)
         headers = {"Content-Type": content_type} if content is not None else None
         for attempt in range(MAX_RETRIES + 1):
-            if self._fast:
+            if self._asgi is not None:
+                sent = {**self._headers, **(headers or {})}
+                answer, raw = await self._asgi.request(method, path, params=params, headers=sent, body=content,
+                                                       timeout=self._timeout)
+                status, retry_after = answer.status, answer.header("Retry-After")
+            elif self._fast:
                 status, raw, retry_after = await self._fast_request(method, path, content, params, headers)
             else:
                 resp = await self._http.request(method, path, content=content, params=params, headers=headers)
@@ -219,7 +232,8 @@ class ApiClient:
         params = _params(watch="true", resourceVersion=resource_version, labelSelector=label_selector,
                          fieldSelector=field_selector, timeoutSeconds=timeout_seconds,
                          allowWatchBookmarks="true" if allow_bookmarks else None)
-        lines = self._fast_watch_lines if self._fast else self._watch_lines
+        lines = self._asgi_watch_lines if self._asgi is not None else \
+            self._fast_watch_lines if self._fast else self._watch_lines
         async for line in lines(rt.path(namespace), params):
             if not line.strip():
                 continue
@@ -244,6 +258,22 @@ class ApiClient:
                 raise ApiError.from_status(resp.status_code, orjson.loads(body) if body else None)
             async for line in resp.aiter_lines():
                 yield line
+
+    async def _asgi_watch_lines(self, path: str, params: dict[str, Any]) -> AsyncIterator[bytes | str]:
+        """The watch stream's lines from the in-process API server (`app`)."""
+        assert self._asgi is not None
+        async with self._asgi.stream("GET", path, params=params, headers=self._headers,
+                                     connect_timeout=self._timeout) as (resp, chunks):
+            if resp.status >= 400:
+                body = b"".join([chunk async for chunk in chunks])
+                raise ApiError.from_status(resp.status, orjson.loads(body) if body else None)
+            partial = b""
+            async for chunk in chunks:
+                *complete, partial = (partial + chunk).split(b"\n")
+                for line in complete:
+                    yield line
+            if partial:
+                yield partial
 
     async def _fast_watch_lines(self, path: str, params: dict[str, Any]) -> AsyncIterator[bytes | str]:
         """The watch stream's lines through aiohttp (fast_requests): httpx's line decoding was the

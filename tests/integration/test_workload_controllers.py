@@ -475,3 +475,26 @@ async def test_min_ready_seconds_delays_availability(private_api: str) -> None:
         available = await wait_for("two available pods", available_two)
         assert available["readyReplicas"] == 2 and available["observedGeneration"] == 2
         await http.request("DELETE", ns_path("replicasets", name=name, group="apps/v1"))
+
+
+async def test_events_are_left_to_their_ttl_not_collected(private_api: str) -> None:
+    """kube's garbage collector ignores events (DefaultIgnoredResources): an event whose owner is deleted
+    stays until its TTL, while a ConfigMap with the same owner goes."""
+    name = unique_name("evowner")
+    async with control_plane(private_api) as http:
+        resp = await http.post(ns_path("configmaps"), json={"metadata": {"name": f"{name}-owner"}})
+        owner = [{"apiVersion": "v1", "kind": "ConfigMap", "name": f"{name}-owner", "uid": resp.json()["metadata"]["uid"]}]
+        event = {"metadata": {"name": f"{name}-event", "ownerReferences": owner},
+                 "involvedObject": {"kind": "ConfigMap", "name": f"{name}-owner", "namespace": "default"},
+                 "reason": "Owned", "message": "an event with an owner", "type": "Normal"}
+        assert (await http.post(ns_path("events"), json=event)).status_code == 201
+        resp = await http.post(ns_path("configmaps"), json={"metadata": {"name": f"{name}-dep", "ownerReferences": owner}})
+        assert resp.status_code == 201, resp.text
+        await http.delete(ns_path("configmaps", name=f"{name}-owner"))
+
+        async def dep_gone() -> bool:
+            return await get(http, ns_path("configmaps", name=f"{name}-dep")) is None
+
+        await wait_for("the ConfigMap dependent to go with its owner", dep_gone)
+        kept = await get(http, ns_path("events", name=f"{name}-event"))
+        assert kept is not None and kept["metadata"]["ownerReferences"] == owner
