@@ -12,12 +12,22 @@ from __future__ import annotations
 
 import asyncio
 import os
+import secrets
+import tempfile
 from collections.abc import Mapping, Sequence
+from pathlib import Path
 from typing import Protocol
+
+from .runtime import ContainerRuntime
 
 
 class Dataplane(Protocol):
     node_netns: str | None
+    # The node's container runtime: it belongs here, not to the kubelet, because like containerd it keeps
+    # the containers running while a kubelet is restarted.
+    runtime: ContainerRuntime
+
+    def pod_netns(self, pod_key: str) -> str | None: ...
 
     async def start_node(self) -> None: ...
 
@@ -35,13 +45,27 @@ class Dataplane(Protocol):
     def pod_argv(self, pod_key: str, cmd: Sequence[str]) -> list[str] | None: ...
 
 
+def node_runtime(root: Path | None, *, namespaces: bool) -> ContainerRuntime:
+    """A node's runtime with its files under `root` (pods/ and log/pods/, kubelet's /var/lib/kubelet/pods
+    and /var/log/pods); when None, a directory under the temporary directory named after this process,
+    made only if a container is ever started."""
+    if root is None:
+        root = Path(tempfile.gettempdir()) / f"kubelab-node-{os.getpid()}-{secrets.token_hex(4)}"
+    return ContainerRuntime(root, root / "log" / "pods", namespaces=namespaces)
+
+
 class RenderDataplane:
-    """No namespaces, no processes: pods exist only as API objects."""
+    """No namespaces: pods get no network. Containers with a command run as plain processes on the host
+    (no pod IP, hostname or volumes: see `runtime.py`), when a `root` is given for their files."""
 
     node_netns: str | None = None
 
-    def __init__(self) -> None:
+    def __init__(self, root: Path | None = None) -> None:
         self._pods: set[str] = set()
+        self.runtime = node_runtime(root, namespaces=False)
+
+    def pod_netns(self, pod_key: str) -> str | None:
+        return None
 
     async def start_node(self) -> None:
         return None
@@ -70,7 +94,7 @@ class NetnsDataplane:
     """One node of a LabNetwork: its namespace (None: the current one), its pods' namespaces and
     processes, its routes."""
 
-    def __init__(self, lab: object, node: str, ip: str, pod_cidr: str) -> None:
+    def __init__(self, lab: object, node: str, ip: str, pod_cidr: str, *, root: Path | None = None) -> None:
         from .netns import LabNetwork
 
         assert isinstance(lab, LabNetwork)
@@ -79,6 +103,11 @@ class NetnsDataplane:
         self.ip = ip
         self.pod_cidr = pod_cidr
         self.node_netns: str | None = None if lab.current_netns else lab.node_netns(node)
+        self.runtime = node_runtime(root or lab.state_dir / "nodes" / node, namespaces=True)
+
+    def pod_netns(self, pod_key: str) -> str | None:
+        pod = self.lab.pod(self.node, pod_key)
+        return pod.netns if pod is not None else None
 
     async def start_node(self) -> None:
         await asyncio.to_thread(self.lab.add_node, self.node, self.ip, self.pod_cidr)

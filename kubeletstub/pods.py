@@ -19,17 +19,24 @@ from kubelab.client import ApiClient, Conflict, NotFound
 from kubelab.events import EventRecorder
 from kubelab.models import Container, ContainerStatus, Pod, PodCondition, PodIP, PodStatus
 
+from .containers import ContainerManager
 from .dataplane import Dataplane
 from .dns import pod_resolv_conf
+from .envvars import pod_hostname
 from .ipam import PodIPAllocator
+from .podstatus import pod_status
 from .prober import Prober, run_probe
 
 log = logging.getLogger(__name__)
 
 
 def declared_ports(pod: Pod) -> list[tuple[int, str]]:
+    """The ports the built-in server answers on: those of the containers that have no command of their own
+    (a container with a command listens where its command does)."""
     ports = []
     for c in (pod.spec.containers if pod.spec else None) or []:
+        if c.command or c.args:
+            continue
         for p in c.ports or []:
             if p.container_port:
                 ports.append((p.container_port, p.protocol or "TCP"))
@@ -141,7 +148,8 @@ TERMINATE_RETRY_DELAY = 1.0
 class PodManager:
     def __init__(self, api: ApiClient, node_name: str, node_ip: str, pod_cidr: str, dataplane: Dataplane,
                  events: EventRecorder, requeue: Any = None,
-                 dns: tuple[tuple[str, ...], str] | None = None) -> None:
+                 dns: tuple[tuple[str, ...], str] | None = None,
+                 allocatable: dict[str, str] | None = None) -> None:
         self.api = api
         self.node_name = node_name
         self.node_ip = node_ip
@@ -155,6 +163,13 @@ class PodManager:
         self._terminating: dict[str, asyncio.Task[None]] = {}
         self._refused: set[str] = set()  # pods left alone for their names, each logged once
         self.prober = Prober(dataplane.node_argv, dataplane.pod_argv, self.requeue, self._probe_failed)
+        self.runtime = dataplane.runtime
+        self.runtime.on_exit = self.requeue
+        self.containers = ContainerManager(api, self.runtime, events, node_ip=node_ip, allocatable=allocatable or {},
+                                           requeue=self.requeue, readiness=self.prober.readiness,
+                                           netns=dataplane.pod_netns, cluster_domain=dns[1] if dns else "cluster.local",
+                                           resolv_conf=lambda pod: pod_resolv_conf(pod, *self.dns) if self.dns else None)
+        self._uids: dict[str, str] = {}  # pod key -> uid, to find its files once the pod is gone
 
     def adopt(self, pods: list[Pod]) -> None:
         """After a restart: keep the addresses pods already have, so they never change under them."""
@@ -206,19 +221,24 @@ class PodManager:
                 task.add_done_callback(forget)
             return
         if pod.is_terminal():
-            await self._stop(key)
+            await self._stop(key, keep_logs=True)
             return
         if key not in self._running or not self.dataplane.pod_running(key):
             await self._start(pod)
             pod = self.cache.get(key, pod)  # _start may have written a Pending status
         ip = self.ipam.ip_of(key)
         assert ip is not None
-        ready = {c.name or "": self.prober.readiness(key, c.name or "") for c in _containers(pod)}
-        started = timeutil.rfc3339()
-        want = running_status(pod, ip=ip, host_ip=self.node_ip, ready=ready, started=started)
+        await self.containers.sync(pod, ip)
+        want = self._status(pod, ip)
         if _same(pod.status, want):
             return
         await self._write_status(pod, want)
+
+    def _status(self, pod: Pod, ip: str) -> PodStatus:
+        init, main = self.containers.observed(pod, builtin_running=True)
+        now = timeutil.rfc3339()
+        return pod_status(pod, init=init, main=main, ip=ip, host_ip=self.node_ip, sandbox_ready=True, now=now,
+                          started=now)
 
     async def _start(self, pod: Pod) -> None:
         key = pod.key
@@ -233,8 +253,12 @@ class PodManager:
         ip = self.ipam.ip_of(key) or self.ipam.allocate(key)
         resolv_conf = pod_resolv_conf(pod, self.dns[0], self.dns[1]) if self.dns else None
         await self.dataplane.start_pod(key, ip, declared_ports(pod), resolv_conf=resolv_conf)
+        self._uids[key] = pod.metadata.uid or ""
+        await self.runtime.run_sandbox(key, pod_hostname(pod.to_dict()))
         if first:
             for c in _containers(pod):
+                if c.command or c.args:
+                    continue  # started (and its events written) by the container manager
                 path = f"spec.containers{{{c.name}}}"
                 self.events.event(pod, "Normal", "Pulled", f'Container image "{c.image}" already present on machine',
                                   field_path=path)
@@ -263,18 +287,23 @@ class PodManager:
                 for c in _containers(pod):
                     self.events.event(pod, "Normal", "Killing", f"Stopping container {c.name}",
                                       field_path=f"spec.containers{{{c.name}}}")
+                began = asyncio.get_running_loop().time()
                 try:
                     await asyncio.wait_for(self._pre_stop(pod), timeout=max(grace, 0))
                 except TimeoutError:
                     log.info("%s: preStop of %s outlived its grace period", self.node_name, key)
+                # kubelet's killContainer: what is left of the grace period after preStop, at least 2 s.
+                left = max(grace - (asyncio.get_running_loop().time() - began), 2.0 if grace > 0 else 0.0)
+                await self.containers.stop_all(pod, left)
+            final = self._final_status(pod) if key in self._running else None
             await self._stop(key)
-            if pod.status is not None and pod.status.phase == "Running":
+            if final is not None and pod.status is not None and pod.status.phase in ("Running", "Pending"):
                 try:
-                    await self._write_status(pod, terminated_status(pod, finished=timeutil.rfc3339()))
+                    await self._write_status(pod, final)
                 except Conflict:
                     current = self.cache.get(key)
                     if current is not None:
-                        await self._write_status(current, terminated_status(current, finished=timeutil.rfc3339()))
+                        await self._write_status(current, final)
             await self.api.delete(kinds.PODS, pod.metadata.name or "", pod.metadata.namespace,
                                   grace_period_seconds=0, uid=pod.metadata.uid)
             log.info("%s: pod %s terminated and deleted", self.node_name, key)
@@ -302,10 +331,27 @@ class PodManager:
                 if argv is not None:
                     await run_probe(argv, float(pod.metadata.deletion_grace_period_seconds or 30))
 
-    async def _stop(self, key: str) -> None:
+    def _final_status(self, pod: Pod) -> PodStatus:
+        """After every container stopped: each terminated (the built-in server exits 0 on SIGTERM), the
+        phase Succeeded when all exited 0, else Failed, as kubelet reports a deleted pod."""
+        never = pod.model_copy(deep=True)
+        assert never.spec is not None
+        never.spec.restart_policy = "Never"
+        now = timeutil.rfc3339()
+        init, main = self.containers.observed(never, builtin_running=False, builtin_finished=now)
+        return pod_status(pod, init=init, main=main, ip=self.ipam.ip_of(pod.key) or pod.pod_ip,
+                          host_ip=self.node_ip, sandbox_ready=False, now=now, started=now)
+
+    async def _stop(self, key: str, *, keep_logs: bool = False) -> None:
         self.prober.stop(key)
         if key in self._running or self.dataplane.pod_running(key):
             await self.dataplane.stop_pod(key)
             log.info("%s: pod %s stopped", self.node_name, key)
+        uid = self._uids.get(key)
+        if self.runtime.has_pod(key) or uid:
+            await self.runtime.remove_pod(key, uid, grace=0, keep_logs=keep_logs)
+        if not keep_logs:
+            self._uids.pop(key, None)
+            self.containers.forget(key, uid)
         self._running.discard(key)
         self.ipam.release(key)
