@@ -85,23 +85,30 @@ def die_with_parent(parent_pid: int) -> None:
 
 def _mirror(directory: str, stage: str) -> None:
     """Lay a tmpfs over `directory` holding the same entries (each bind-mounted back from a staged copy of
-    the directory), so new entries can be made in it without touching the filesystem below."""
+    the directory), so new entries can be made in it without touching the filesystem below. The stage is
+    reached through a descriptor: it may itself lie under `directory` (the lab's files under /tmp), and
+    the tmpfs hides its path."""
     info = os.stat(directory)
     os.makedirs(stage, exist_ok=True)
     _mount(directory, stage, None, MS_BIND | MS_REC)
-    _mount("tmpfs", directory, "tmpfs", MS_NOSUID | MS_NODEV, f"mode={stat.S_IMODE(info.st_mode):o}")
-    os.chown(directory, info.st_uid, info.st_gid)
-    for entry in os.scandir(stage):
-        src, dst = os.path.join(stage, entry.name), os.path.join(directory, entry.name)
-        if entry.is_symlink():
-            os.symlink(os.readlink(src), dst)
-            continue
-        if entry.is_dir(follow_symlinks=False):
-            os.mkdir(dst)
-        else:
-            os.close(os.open(dst, os.O_CREAT | os.O_WRONLY, 0o600))
-        _mount(src, dst, None, MS_BIND | MS_REC)
-    _check(_libc.umount2(stage.encode(), MNT_DETACH), f"umount {stage}")
+    fd = os.open(stage, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        staged = f"/proc/self/fd/{fd}"
+        _mount("tmpfs", directory, "tmpfs", MS_NOSUID | MS_NODEV, f"mode={stat.S_IMODE(info.st_mode):o}")
+        os.chown(directory, info.st_uid, info.st_gid)
+        for entry in os.scandir(staged):
+            src, dst = os.path.join(staged, entry.name), os.path.join(directory, entry.name)
+            if entry.is_symlink():
+                os.symlink(os.readlink(src), dst)
+                continue
+            if entry.is_dir(follow_symlinks=False):
+                os.mkdir(dst)
+            else:
+                os.close(os.open(dst, os.O_CREAT | os.O_WRONLY, 0o600))
+            _mount(src, dst, None, MS_BIND | MS_REC)
+        _libc.umount2(staged.encode(), MNT_DETACH)  # best effort: where it is hidden it does no harm
+    finally:
+        os.close(fd)
 
 
 def _new_root(scratch: str) -> None:
