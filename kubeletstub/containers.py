@@ -179,7 +179,19 @@ class ContainerManager:
             return
         argv = envvars.command_line(raw_c, env) or []
         uid = pod.metadata.uid or ""
-        mounts = self._pod_files(pod, raw_pod, ip, hostname) + list(self.volume_mounts(pod, c))
+        if not self.runtime.namespaces and raw_c.get("volumeMounts"):
+            # The render dataplane runs commands as plain processes: no mount namespace to put volumes in.
+            message = ("volumeMounts need the netns dataplane (root): the render dataplane runs commands as "
+                       "plain processes on the host")
+            if self._waiting.get((key, name)) != ("CreateContainerError", message):
+                self.events.event(pod, "Warning", "Failed", f"Error: {message}", field_path=path)
+            self._waiting[(key, name)] = ("CreateContainerError", message)
+            return
+        try:
+            mounts = self._pod_files(pod, raw_pod, ip, hostname) + list(self.volume_mounts(pod, c))
+        except ValueError as exc:  # a subPath that leaves its volume
+            self._waiting[(key, name)] = ("CreateContainerConfigError", str(exc))
+            return
         term_path = _extra(c, "terminationMessagePath") or DEFAULT_TERMINATION_MESSAGE_PATH
         term_file = self.runtime.pod_dir(uid) / "containers" / name / f"{restart}.termination-log"
         term_file.parent.mkdir(parents=True, exist_ok=True)
@@ -342,6 +354,11 @@ class ContainerManager:
         names = [c.name or "" for c in ((pod.spec.containers if pod.spec else None) or [])
                  + ((pod.spec.init_containers if pod.spec else None) or [])]
         await asyncio.gather(*(self.runtime.stop(key, n, grace) for n in names))
+
+    async def stop_all_of(self, pod_key: str) -> None:
+        """SIGKILL whatever still runs of the pod (its volumes are about to go)."""
+        names = self.runtime.container_names(pod_key)
+        await asyncio.gather(*(self.runtime.stop(pod_key, n, 0) for n in names))
 
     def forget(self, pod_key: str, uid: str | None) -> None:
         for k in [k for k in self._timers if k[0] == pod_key]:

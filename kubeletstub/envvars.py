@@ -103,7 +103,7 @@ def service_env(services: Sequence[Mapping[str, Any]], namespace: str, *, enable
     return env
 
 
-def _field_ref(pod: Mapping[str, Any], path: str, *, pod_ip: str, host_ip: str) -> str:
+def field_ref(pod: Mapping[str, Any], path: str, *, pod_ip: str, host_ip: str) -> str:
     """fieldRef as the downward API resolves it (pkg/fieldpath plus the fields kubelet fills itself)."""
     meta, spec = pod.get("metadata") or {}, pod.get("spec") or {}
     if path.startswith(("metadata.labels[", "metadata.annotations[")):
@@ -187,7 +187,7 @@ def container_env(pod: Mapping[str, Any], container: Mapping[str, Any], *,
             env[name] = expand(str(var.get("value") or ""), env, svc_env)
             continue
         if "fieldRef" in value_from:
-            env[name] = _field_ref(pod, value_from["fieldRef"].get("fieldPath") or "", pod_ip=pod_ip, host_ip=host_ip)
+            env[name] = field_ref(pod, value_from["fieldRef"].get("fieldPath") or "", pod_ip=pod_ip, host_ip=host_ip)
         elif "resourceFieldRef" in value_from:
             ref = value_from["resourceFieldRef"]
             target = container

@@ -26,6 +26,7 @@ from .envvars import pod_hostname
 from .ipam import PodIPAllocator
 from .podstatus import pod_status
 from .prober import Prober, run_probe
+from .volumes import MountError, VolumeManager
 
 log = logging.getLogger(__name__)
 
@@ -141,6 +142,8 @@ def _same(have: PodStatus | None, want: PodStatus) -> bool:
     return strip(have) == strip(want)
 
 
+# Seconds between attempts to set up a pod's volumes (kubelet retries with its own back-off).
+MOUNT_RETRY_DELAY = 3.0
 # Seconds before a termination that failed (its status write or its final DELETE) is tried again.
 TERMINATE_RETRY_DELAY = 1.0
 
@@ -165,11 +168,16 @@ class PodManager:
         self.prober = Prober(dataplane.node_argv, dataplane.pod_argv, self.requeue, self._probe_failed)
         self.runtime = dataplane.runtime
         self.runtime.on_exit = self.requeue
+        self.volumes = VolumeManager(api, node_ip=node_ip, allocatable=allocatable or {})
         self.containers = ContainerManager(api, self.runtime, events, node_ip=node_ip, allocatable=allocatable or {},
                                            requeue=self.requeue, readiness=self.prober.readiness,
+                                           volume_mounts=lambda pod, c: self.volumes.mounts(
+                                               pod, c, self.runtime.pod_dir(pod.metadata.uid or "")),
                                            netns=dataplane.pod_netns, cluster_domain=dns[1] if dns else "cluster.local",
                                            resolv_conf=lambda pod: pod_resolv_conf(pod, *self.dns) if self.dns else None)
         self._uids: dict[str, str] = {}  # pod key -> uid, to find its files once the pod is gone
+        self._mounted: set[str] = set()  # pods whose volumes are set up
+        self._mount_retry: dict[str, asyncio.TimerHandle] = {}
 
     def adopt(self, pods: list[Pod]) -> None:
         """After a restart: keep the addresses pods already have, so they never change under them."""
@@ -228,11 +236,32 @@ class PodManager:
             pod = self.cache.get(key, pod)  # _start may have written a Pending status
         ip = self.ipam.ip_of(key)
         assert ip is not None
-        await self.containers.sync(pod, ip)
+        if await self._mount_volumes(pod, ip):
+            await self.containers.sync(pod, ip)
         want = self._status(pod, ip)
         if _same(pod.status, want):
             return
         await self._write_status(pod, want)
+
+    async def _mount_volumes(self, pod: Pod, ip: str) -> bool:
+        """kubelet waits for a pod's volumes before starting any container: a failure is a FailedMount
+        event, and the pod stays ContainerCreating until a later attempt succeeds."""
+        key = pod.key
+        if key in self._mounted:
+            return True
+        try:
+            await self.volumes.setup(pod, self.runtime.pod_dir(pod.metadata.uid or ""), ip)
+        except MountError as exc:
+            self.events.event(pod, "Warning", "FailedMount", str(exc))
+            if key not in self._mount_retry:
+                def retry(key: str = key) -> None:
+                    self._mount_retry.pop(key, None)
+                    self.requeue(key)
+
+                self._mount_retry[key] = asyncio.get_running_loop().call_later(MOUNT_RETRY_DELAY, retry)
+            return False
+        self._mounted.add(key)
+        return True
 
     def _status(self, pod: Pod, ip: str) -> PodStatus:
         init, main = self.containers.observed(pod, builtin_running=True)
@@ -348,7 +377,13 @@ class PodManager:
             await self.dataplane.stop_pod(key)
             log.info("%s: pod %s stopped", self.node_name, key)
         uid = self._uids.get(key)
+        self._mounted.discard(key)
+        retry = self._mount_retry.pop(key, None)
+        if retry is not None:
+            retry.cancel()
         if self.runtime.has_pod(key) or uid:
+            await self.containers.stop_all_of(key)
+            self.volumes.teardown(key)
             await self.runtime.remove_pod(key, uid, grace=0, keep_logs=keep_logs)
         if not keep_logs:
             self._uids.pop(key, None)

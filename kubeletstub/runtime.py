@@ -147,6 +147,9 @@ class ContainerRuntime:
     def previous(self, pod_key: str, name: str) -> Container | None:
         return self._previous.get((pod_key, name))
 
+    def container_names(self, pod_key: str) -> list[str]:
+        return [n for (k, n) in self._containers if k == pod_key]
+
     def pod_dir(self, pod_uid: str) -> Path:
         return self.root / "pods" / pod_uid
 

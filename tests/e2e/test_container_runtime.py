@@ -242,3 +242,64 @@ def test_deleting_a_running_container_stops_it_with_sigterm(cluster: Cluster, tm
     events = cluster.kubectl("get", "events", "--field-selector", "involvedObject.name=stopme,reason=Killing").stdout
     assert "Stopping container app" in events
     assert (tmp_path / "term").read_text() == "got TERM\n"
+
+
+def test_each_volume_type_is_seen_by_the_command(cluster: Cluster) -> None:
+    cluster.kubectl("create", "configmap", "volcm", "--from-literal=app.conf=color=red", "--from-literal=other=x")
+    cluster.kubectl("create", "secret", "generic", "volsec", "--from-literal=password=hunter2")
+    script = "; ".join([
+        "cat /etc/config/app.conf", "echo", "cat /etc/secret/password", "echo",
+        "stat -c '%a' /etc/secret/..data/password",
+        "cat /etc/podinfo/name", "echo", "cat /etc/podinfo/labels", "echo",
+        "cat /etc/proj/renamed", "echo", "cat /etc/proj/ns", "echo",
+        "cat /data/only/app.conf", "echo",
+        "echo scratch > /scratch/file", "cat /shared/from-init", "df -t tmpfs /mem | tail -1 | cut -c1-5",
+        "readlink /etc/config/app.conf", "readlink /etc/config/..data",
+        "touch /etc/config/new 2>/dev/null || echo read-only",
+    ])
+    pod = pod_manifest("vols", [{
+        **sh("app", script),
+        "volumeMounts": [
+            {"name": "cm", "mountPath": "/etc/config"}, {"name": "sec", "mountPath": "/etc/secret"},
+            {"name": "info", "mountPath": "/etc/podinfo"}, {"name": "proj", "mountPath": "/etc/proj"},
+            {"name": "cm", "mountPath": "/data/only/app.conf", "subPath": "app.conf"},
+            {"name": "scratch", "mountPath": "/scratch"}, {"name": "shared", "mountPath": "/shared"},
+            {"name": "mem", "mountPath": "/mem"}]}],
+        restartPolicy="Never",
+        initContainers=[{**sh("init", "echo hello-from-init > /shared/from-init"),
+                         "volumeMounts": [{"name": "shared", "mountPath": "/shared"}]}],
+        volumes=[
+            {"name": "cm", "configMap": {"name": "volcm"}},
+            {"name": "sec", "secret": {"secretName": "volsec", "defaultMode": 0o400}},
+            {"name": "info", "downwardAPI": {"items": [
+                {"path": "name", "fieldRef": {"fieldPath": "metadata.name"}},
+                {"path": "labels", "fieldRef": {"fieldPath": "metadata.labels"}}]}},
+            {"name": "proj", "projected": {"sources": [
+                {"configMap": {"name": "volcm", "items": [{"key": "other", "path": "renamed"}]}},
+                {"downwardAPI": {"items": [{"path": "ns", "fieldRef": {"fieldPath": "metadata.namespace"}}]}}]}},
+            {"name": "scratch", "emptyDir": {}}, {"name": "shared", "emptyDir": {}},
+            {"name": "mem", "emptyDir": {"medium": "Memory"}}])
+    apply(cluster, pod)
+    got = wait_for("vols Succeeded", lambda: (p := get_pod(cluster, "vols"))["status"].get("phase") == "Succeeded" and p)
+    lines = [ln.content.decode() for ln in log_lines(log_file(cluster, got, "app"))]
+    assert lines == ["color=red", "hunter2", "400", "vols", 'app="vols"', "x", "default", "color=red",
+                     "hello-from-init", "tmpfs", "..data/app.conf", lines[-2], "read-only"]
+    assert lines[-2].startswith("..20")
+    for host_path in ("/etc/config", "/etc/secret", "/etc/podinfo", "/etc/proj", "/data/only", "/scratch", "/shared",
+                      "/mem"):
+        assert not Path(host_path).exists(), f"{host_path} was created on the host"
+    cluster.kubectl("delete", "pod", "vols", "--wait=true")
+
+
+def test_a_token_the_api_will_not_issue_is_a_failed_mount_not_a_crash(cluster: Cluster) -> None:
+    volume = {"name": "token", "projected": {"sources": [{"serviceAccountToken": {"path": "token"}}]}}
+    container = {**sh("app", "cat /var/run/secrets/tokens/token"),
+                 "volumeMounts": [{"name": "token", "mountPath": "/var/run/secrets/tokens"}]}
+    apply(cluster, pod_manifest("tokenpod", [container], restartPolicy="Never", serviceAccountName="nobody",
+                                volumes=[volume]))
+    events = wait_for("FailedMount", lambda: (out := cluster.kubectl(
+        "get", "events", "--field-selector", "involvedObject.name=tokenpod,reason=FailedMount").stdout)
+        and "failed to fetch token" in out and out)
+    assert 'MountVolume.SetUp failed for volume "token"' in events
+    assert status_column(cluster, "tokenpod") == "ContainerCreating"
+    cluster.kubectl("delete", "pod", "tokenpod", "--wait=true")
