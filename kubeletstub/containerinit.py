@@ -195,6 +195,10 @@ def enter(spec: Mapping[str, Any]) -> None:
 
 
 def _exec(argv: Sequence[str], env: Mapping[str, str]) -> None:
+    # Python ignores SIGPIPE and SIGXFSZ, and an ignored signal stays ignored across exec: a container's
+    # `yes | head` would print "Broken pipe" instead of dying quietly, as it does under runc.
+    for signum in (signal.SIGPIPE, signal.SIGXFSZ):
+        signal.signal(signum, signal.SIG_DFL)
     try:
         os.execvpe(argv[0], list(argv), dict(env))
     except FileNotFoundError:
@@ -211,6 +215,7 @@ def main(args: Sequence[str]) -> int:
         _check(_libc.unshare(CLONE_NEWUTS), "unshare UTS namespace")
         name = args[1].encode()
         _check(_libc.sethostname(name, len(name)), "sethostname")
+        signal.signal(signal.SIGPIPE, signal.SIG_DFL)
         os.execvp("sleep", ["sleep", "infinity"])
     spec_path, errfd = args[0], int(args[1])
     os.set_inheritable(errfd, False)

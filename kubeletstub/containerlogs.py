@@ -42,25 +42,24 @@ class ContainerLog:
         self._size = self._file.tell()
         self._pending: dict[crilog.Stream, bytes] = {}
         self._compressing = threading.Lock()
+        self._dirty = threading.Event()
+        self._last_rotated: datetime.datetime | None = None
 
     def write(self, stream: crilog.Stream, data: bytes) -> None:
-        when = datetime.datetime.now(datetime.UTC)  # one timestamp per chunk read
-        buffered = self._pending.pop(stream, b"") + data
+        # One timestamp per chunk read, formatted once: a container printing 100 MB is a million lines.
+        stamp = crilog.timestamp().encode()
+        full = b"%s %s %s " % (stamp, stream.encode(), crilog.FULL)
+        partial = b"%s %s %s " % (stamp, stream.encode(), crilog.PARTIAL)
+        lines = (self._pending.pop(stream, b"") + data).split(b"\n")
+        rest = lines.pop()  # after the last newline: a fragment that waits for its end
         out: list[bytes] = []
-        start = 0
-        while True:
-            end = buffered.find(b"\n", start)
-            if end < 0:
-                break
-            line = buffered[start:end]
-            start = end + 1
+        for line in lines:
             while len(line) > MAX_LINE:
-                out.append(crilog.format_line(stream, line[:MAX_LINE], partial=True, when=when))
+                out.append(partial + line[:MAX_LINE] + b"\n")
                 line = line[MAX_LINE:]
-            out.append(crilog.format_line(stream, line, when=when))
-        rest = buffered[start:]
+            out.append(full + line + b"\n")
         while len(rest) > MAX_LINE:
-            out.append(crilog.format_line(stream, rest[:MAX_LINE], partial=True, when=when))
+            out.append(partial + rest[:MAX_LINE] + b"\n")
             rest = rest[MAX_LINE:]
         if rest:
             self._pending[stream] = rest
@@ -90,19 +89,34 @@ class ContainerLog:
 
     def rotate(self) -> None:
         self._file.close()
-        stamp = datetime.datetime.now().strftime(ROTATED_TIME_FORMAT)
-        os.replace(self.path, f"{self.path}.{stamp}")
+        # kubelet's name, to the second; a container printing faster than 10 MiB a second would reuse one
+        # (kubelet, checking every 10 s, never does): the next free second keeps names unique and ordered.
+        when = datetime.datetime.now().replace(microsecond=0)
+        if self._last_rotated is not None and when <= self._last_rotated:
+            when = self._last_rotated + datetime.timedelta(seconds=1)
+        while True:
+            rotated = Path(f"{self.path}.{when.strftime(ROTATED_TIME_FORMAT)}")
+            if not rotated.exists() and not rotated.with_name(rotated.name + ".gz").exists():
+                break
+            when += datetime.timedelta(seconds=1)
+        os.replace(self.path, rotated)
+        self._last_rotated = when
         self._file = open(self.path, "ab")  # noqa: SIM115 - closed in close()
         self._size = 0
+        self._dirty.set()
         if self._compressing.acquire(blocking=False):
             # gzip of 10 MiB takes a good fraction of a second: not on the event loop.
             threading.Thread(target=self._tidy, name=f"log-rotate-{self.path.parent.name}", daemon=True).start()
 
     def _tidy(self) -> None:
         try:
-            tidy_rotated(self.path, self.max_files)
+            while self._dirty.is_set():
+                self._dirty.clear()
+                tidy_rotated(self.path, self.max_files)
         finally:
             self._compressing.release()
+        if self._dirty.is_set() and self._compressing.acquire(blocking=False):
+            self._tidy()  # a rotation came between the last pass and the release
 
 
 def rotated_files(path: Path) -> list[Path]:

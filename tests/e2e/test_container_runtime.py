@@ -5,6 +5,7 @@ seen through the real kubectl, the API and the files the runtime writes."""
 from __future__ import annotations
 
 import json
+import re
 import time
 from pathlib import Path
 from typing import Any
@@ -247,7 +248,7 @@ def test_deleting_a_running_container_stops_it_with_sigterm(cluster: Cluster, tm
 def test_each_volume_type_is_seen_by_the_command(cluster: Cluster) -> None:
     cluster.kubectl("create", "configmap", "volcm", "--from-literal=app.conf=color=red", "--from-literal=other=x")
     cluster.kubectl("create", "secret", "generic", "volsec", "--from-literal=password=hunter2")
-    script = "; ".join([
+    commands = [
         "cat /etc/config/app.conf", "echo", "cat /etc/secret/password", "echo",
         "stat -c '%a' /etc/secret/..data/password",
         "cat /etc/podinfo/name", "echo", "cat /etc/podinfo/labels", "echo",
@@ -256,7 +257,8 @@ def test_each_volume_type_is_seen_by_the_command(cluster: Cluster) -> None:
         "echo scratch > /scratch/file", "cat /shared/from-init", "df -t tmpfs /mem | tail -1 | cut -c1-5",
         "readlink /etc/config/app.conf", "readlink /etc/config/..data",
         "touch /etc/config/new 2>/dev/null || echo read-only",
-    ])
+    ]
+    script = "; ".join(commands)
     pod = pod_manifest("vols", [{
         **sh("app", script),
         "volumeMounts": [
@@ -303,3 +305,24 @@ def test_a_token_the_api_will_not_issue_is_a_failed_mount_not_a_crash(cluster: C
     assert 'MountVolume.SetUp failed for volume "token"' in events
     assert status_column(cluster, "tokenpod") == "ContainerCreating"
     cluster.kubectl("delete", "pod", "tokenpod", "--wait=true")
+
+
+def test_a_container_printing_a_lot_is_rotated_as_kubelet_does(cluster: Cluster) -> None:
+    script = f"yes {'a' * 99} | head -c 31400000; echo done"  # 30 MB in lines of 100 bytes
+    apply(cluster, pod_manifest("chatty", [sh("app", script)], restartPolicy="Never"))
+    pod = wait_for("chatty Succeeded",
+                   lambda: (p := get_pod(cluster, "chatty"))["status"].get("phase") == "Succeeded" and p, timeout=120)
+    live = log_file(cluster, pod, "app")
+
+    def tidied() -> list[Path] | None:
+        files = sorted(live.parent.iterdir())
+        rotated = [f for f in files if f != live]
+        return files if len(files) <= 5 and all(f.name.endswith(".gz") for f in rotated[:-1]) else None
+
+    files = wait_for("rotated files gzipped and pruned", tidied)
+    rotated = [f.name for f in files if f != live]
+    assert len(rotated) >= 2, rotated
+    assert all(re.fullmatch(r"0\.log\.\d{8}-\d{6}(\.gz)?", name) for name in rotated), rotated
+    assert all(f.stat().st_size < 10 * 1024 * 1024 + 256 * 1024 for f in files)
+    assert log_lines(live)[-1].content == b"done"
+    cluster.kubectl("delete", "pod", "chatty", "--wait=true")
