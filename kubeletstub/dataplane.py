@@ -32,7 +32,7 @@ class Dataplane(Protocol):
     async def start_node(self) -> None: ...
 
     async def start_pod(self, pod_key: str, ip: str, ports: Sequence[tuple[int, str]], *,
-                        resolv_conf: str | None = None) -> None: ...
+                        resolv_conf: str | None = None, request_log: str | None = None) -> None: ...
 
     async def stop_pod(self, pod_key: str) -> None: ...
 
@@ -71,7 +71,7 @@ class RenderDataplane:
         return None
 
     async def start_pod(self, pod_key: str, ip: str, ports: Sequence[tuple[int, str]], *,
-                        resolv_conf: str | None = None) -> None:
+                        resolv_conf: str | None = None, request_log: str | None = None) -> None:
         self._pods.add(pod_key)
 
     async def stop_pod(self, pod_key: str) -> None:
@@ -113,12 +113,13 @@ class NetnsDataplane:
         await asyncio.to_thread(self.lab.add_node, self.node, self.ip, self.pod_cidr)
 
     async def start_pod(self, pod_key: str, ip: str, ports: Sequence[tuple[int, str]], *,
-                        resolv_conf: str | None = None) -> None:
+                        resolv_conf: str | None = None, request_log: str | None = None) -> None:
         from .podprocess import ServedPort
 
         served = [ServedPort(port, "UDP" if proto == "UDP" else "TCP") for port, proto in ports
                   if proto in ("TCP", "UDP")]
-        await asyncio.to_thread(self.lab.add_pod, self.node, pod_key, ip, ports=served, resolv_conf=resolv_conf)
+        await asyncio.to_thread(self.lab.add_pod, self.node, pod_key, ip, ports=served, resolv_conf=resolv_conf,
+                                request_log=request_log)
 
     async def stop_pod(self, pod_key: str) -> None:
         await asyncio.to_thread(self.lab.remove_pod, self.node, pod_key)

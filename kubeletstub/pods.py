@@ -19,6 +19,7 @@ from kubelab.client import ApiClient, Conflict, NotFound
 from kubelab.events import EventRecorder
 from kubelab.models import Container, ContainerStatus, Pod, PodCondition, PodIP, PodStatus
 
+from . import crilog
 from .containers import ContainerManager
 from .dataplane import Dataplane
 from .dns import pod_resolv_conf
@@ -281,7 +282,12 @@ class PodManager:
             await self._write_status(pod, pending_status(pod))
         ip = self.ipam.ip_of(key) or self.ipam.allocate(key)
         resolv_conf = pod_resolv_conf(pod, self.dns[0], self.dns[1]) if self.dns else None
-        await self.dataplane.start_pod(key, ip, declared_ports(pod), resolv_conf=resolv_conf)
+        builtin = [c.name or "" for c in _containers(pod) if not (c.command or c.args)]
+        # The built-in server logs its requests into the log of the (first) container it stands for.
+        request_log = str(crilog.container_log_path(
+            self.runtime.log_root, pod.metadata.namespace or "", pod.metadata.name or "", pod.metadata.uid or "",
+            builtin[0], 0)) if builtin else None
+        await self.dataplane.start_pod(key, ip, declared_ports(pod), resolv_conf=resolv_conf, request_log=request_log)
         self._uids[key] = pod.metadata.uid or ""
         await self.runtime.run_sandbox(key, pod_hostname(pod.to_dict()))
         if first:

@@ -326,3 +326,20 @@ def test_a_container_printing_a_lot_is_rotated_as_kubelet_does(cluster: Cluster)
     assert all(f.stat().st_size < 10 * 1024 * 1024 + 256 * 1024 for f in files)
     assert log_lines(live)[-1].content == b"done"
     cluster.kubectl("delete", "pod", "chatty", "--wait=true")
+
+
+def test_the_built_in_server_logs_each_request_with_the_client_address_it_saw(cluster: Cluster) -> None:
+    web = {"name": "web", "image": "nginx", "ports": [{"containerPort": 8080}]}
+    apply(cluster, pod_manifest("weblog", [web]))
+    pod = wait_for("weblog Running",
+                   lambda: (p := get_pod(cluster, "weblog"))["status"].get("phase") == "Running" and p)
+    ip = pod["status"]["podIP"]
+    other = next(n for n in cluster.state["nodes"] if n != pod["spec"]["nodeName"])
+    assert cluster.curl(other, f"http://{ip}:8080/").strip() == "weblog"
+    path = log_file(cluster, pod, "web")
+    line = wait_for("the request's log line", lambda: path.exists() and log_lines(path))[-1]
+    client_ip = cluster.state["nodes"][other]["ip"]  # another node reaches the pod from its own address
+    assert re.fullmatch(rf'{re.escape(client_ip)}:\d+ -> {re.escape(ip)}:8080 "GET / HTTP/1.1" 200',
+                        line.content.decode()), line
+    assert line.stream == "stdout"
+    cluster.kubectl("delete", "pod", "weblog", "--wait=true")
