@@ -469,6 +469,10 @@ async def _run_components(tg: asyncio.TaskGroup, options: UpOptions, api_socket:
                                   last_updated=lambda: node.agent.proxier.last_updated)
 
     nodes: dict[str, _Node] = {}
+    if lab is None:
+        from kubeletstub.dataplane import RENDER_NOTE
+
+        _log("kubelet").info(RENDER_NOTE)
     for index in range(1, options.nodes + 1):
         name = addressing.node_name(index)
         ip, cidr = addressing.node_ip(index), addressing.node_pod_cidr(index)

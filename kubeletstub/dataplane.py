@@ -54,6 +54,13 @@ def node_runtime(root: Path | None, *, namespaces: bool) -> ContainerRuntime:
     return ContainerRuntime(root, root / "log" / "pods", namespaces=namespaces)
 
 
+# Said once at start-up by whoever runs a render dataplane (no root: no namespaces).
+RENDER_NOTE = ("render dataplane: a container with a command runs it as a plain process on this host, with its "
+               "env and workingDir, in the host's network, hostname and filesystem (no pod IP, /etc/hosts or "
+               "volumes; containers with volumeMounts are refused); exec, logs and restarts work, no traffic "
+               "reaches pods")
+
+
 class RenderDataplane:
     """No namespaces: pods get no network. Containers with a command run as plain processes on the host
     (no pod IP, hostname or volumes: see `runtime.py`), when a `root` is given for their files."""

@@ -248,8 +248,8 @@ class PodManager:
         """kubelet waits for a pod's volumes before starting any container: a failure is a FailedMount
         event, and the pod stays ContainerCreating until a later attempt succeeds."""
         key = pod.key
-        if key in self._mounted:
-            return True
+        if key in self._mounted or not self.runtime.namespaces:
+            return True  # render: no mount namespaces, containers with volumeMounts are refused
         try:
             await self.volumes.setup(pod, self.runtime.pod_dir(pod.metadata.uid or ""), ip)
         except MountError as exc:
