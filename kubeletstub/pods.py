@@ -185,6 +185,8 @@ class PodManager:
         for pod in pods:
             if pod.pod_ip:
                 self.ipam.reserve(pod.key, pod.pod_ip)
+            if pod.metadata.uid and self.runtime.has_pod(pod.key):
+                self._uids[pod.key] = pod.metadata.uid  # its files are found again when it goes
 
     def _probe_failed(self, pod_key: str, container: str, output: str) -> None:
         pod = self.cache.get(pod_key)
@@ -389,7 +391,8 @@ class PodManager:
             retry.cancel()
         if self.runtime.has_pod(key) or uid:
             await self.containers.stop_all_of(key)
-            self.volumes.teardown(key)
+            if uid:
+                self.volumes.teardown(self.runtime.pod_dir(uid))
             await self.runtime.remove_pod(key, uid, grace=0, keep_logs=keep_logs)
         if not keep_logs:
             self._uids.pop(key, None)

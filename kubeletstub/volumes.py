@@ -139,7 +139,6 @@ class VolumeManager:
         self.api = api
         self.node_ip = node_ip
         self.allocatable = allocatable
-        self._tmpfs: dict[str, list[Path]] = {}
 
     async def _get(self, rt: Any, namespace: str, name: str) -> dict[str, Any] | None:
         try:
@@ -227,7 +226,6 @@ class VolumeManager:
                     path.chmod(0o777)
                     if (volume.get("emptyDir") or {}).get("medium") == "Memory":
                         _mount_tmpfs(path, (volume.get("emptyDir") or {}).get("sizeLimit"))
-                        self._tmpfs.setdefault(pod.key, []).append(path)
                 continue
             try:
                 files = await self._files(pod, raw, volume, ip)
@@ -235,9 +233,15 @@ class VolumeManager:
                 raise MountError(f'MountVolume.SetUp failed for volume "{name}" : {exc}') from None
             write_atomic(path, files)
 
-    def teardown(self, pod_key: str) -> None:
-        for path in self._tmpfs.pop(pod_key, []):
-            _umount(path)
+    @staticmethod
+    def teardown(pod_dir: Path) -> None:
+        """Unmount the pod's memory-backed emptyDirs (found on disk, so a restarted kubelet finds them too);
+        the files go with the pod's directory."""
+        empty_dirs = pod_dir / "volumes" / _PLUGINS["emptyDir"]
+        if empty_dirs.is_dir():
+            for path in empty_dirs.iterdir():
+                if os.path.ismount(path):
+                    _umount(path)
 
     def mounts(self, pod: Pod, container: Container, pod_dir: Path) -> list[Mount]:
         """The bind mounts of `container`'s volumeMounts (subPath resolved inside the volume)."""
