@@ -9,7 +9,8 @@ namespace, the pod sandbox's UTS namespace, and the mounts. In this order the pr
 3. unshares a mount namespace of its own, private all the way down, so that nothing it mounts
    propagates to the host; then bind-mounts the volumes, /etc/hosts, /etc/hostname, /etc/resolv.conf
    and the termination-message file at their paths (read-only where asked);
-4. chdirs into workingDir and execs argv with exactly the given environment (PATH lookup in it).
+4. chdirs into workingDir and execs argv with exactly the given environment (PATH lookup in it), as
+   PID 1 of a PID namespace of its own (`_exec`).
 
 Paths that do not exist on the host are never created there: the nearest existing ancestor is replaced,
 inside this mount namespace only, by a tmpfs that mirrors it (every entry bind-mounted back in place)
@@ -30,6 +31,7 @@ from __future__ import annotations
 import ctypes
 import json
 import os
+import shutil
 import signal
 import stat
 import sys
@@ -194,11 +196,33 @@ def enter(spec: Mapping[str, Any]) -> None:
             raise SetupError(f"chdir to cwd (\"{working_dir}\") set in config.json failed: {exc.strerror}") from exc
 
 
-def _exec(argv: Sequence[str], env: Mapping[str, str]) -> None:
+def _resolve(command: str, env: Mapping[str, str]) -> None:
+    """Fail here, as a StartError, when the command cannot be exec'd (runc's check before it starts)."""
+    if "/" in command:
+        found = command if os.path.isfile(command) else None
+    else:
+        found = shutil.which(command, mode=os.F_OK, path=env.get("PATH", ""))
+    if found is None:
+        raise SetupError(f'exec: "{command}": executable file not found in $PATH')
+    if not os.access(found, os.X_OK) or os.path.isdir(found):
+        raise SetupError(f'exec: "{command}": permission denied')
+
+
+def _exec(argv: Sequence[str], env: Mapping[str, str], *, pid_namespace: bool = False) -> None:
     # Python ignores SIGPIPE and SIGXFSZ, and an ignored signal stays ignored across exec: a container's
     # `yes | head` would print "Broken pipe" instead of dying quietly, as it does under runc.
     for signum in (signal.SIGPIPE, signal.SIGXFSZ):
         signal.signal(signum, signal.SIG_DFL)
+    _resolve(argv[0], env)
+    if pid_namespace:
+        # A PID namespace of its own, with its own /proc: the command is its PID 1, and when PID 1 exits
+        # the kernel kills everything else in it, as in a runc container. util-linux's unshare forks it and
+        # waits (a megabyte), passing its exit status on; --kill-child SIGKILLs it if unshare dies, which
+        # our PR_SET_PDEATHSIG makes happen when kubelab dies: nothing a container started outlives kubelab.
+        unshare = shutil.which("unshare")  # on kubelab's PATH: the container's may not have it
+        if unshare is None:
+            raise SetupError("unshare (util-linux) is not installed")
+        argv = [unshare, "--pid", "--fork", "--kill-child", "--mount-proc", "--", *argv]
     try:
         os.execvpe(argv[0], list(argv), dict(env))
     except FileNotFoundError:
@@ -223,7 +247,7 @@ def main(args: Sequence[str]) -> int:
         with open(spec_path, "rb") as f:
             spec = json.load(f)
         enter(spec)
-        _exec(spec["argv"], spec["env"])
+        _exec(spec["argv"], spec["env"], pid_namespace=bool(spec.get("pidNamespace")))
     except (SetupError, OSError) as exc:
         os.write(errfd, str(exc).encode())
     return START_ERROR_EXIT

@@ -93,6 +93,7 @@ class Container:
     message: str = ""
     pid: int = 0
     pgid: int = 0
+    init_pid: int = 0  # the command: PID 1 of the container's PID namespace (a child of `pid`, unshare)
     spec_path: Path | None = None
     _popen: subprocess.Popen[bytes] | None = None
     _pidfd: int = -1
@@ -215,7 +216,7 @@ class ContainerRuntime:
             "argv": spec.argv, "env": spec.env, "workingDir": spec.working_dir, "parentPid": os.getpid(),
             "netns": f"/var/run/netns/{spec.netns}" if spec.netns and self.namespaces else None,
             "uts": box.uts_path if box is not None and self.namespaces else None,
-            "mountNamespace": self.namespaces,
+            "mountNamespace": self.namespaces, "pidNamespace": self.namespaces,
             "mounts": [{"source": m.source, "target": m.target, "readOnly": m.read_only, "kind": m.kind}
                        for m in spec.mounts] if self.namespaces else [],
             "scratch": str(work / f"scratch-{spec.restart}"),
@@ -251,8 +252,10 @@ class ContainerRuntime:
         loop.add_reader(container._pidfd, self._on_exit, container, logfile)
         if error:
             container.reason, container.message = "StartError", error.decode(errors="replace")
-        else:
-            container.started_at = timeutil.rfc3339()
+            return container
+        container.started_at = timeutil.rfc3339()
+        if self.namespaces:
+            container.init_pid = await _first_child(popen.pid, container._exited)
         return container
 
     def _fail(self, container: Container, message: str) -> None:
@@ -328,8 +331,7 @@ class ContainerRuntime:
             if container is not None and not container.done and container._exited.is_set():
                 await container.wait()
             return
-        with contextlib.suppress(ProcessLookupError):
-            signal.pidfd_send_signal(container._pidfd, signal.SIGTERM)
+        _signal_init(container, signal.SIGTERM)
         try:
             await asyncio.wait_for(container._exited.wait(), timeout=max(grace, 0))
         except TimeoutError:
@@ -377,7 +379,8 @@ class ContainerRuntime:
         cwd = container.spec.working_dir or "/"
         if not self.namespaces:
             return list(cmd), env, cwd
-        argv = ["nsenter", "-t", str(container.pid), "-n", "-u", "-m", "-r", f"-w{cwd}", "--", *cmd]
+        argv = ["nsenter", "-t", str(container.init_pid or container.pid), "-n", "-u", "-m", "-p", "-r", f"-w{cwd}",
+                "--", *cmd]
         return argv, env, "/"
 
 
@@ -397,6 +400,48 @@ def _spawn(argv: Sequence[str], **kwargs: Any) -> subprocess.Popen[bytes]:
     itself; the kernel ties it to the forking thread, and the event loop's thread lives as long as
     kubelab does."""
     return subprocess.Popen(argv, env=_launcher_env(), close_fds=True, start_new_session=True, **kwargs)
+
+
+def _signal_init(container: Container, signum: int) -> None:
+    """Signal the container's command: PID 1 of its namespace (which, as in any container, ignores a
+    signal it has no handler for), else the main process."""
+    target = container.init_pid or container.pid
+    try:
+        fd = os.pidfd_open(target)
+    except ProcessLookupError:
+        return
+    try:
+        # Checked through the pidfd: the command is still the child of the container's main process.
+        if target == container.pid or _parent(target) == container.pid:
+            with contextlib.suppress(ProcessLookupError):
+                signal.pidfd_send_signal(fd, signum)
+    finally:
+        os.close(fd)
+
+
+def _parent(pid: int) -> int:
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            raw = f.read().decode(errors="replace")
+    except OSError:
+        return 0
+    return int(raw[raw.rindex(")") + 2:].split()[1])
+
+
+async def _first_child(pid: int, exited: asyncio.Event) -> int:
+    """The PID of `pid`'s first child (unshare forks the command right after exec), 0 if it exits first."""
+    for _ in range(400):
+        try:
+            with open(f"/proc/{pid}/task/{pid}/children") as f:  # noqa: ASYNC230 - procfs: never blocks
+                children = f.read().split()
+        except OSError:
+            return 0
+        if children:
+            return int(children[0])
+        if exited.is_set():
+            return 0
+        await asyncio.sleep(0.005)
+    return 0
 
 
 def _launcher_env() -> dict[str, str]:
