@@ -379,7 +379,9 @@ class ContainerRuntime:
         cwd = container.spec.working_dir or "/"
         if not self.namespaces:
             return list(cmd), env, cwd
-        argv = ["nsenter", "-t", str(container.init_pid or container.pid), "-n", "-u", "-m", "-p", "-r", f"-w{cwd}",
+        # `-w` alone: the command's own working directory (its workingDir), found inside its mount
+        # namespace and root; nsenter 2.38 opens a named one before entering them.
+        argv = ["nsenter", "-t", str(container.init_pid or container.pid), "-n", "-u", "-m", "-p", "-r", "-w",
                 "--", *cmd]
         return argv, env, "/"
 
