@@ -143,6 +143,9 @@ def _same(have: PodStatus | None, want: PodStatus) -> bool:
     return strip(have) == strip(want)
 
 
+# The Pulled event of a container without a command: kubelab has no images, and says what runs instead.
+BUILTIN_PULLED = ('Container image "{image}" already present on machine (kubelab pulls no image: this container '
+                  "has no command, so kubelab's built-in HTTP server runs in its place)")
 # Seconds between attempts to set up a pod's volumes (kubelet retries with its own back-off).
 MOUNT_RETRY_DELAY = 3.0
 # Seconds before a termination that failed (its status write or its final DELETE) is tried again.
@@ -297,7 +300,7 @@ class PodManager:
                 if c.command or c.args:
                     continue  # started (and its events written) by the container manager
                 path = f"spec.containers{{{c.name}}}"
-                self.events.event(pod, "Normal", "Pulled", f'Container image "{c.image}" already present on machine',
+                self.events.event(pod, "Normal", "Pulled", BUILTIN_PULLED.format(image=c.image),
                                   field_path=path)
                 self.events.event(pod, "Normal", "Created", f"Created container: {c.name}", field_path=path)
                 self.events.event(pod, "Normal", "Started", f"Started container {c.name}", field_path=path)
