@@ -101,7 +101,8 @@ class ContainerManager:
         key = pod.key
         spec = pod.spec
         assert spec is not None
-        self._builtin.setdefault(key, (timeutil.rfc3339(), secrets.token_hex(32)))
+        if key not in self._builtin:
+            self._builtin[key] = _builtin_identity(pod)
         policy = spec.restart_policy or "Always"
         for c in spec.init_containers or []:
             cur = self.runtime.container(key, c.name or "")
@@ -371,6 +372,17 @@ class ContainerManager:
         self._builtin.pop(pod_key, None)
         for k in [k for k in self._terminations if k[0] == pod_key]:
             self._terminations.pop(k)
+
+
+def _builtin_identity(pod: Pod) -> tuple[str, str]:
+    """(startedAt, container ID) of the pod's built-in server: as its status already says (a restarted
+    kubelet finds the server still running), else new."""
+    commandless = {c.name for c in (pod.spec.containers if pod.spec else None) or [] if not _has_command(c)}
+    for status in (pod.status.container_statuses if pod.status else None) or []:
+        running = (status.state or {}).get("running")
+        if status.name in commandless and running and status.container_id:
+            return str(running.get("startedAt") or timeutil.rfc3339()), status.container_id.removeprefix("containerd://")
+    return timeutil.rfc3339(), secrets.token_hex(32)
 
 
 def tail_log(path: Path, lines: int, limit: int) -> bytes:

@@ -35,7 +35,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from kubelab import timeutil
+from kubelab import timeutil, validation
 
 from . import crilog
 from .containerlogs import ContainerLog
@@ -205,7 +205,7 @@ class ContainerRuntime:
         # kubelet keeps the logs of the current and the previous run (`kubectl logs -p`), no older.
         for stale in log_path.parent.glob("*.log*") if log_path.parent.exists() else []:
             number = stale.name.split(".", 1)[0]
-            if number.isdigit() and int(number) < spec.restart - 1:
+            if validation.is_ascii_digits(number) and int(number) < spec.restart - 1:
                 stale.unlink(missing_ok=True)
         container = Container(spec, f"containerd://{secrets.token_hex(32)}", log_path)
         self._containers[key] = container
