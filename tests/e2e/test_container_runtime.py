@@ -96,7 +96,11 @@ def test_a_failing_container_is_restarted_then_backs_off(cluster: Cluster, polic
     status = container_status(pod, "app")
     assert status["restartCount"] >= 1
     assert status["lastState"]["terminated"]["exitCode"] == 2
-    assert "restarting failed container=app" in status["state"]["waiting"]["message"]
+    uid = pod["metadata"]["uid"]
+    assert re.fullmatch(rf"back-off (10s|20s|40s) restarting failed container=app pod={name}_default\({uid}\)",
+                        status["state"]["waiting"]["message"]), status["state"]["waiting"]
+    # kubectl's STATUS column (a separate read: the container may be between two back-offs, which recur)
+    wait_for("CrashLoopBackOff in kubectl get", lambda: status_column(cluster, name) == "CrashLoopBackOff")
     assert pod["status"]["phase"] == "Running"
     # One log file per run: the first and the restart's.
     assert log_lines(log_file(cluster, pod, "app", 0))[0].content == b"run"
