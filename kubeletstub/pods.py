@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import uuid
+from collections.abc import Sequence
 from typing import Any
 
 from kubelab import kinds, timeutil, validation
@@ -169,7 +170,7 @@ class PodManager:
         self._running: set[str] = set()
         self._terminating: dict[str, asyncio.Task[None]] = {}
         self._refused: set[str] = set()  # pods left alone for their names, each logged once
-        self.prober = Prober(dataplane.node_argv, dataplane.pod_argv, self.requeue, self._probe_failed)
+        self.prober = Prober(dataplane.node_argv, self._container_argv, self.requeue, self._probe_failed)
         self.runtime = dataplane.runtime
         self.runtime.on_exit = self.requeue
         self.volumes = VolumeManager(api, node_ip=node_ip, allocatable=allocatable or {})
@@ -190,6 +191,16 @@ class PodManager:
                 self.ipam.reserve(pod.key, pod.pod_ip)
             if pod.metadata.uid and self.runtime.has_pod(pod.key):
                 self._uids[pod.key] = pod.metadata.uid  # its files are found again when it goes
+
+    def _container_argv(self, pod_key: str, container: str, cmd: Sequence[str]) -> list[str] | None:
+        """Where exec probes and preStop hooks run: inside the container when it runs a command of its own
+        (its namespaces and root), else in the pod's network namespace on the node's filesystem (the
+        built-in server's world)."""
+        try:
+            argv, _env, _cwd = self.runtime.exec_command(pod_key, container, cmd)
+        except LookupError:
+            return self.dataplane.pod_argv(pod_key, cmd)
+        return argv
 
     def _probe_failed(self, pod_key: str, container: str, output: str) -> None:
         pod = self.cache.get(pod_key)
@@ -367,7 +378,7 @@ class PodManager:
                 await asyncio.sleep(float((hook["sleep"] or {}).get("seconds") or 0))
             elif "exec" in hook:
                 command = (hook["exec"] or {}).get("command") or []
-                argv = self.dataplane.pod_argv(pod.key, [str(a) for a in command]) if command else None
+                argv = self._container_argv(pod.key, c.name or "", [str(a) for a in command]) if command else None
                 if argv is not None:
                     await run_probe(argv, float(pod.metadata.deletion_grace_period_seconds or 30))
 

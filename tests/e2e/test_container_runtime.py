@@ -348,3 +348,19 @@ def test_the_built_in_server_logs_each_request_with_the_client_address_it_saw(cl
                         line.content.decode()), line
     assert line.stream == "stdout"
     cluster.kubectl("delete", "pod", "weblog", "--wait=true")
+
+
+def test_an_exec_readiness_probe_runs_inside_the_container(cluster: Cluster) -> None:
+    # /ready exists only in the container's mount namespace: a probe run on the node's filesystem fails.
+    container = {**sh("app", "touch /ready/ok; exec sleep 3600"),
+                 "volumeMounts": [{"name": "flag", "mountPath": "/ready"}],
+                 "readinessProbe": {"exec": {"command": ["test", "-f", "/ready/ok"]}, "periodSeconds": 1}}
+    apply(cluster, pod_manifest("probed-in", [container], volumes=[{"name": "flag", "emptyDir": {}}]))
+
+    def ready() -> bool:
+        conditions = get_pod(cluster, "probed-in")["status"].get("conditions") or []
+        return any(c["type"] == "Ready" and c["status"] == "True" for c in conditions)
+
+    wait_for("probed-in Ready", ready)
+    assert not Path("/ready").exists()
+    cluster.kubectl("delete", "pod", "probed-in", "--wait=true", "--grace-period=1")
