@@ -48,10 +48,12 @@ class Dataplane(Protocol):
 def node_runtime(root: Path | None, *, namespaces: bool) -> ContainerRuntime:
     """A node's runtime with its files under `root` (pods/ and log/pods/, kubelet's /var/lib/kubelet/pods
     and /var/log/pods); when None, a directory under the temporary directory named after this process,
-    made only if a container is ever started."""
+    made only if a container is ever started. Whatever is there is removed first."""
     if root is None:
         root = Path(tempfile.gettempdir()) / f"kubelab-node-{os.getpid()}-{secrets.token_hex(4)}"
-    return ContainerRuntime(root, root / "log" / "pods", namespaces=namespaces)
+    runtime = ContainerRuntime(root, root / "log" / "pods", namespaces=namespaces)
+    runtime.clear()  # what a killed run left: its containers died with it, their files stayed
+    return runtime
 
 
 # Said once at start-up by whoever runs a render dataplane (no root: no namespaces).

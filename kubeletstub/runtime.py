@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import ctypes
 import json
 import logging
 import os
@@ -361,9 +362,20 @@ class ContainerRuntime:
                                         True)
 
     async def close(self) -> None:
-        """SIGKILL everything (kubelab is going down)."""
+        """SIGKILL everything (kubelab is going down), then remove the pods' files: their volumes hold
+        Secrets, and the next run starts its containers afresh."""
         for pod_key in {k for k, _ in self._containers} | set(self._sandboxes):
             await self.remove_pod(pod_key, None, grace=0)
+        await asyncio.to_thread(self.clear)
+
+    def clear(self) -> None:
+        """Remove every pod's files and logs: what a previous run left (killed, its containers died with
+        it), or this one's at the end. Memory-backed emptyDirs are unmounted first. Blocks."""
+        pods = self.root / "pods"
+        for mount_point in _mounts_under(pods):
+            _libc.umount2(str(mount_point).encode(), MNT_DETACH)
+        shutil.rmtree(pods, ignore_errors=True)
+        shutil.rmtree(self.log_root, ignore_errors=True)
 
     # --- exec --------------------------------------------------------------------------------------
 
@@ -402,6 +414,25 @@ def _spawn(argv: Sequence[str], **kwargs: Any) -> subprocess.Popen[bytes]:
     itself; the kernel ties it to the forking thread, and the event loop's thread lives as long as
     kubelab does."""
     return subprocess.Popen(argv, env=_launcher_env(), close_fds=True, start_new_session=True, **kwargs)
+
+
+_libc = ctypes.CDLL(None, use_errno=True)
+MNT_DETACH = 2
+
+
+def _mounts_under(path: Path) -> list[Path]:
+    """Mount points below `path` (deepest first), from /proc/self/mounts."""
+    prefix = str(path.resolve()) + "/"
+    found = []
+    try:
+        with open("/proc/self/mounts") as f:
+            for line in f:
+                target = line.split()[1].replace("\\040", " ")
+                if target.startswith(prefix):
+                    found.append(Path(target))
+    except OSError:
+        return []
+    return sorted(found, key=lambda p: len(p.parts), reverse=True)
 
 
 def _signal_init(container: Container, signum: int) -> None:

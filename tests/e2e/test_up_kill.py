@@ -26,6 +26,11 @@ def namespaces_of(cluster: Cluster) -> list[str]:
     return [what for what in cluster.leftovers() if what.startswith(("netns ", "file "))]
 
 
+def mounts_under(path: Path) -> list[str]:
+    with open("/proc/self/mounts") as f:
+        return [line.split()[1] for line in f if line.split()[1].startswith(f"{path}/")]
+
+
 def sleeps(seconds: str) -> list[str]:
     ps = subprocess.run(["ps", "-ww", "-eo", "pid=,args="], capture_output=True, text=True, check=False).stdout
     return [line for line in ps.splitlines() if line.split(None, 1)[-1] == f"sleep {seconds}"]
@@ -46,9 +51,12 @@ def test_a_killed_cluster_takes_its_processes_with_it_and_the_next_one_cleans_up
         # container's PID namespace must take it along.
         seconds = f"{secrets.randbelow(10**6) + 10**7}"
         pod = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "forker"}, "spec": {"containers": [
-            {"name": "app", "image": "busybox", "command": ["sh", "-c", f"sleep {seconds} & sleep {seconds}"]}]}}
+            {"name": "app", "image": "busybox", "command": ["sh", "-c", f"sleep {seconds} & sleep {seconds}"],
+             "volumeMounts": [{"name": "mem", "mountPath": "/mem"}]}],
+            "volumes": [{"name": "mem", "emptyDir": {"medium": "Memory"}}]}}
         first.kubectl("apply", "-f", "-", input=json.dumps(pod))
         wait_for("the container's two sleeps", lambda: len(sleeps(seconds)) == 2, 60)
+        assert mounts_under(data)  # the memory-backed emptyDir: only the next run can unmount it
         assert first.proc is not None
         killed = first.proc.pid
         first.proc.kill()  # SIGKILL: no Ctrl-C handler, no teardown
@@ -68,6 +76,8 @@ def test_a_killed_cluster_takes_its_processes_with_it_and_the_next_one_cleans_up
         second = None
         assert (code, left) == (0, [])
         assert first.leftovers() == []
+        assert not list(data.glob("nodes/*/pods/*")), "pods' files (their Secrets) left after Ctrl-C"
+        assert mounts_under(data) == []
     finally:
         if second is not None:
             second.shutdown()
