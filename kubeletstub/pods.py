@@ -147,6 +147,9 @@ def _same(have: PodStatus | None, want: PodStatus) -> bool:
 # The Pulled event of a container without a command: kubelab has no images, and says what runs instead.
 BUILTIN_PULLED = ('Container image "{image}" already present on machine (kubelab pulls no image: this container '
                   "has no command, so kubelab's built-in HTTP server runs in its place)")
+# kubelet's syncFrequency: how often a running pod's configMap/secret/downwardAPI volumes are rewritten
+# from their sources (kubelet's is 1 min, plus its object cache's TTL).
+VOLUME_REFRESH_PERIOD = 60.0
 # Seconds between attempts to set up a pod's volumes (kubelet retries with its own back-off).
 MOUNT_RETRY_DELAY = 3.0
 # Seconds before a termination that failed (its status write or its final DELETE) is tried again.
@@ -182,6 +185,8 @@ class PodManager:
                                            resolv_conf=lambda pod: pod_resolv_conf(pod, *self.dns) if self.dns else None)
         self._uids: dict[str, str] = {}  # pod key -> uid, to find its files once the pod is gone
         self._mounted: set[str] = set()  # pods whose volumes are set up
+        self._refreshed: dict[str, float] = {}  # pods with volumes kept current -> when they last were
+        self._refresh_timers: dict[str, asyncio.TimerHandle] = {}
         self._mount_retry: dict[str, asyncio.TimerHandle] = {}
 
     def adopt(self, pods: list[Pod]) -> None:
@@ -264,10 +269,13 @@ class PodManager:
         """kubelet waits for a pod's volumes before starting any container: a failure is a FailedMount
         event, and the pod stays ContainerCreating until a later attempt succeeds."""
         key = pod.key
-        if key in self._mounted or not self.runtime.namespaces:
+        if not self.runtime.namespaces:
             return True  # render: no mount namespaces, containers with volumeMounts are refused
+        if key in self._mounted:
+            await self._refresh_volumes(pod, ip)
+            return True
         try:
-            await self.volumes.setup(pod, self.runtime.pod_dir(pod.metadata.uid or ""), ip)
+            refreshable = await self.volumes.setup(pod, self.runtime.pod_dir(pod.metadata.uid or ""), ip)
         except MountError as exc:
             self.events.event(pod, "Warning", "FailedMount", str(exc))
             if key not in self._mount_retry:
@@ -278,7 +286,30 @@ class PodManager:
                 self._mount_retry[key] = asyncio.get_running_loop().call_later(MOUNT_RETRY_DELAY, retry)
             return False
         self._mounted.add(key)
+        if refreshable:
+            self._refreshed[key] = asyncio.get_running_loop().time()
+            self._schedule_refresh(key)
         return True
+
+    async def _refresh_volumes(self, pod: Pod, ip: str) -> None:
+        """kubelet's periodic sync keeps configMap, secret and downwardAPI volumes current (about a minute
+        behind); a source that is gone or unreadable leaves the files as they were."""
+        key = pod.key
+        last = self._refreshed.get(key)
+        if last is None or asyncio.get_running_loop().time() - last < VOLUME_REFRESH_PERIOD:
+            return
+        self._refreshed[key] = asyncio.get_running_loop().time()
+        try:
+            await self.volumes.setup(pod, self.runtime.pod_dir(pod.metadata.uid or ""), ip, refresh=True)
+        except MountError as exc:
+            log.info("%s: refreshing the volumes of %s: %s", self.node_name, key, exc)
+        self._schedule_refresh(key)
+
+    def _schedule_refresh(self, key: str) -> None:
+        old = self._refresh_timers.pop(key, None)
+        if old is not None:
+            old.cancel()
+        self._refresh_timers[key] = asyncio.get_running_loop().call_later(VOLUME_REFRESH_PERIOD, self.requeue, key)
 
     def _status(self, pod: Pod, ip: str) -> PodStatus:
         init, main = self.containers.observed(pod, builtin_running=True)
@@ -400,6 +431,10 @@ class PodManager:
             log.info("%s: pod %s stopped", self.node_name, key)
         uid = self._uids.get(key)
         self._mounted.discard(key)
+        self._refreshed.pop(key, None)
+        timer = self._refresh_timers.pop(key, None)
+        if timer is not None:
+            timer.cancel()
         retry = self._mount_retry.pop(key, None)
         if retry is not None:
             retry.cancel()

@@ -13,8 +13,9 @@ downwardapi, projected; pkg/volume/util/atomic_writer.go), under the pod's direc
   refuses it, as kubelet does.
 These volumes are always mounted read-only in containers, as kubelet mounts them.
 
-The contents are written when the pod starts; kubelet also refreshes them every sync period, which
-kubelab does not do yet.
+The contents are written when the pod starts, and written again (a new payload, ``..data`` swapped in
+one rename, as kubelet's sync does every minute) when a ConfigMap, Secret or the pod's metadata they
+come from changed; a projected token is not renewed yet (kubelet renews it at 80% of its lifetime).
 """
 
 from __future__ import annotations
@@ -92,6 +93,18 @@ def write_atomic(target: Path, files: Mapping[str, tuple[bytes, int]]) -> None:
             link.symlink_to(f"..data/{top}")
     if old and old != stamp:
         shutil.rmtree(target / old, ignore_errors=True)
+
+
+def _current(target: Path) -> dict[str, tuple[bytes, int]] | None:
+    """The payload `write_atomic` last wrote into `target` (None if nothing readable is there)."""
+    payload = target / "..data"
+    if not payload.is_dir():
+        return None
+    files = {}
+    for path in payload.resolve().rglob("*"):
+        if path.is_file():
+            files[str(path.relative_to(payload.resolve()))] = (path.read_bytes(), path.stat().st_mode & 0o7777)
+    return files
 
 
 def _items(data: Mapping[str, bytes], items: list[dict[str, Any]] | None, default_mode: int, *,
@@ -211,14 +224,24 @@ class VolumeManager:
                 files[rel] = (await self._token(pod, token_src), token_mode)
         return files
 
-    async def setup(self, pod: Pod, pod_dir: Path, ip: str) -> None:
-        """Every volume of the pod in place; raises MountError naming the first that is not."""
+    async def setup(self, pod: Pod, pod_dir: Path, ip: str, *, refresh: bool = False) -> bool:
+        """Every volume of the pod in place; raises MountError naming the first that is not. With
+        `refresh`, only the volumes kubelet keeps up to date (configMap, secret, downwardAPI, projected
+        without a token: a token is requested once) are written again, where their content changed.
+        Returns whether the pod has any such volume."""
         raw = pod.to_dict()
+        refreshable = False
         for volume in (pod.spec.volumes if pod.spec else None) or []:
             kind = volume_kind(volume)
             name = volume.get("name")
             if kind is None:
                 continue  # hostPath, PVCs...: not kubelab's (the container sees the host's files anyway)
+            has_token = kind == "projected" and any(
+                "serviceAccountToken" in src for src in (volume.get("projected") or {}).get("sources") or [])
+            if kind != "emptyDir" and not has_token:
+                refreshable = True
+            elif refresh:
+                continue
             path = volume_dir(pod_dir, volume)
             if kind == "emptyDir":
                 if not path.exists():
@@ -231,7 +254,9 @@ class VolumeManager:
                 files = await self._files(pod, raw, volume, ip)
             except MountError as exc:
                 raise MountError(f'MountVolume.SetUp failed for volume "{name}" : {exc}') from None
-            write_atomic(path, files)
+            if not refresh or _current(path) != files:
+                write_atomic(path, files)
+        return refreshable
 
     @staticmethod
     def teardown(pod_dir: Path) -> None:

@@ -364,3 +364,18 @@ def test_an_exec_readiness_probe_runs_inside_the_container(cluster: Cluster) -> 
     wait_for("probed-in Ready", ready)
     assert not Path("/ready").exists()
     cluster.kubectl("delete", "pod", "probed-in", "--wait=true", "--grace-period=1")
+
+
+def test_a_config_map_volume_follows_its_config_map(cluster: Cluster) -> None:
+    cluster.kubectl("create", "configmap", "live", "--from-literal=color=red")
+    watch = 'last=; while :; do v=$(cat /etc/live/color); [ "$v" != "$last" ] && echo "$v" && last=$v; sleep 0.5; done'
+    container = {**sh("app", watch), "volumeMounts": [{"name": "live", "mountPath": "/etc/live"}]}
+    apply(cluster, pod_manifest("follower", [container], volumes=[{"name": "live", "configMap": {"name": "live"}}]))
+    pod = wait_for("follower Running",
+                   lambda: (p := get_pod(cluster, "follower"))["status"].get("phase") == "Running" and p)
+    path = log_file(cluster, pod, "app")
+    wait_for("red", lambda: path.exists() and [ln.content for ln in log_lines(path)] == [b"red"])
+    cluster.kubectl("patch", "configmap", "live", "-p", '{"data": {"color": "blue"}}')
+    # kubelet's sync period is a minute: the new value arrives within about that.
+    wait_for("blue", lambda: [ln.content for ln in log_lines(path)] == [b"red", b"blue"], timeout=150)
+    cluster.kubectl("delete", "pod", "follower", "--wait=true", "--grace-period=1")
