@@ -49,6 +49,7 @@ READ_CHUNK = 64 * 1024
 # the container's process group may hold them) before they are closed regardless.
 DRAIN_TIMEOUT = 2.0
 START_ERROR_EXIT = 128
+START_TIMEOUT = 60.0  # seconds the launcher may take to set a container up and exec
 
 
 class RuntimeError_(RuntimeError):
@@ -242,7 +243,13 @@ class ContainerRuntime:
         os.close(err_w)
         container._popen, container.pid, container.pgid = popen, popen.pid, popen.pid
         container._pidfd = os.pidfd_open(popen.pid)
-        error = await _read_all(err_r)
+        try:
+            error = await asyncio.wait_for(_read_all(err_r), START_TIMEOUT)
+        except TimeoutError:
+            # The launcher is stuck before exec (a mount that hangs): it goes, and the run is a StartError.
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(popen.pid, signal.SIGKILL)
+            error = f"the container did not start within {START_TIMEOUT:g}s".encode()
         loop = asyncio.get_running_loop()
         assert popen.stdout is not None and popen.stderr is not None
         streams: tuple[tuple[Any, crilog.Stream], ...] = ((popen.stdout, "stdout"), (popen.stderr, "stderr"))
