@@ -173,7 +173,7 @@ class PodManager:
         self._running: set[str] = set()
         self._terminating: dict[str, asyncio.Task[None]] = {}
         self._refused: set[str] = set()  # pods left alone for their names, each logged once
-        self.prober = Prober(dataplane.node_argv, self._container_argv, self.requeue, self._probe_failed)
+        self.prober = Prober(dataplane.node_argv, self.container_argv, self.requeue, self._probe_failed)
         self.runtime = dataplane.runtime
         self.runtime.on_exit = self.requeue
         self.volumes = VolumeManager(api, node_ip=node_ip, allocatable=allocatable or {})
@@ -197,7 +197,7 @@ class PodManager:
             if pod.metadata.uid and self.runtime.has_pod(pod.key):
                 self._uids[pod.key] = pod.metadata.uid  # its files are found again when it goes
 
-    def _container_argv(self, pod_key: str, container: str, cmd: Sequence[str]) -> list[str] | None:
+    def container_argv(self, pod_key: str, container: str, cmd: Sequence[str]) -> list[str] | None:
         """Where exec probes and preStop hooks run: inside the container when it runs a command of its own
         (its namespaces and root), else in the pod's network namespace on the node's filesystem (the
         built-in server's world)."""
@@ -409,7 +409,7 @@ class PodManager:
                 await asyncio.sleep(float((hook["sleep"] or {}).get("seconds") or 0))
             elif "exec" in hook:
                 command = (hook["exec"] or {}).get("command") or []
-                argv = self._container_argv(pod.key, c.name or "", [str(a) for a in command]) if command else None
+                argv = self.container_argv(pod.key, c.name or "", [str(a) for a in command]) if command else None
                 if argv is not None:
                     await run_probe(argv, float(pod.metadata.deletion_grace_period_seconds or 30))
 

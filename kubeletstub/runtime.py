@@ -150,6 +150,11 @@ class ContainerRuntime:
     def previous(self, pod_key: str, name: str) -> Container | None:
         return self._previous.get((pod_key, name))
 
+    def container_pids(self, pod_key: str) -> dict[str, int]:
+        """The running containers of a pod -> the PID of each one's command (PID 1 of its PID namespace:
+        every process of the container descends from it). For stats/summary."""
+        return {n: c.init_pid or c.pid for (k, n), c in self._containers.items() if k == pod_key and c.running}
+
     def container_names(self, pod_key: str) -> list[str]:
         return [n for (k, n) in self._containers if k == pod_key]
 
