@@ -29,12 +29,14 @@ megabyte), which every container of the pod joins. Standard library only; import
 from __future__ import annotations
 
 import ctypes
+import fcntl
 import json
 import os
 import shutil
 import signal
 import stat
 import sys
+import termios
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -181,6 +183,10 @@ def mount_all(mounts: Sequence[Mapping[str, Any]], scratch: str) -> None:
 def enter(spec: Mapping[str, Any]) -> None:
     """Everything up to exec (steps 1-3 of the module docstring)."""
     die_with_parent(int(spec["parentPid"]))
+    if spec.get("tty"):
+        # The terminal on fd 0 becomes this session's controlling terminal (the runtime started us in a
+        # session of our own), so ^C and job control reach the command as on a real terminal.
+        fcntl.ioctl(0, termios.TIOCSCTTY, 0)
     if spec.get("netns"):
         _setns(str(spec["netns"]), CLONE_NEWNET)
     if spec.get("uts"):

@@ -206,7 +206,8 @@ class ContainerManager:
                               "the command runs on the node's filesystem)", field_path=path)
         spec = ContainerSpec(pod_key=key, pod_uid=uid, name=name, restart=restart, argv=argv, env=env,
                              working_dir=_extra(c, "workingDir"), mounts=mounts, netns=self.netns(key),
-                             termination_file=str(term_file))
+                             termination_file=str(term_file), stdin=bool(_extra(c, "stdin")),
+                             tty=bool(_extra(c, "tty")))
         self.events.event(pod, "Normal", "Created", f"Created container: {name}", field_path=path)
         started = await self.runtime.start(spec)
         if started.reason == "StartError":

@@ -22,14 +22,17 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import ctypes
+import fcntl
 import json
 import logging
 import os
 import secrets
 import shutil
 import signal
+import struct
 import subprocess
 import sys
+import termios
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -78,6 +81,8 @@ class ContainerSpec:
     mounts: list[Mount] = field(default_factory=list)
     netns: str | None = None  # name under /var/run/netns
     termination_file: str | None = None  # host path of the file bind-mounted at terminationMessagePath
+    stdin: bool = False  # keep a stdin open for attach (kubectl run -i / attach)
+    tty: bool = False    # a pseudo-terminal for stdin, stdout and stderr (its output is logged as stdout)
 
 
 @dataclass
@@ -100,6 +105,9 @@ class Container:
     _popen: subprocess.Popen[bytes] | None = None
     _pidfd: int = -1
     _open_pipes: int = 0
+    _streams: list[tuple[Any, crilog.Stream]] = field(default_factory=list)
+    _stdin: Any = None  # the write end of stdin (a pipe's, or the terminal's master)
+    _listeners: list[Callable[[crilog.Stream, bytes], None]] = field(default_factory=list)
     _exited: asyncio.Event = field(default_factory=asyncio.Event)
     _done: asyncio.Event = field(default_factory=asyncio.Event)
 
@@ -226,7 +234,7 @@ class ContainerRuntime:
             "mountNamespace": self.namespaces, "pidNamespace": self.namespaces,
             "mounts": [{"source": m.source, "target": m.target, "readOnly": m.read_only, "kind": m.kind}
                        for m in spec.mounts] if self.namespaces else [],
-            "scratch": str(work / f"scratch-{spec.restart}"),
+            "scratch": str(work / f"scratch-{spec.restart}"), "tty": spec.tty,
         }
         spec_path = work / f"{spec.restart}.json"
         fd = os.open(spec_path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
@@ -236,16 +244,32 @@ class ContainerRuntime:
         logfile = ContainerLog(log_path)
         err_r, err_w = os.pipe()
         argv = [sys.executable, "-m", "kubeletstub.containerinit", str(spec_path), str(err_w)]
+        master = slave = -1
+        if spec.tty:
+            master, slave = os.openpty()
+            stdio: dict[str, Any] = {"stdin": slave, "stdout": slave, "stderr": slave}
+        else:
+            stdio = {"stdin": subprocess.PIPE if spec.stdin else subprocess.DEVNULL, "stdout": subprocess.PIPE,
+                     "stderr": subprocess.PIPE}
         try:
-            popen = _spawn(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                           pass_fds=(err_w,))
+            popen = _spawn(argv, pass_fds=(err_w,), **stdio)
         except OSError as exc:
-            os.close(err_r)
-            os.close(err_w)
+            for fd in (err_r, err_w, master, slave):
+                if fd >= 0:
+                    os.close(fd)
             logfile.close()
             self._fail(container, str(exc))
             return container
         os.close(err_w)
+        if spec.tty:
+            os.close(slave)
+            terminal = os.fdopen(master, "r+b", buffering=0)
+            container._streams = [(terminal, "stdout")]
+            container._stdin = terminal
+        else:
+            assert popen.stdout is not None and popen.stderr is not None
+            container._streams = [(popen.stdout, "stdout"), (popen.stderr, "stderr")]
+            container._stdin = popen.stdin
         container._popen, container.pid, container.pgid = popen, popen.pid, popen.pid
         container._pidfd = os.pidfd_open(popen.pid)
         try:
@@ -256,9 +280,7 @@ class ContainerRuntime:
                 os.killpg(popen.pid, signal.SIGKILL)
             error = f"the container did not start within {START_TIMEOUT:g}s".encode()
         loop = asyncio.get_running_loop()
-        assert popen.stdout is not None and popen.stderr is not None
-        streams: tuple[tuple[Any, crilog.Stream], ...] = ((popen.stdout, "stdout"), (popen.stderr, "stderr"))
-        for pipe, stream in streams:
+        for pipe, stream in container._streams:
             os.set_blocking(pipe.fileno(), False)
             container._open_pipes += 1
             loop.add_reader(pipe.fileno(), self._on_output, container, pipe, stream, logfile)
@@ -287,6 +309,8 @@ class ContainerRuntime:
             data = b""
         if data:
             logfile.write(stream, data)
+            for listener in list(container._listeners):
+                listener(stream, data)
             return
         self._close_pipe(container, pipe, stream, logfile)
 
@@ -296,6 +320,8 @@ class ContainerRuntime:
         asyncio.get_running_loop().remove_reader(pipe.fileno())
         pipe.close()
         logfile.end(stream)
+        for listener in list(container._listeners):
+            listener(stream, b"")
         container._open_pipes -= 1
         self._maybe_done(container, logfile)
 
@@ -321,12 +347,14 @@ class ContainerRuntime:
         container._exited.set()
 
         def drain() -> None:
-            for pipe, stream in ((popen.stdout, "stdout"), (popen.stderr, "stderr")):
-                if pipe is not None and not pipe.closed:
+            for pipe, stream in container._streams:
+                if not pipe.closed:
                     with contextlib.suppress(OSError):
                         while data := os.read(pipe.fileno(), READ_CHUNK):
-                            logfile.write(stream, data)  # type: ignore[arg-type]
-                    self._close_pipe(container, pipe, stream, logfile)  # type: ignore[arg-type]
+                            logfile.write(stream, data)
+                    self._close_pipe(container, pipe, stream, logfile)
+            if container._stdin is not None and not container._stdin.closed:
+                container._stdin.close()
 
         loop.call_later(DRAIN_TIMEOUT, drain)
         self._maybe_done(container, logfile)
@@ -388,6 +416,51 @@ class ContainerRuntime:
             _libc.umount2(str(mount_point).encode(), MNT_DETACH)
         shutil.rmtree(pods, ignore_errors=True)
         shutil.rmtree(self.log_root, ignore_errors=True)
+
+    # --- attach ------------------------------------------------------------------------------------
+
+    def subscribe(self, pod_key: str, name: str, listener: Callable[[crilog.Stream, bytes], None]
+                  ) -> Callable[[], None]:
+        """Call `listener(stream, chunk)` with the running container's output as it is read (b"" when a
+        stream ends), on the event loop; it must not block. Returns the unsubscribe function. Raises
+        LookupError when the container is not running."""
+        container = self._containers.get((pod_key, name))
+        if container is None or not container.running:
+            raise LookupError(f"container {name} of {pod_key} is not running")
+        container._listeners.append(listener)
+
+        def unsubscribe() -> None:
+            with contextlib.suppress(ValueError):
+                container._listeners.remove(listener)
+
+        return unsubscribe
+
+    def stdin_fd(self, pod_key: str, name: str) -> int | None:
+        """The descriptor to write the container's stdin to (its terminal with tty), None when the
+        container has no stdin (spec `stdin: false`) or it was closed. Blocking: write it with
+        loop.add_writer or from a thread."""
+        container = self._containers.get((pod_key, name))
+        if container is None or container._stdin is None or container._stdin.closed:
+            return None
+        return int(container._stdin.fileno())
+
+    def close_stdin(self, pod_key: str, name: str) -> None:
+        """End of input (stdinOnce, or the client closed stdin): the pipe closed, or ^D on a terminal."""
+        container = self._containers.get((pod_key, name))
+        if container is None or container._stdin is None or container._stdin.closed:
+            return
+        if container.spec.tty:
+            with contextlib.suppress(OSError):
+                os.write(container._stdin.fileno(), b"\x04")
+        else:
+            container._stdin.close()
+
+    def resize(self, pod_key: str, name: str, *, width: int, height: int) -> None:
+        """Terminal resize (the resize channel of attach and exec -t)."""
+        container = self._containers.get((pod_key, name))
+        if container is None or not container.spec.tty or container._stdin is None or container._stdin.closed:
+            return
+        fcntl.ioctl(container._stdin.fileno(), termios.TIOCSWINSZ, struct.pack("HHHH", height, width, 0, 0))
 
     # --- exec --------------------------------------------------------------------------------------
 

@@ -76,3 +76,35 @@ async def test_stop_sends_sigterm_then_sigkill(runtime: ContainerRuntime) -> Non
     container = await runtime.start(stubborn)
     await runtime.stop("default/s", "app", grace=0.5)
     assert container.exit_code == 137
+
+
+async def test_stdin_and_a_terminal_for_attach(runtime: ContainerRuntime) -> None:
+    piped = ContainerSpec(pod_key="default/t", pod_uid="uid-5", name="app", restart=0, argv=["cat"],
+                          env={"PATH": "/usr/bin:/bin"}, stdin=True)
+    container = await runtime.start(piped)
+    seen: list[bytes] = []
+    runtime.subscribe("default/t", "app", lambda stream, data: seen.append(data))
+    fd = runtime.stdin_fd("default/t", "app")
+    assert fd is not None
+    os.write(fd, b"through stdin\n")
+    runtime.close_stdin("default/t", "app")
+    await asyncio.wait_for(container.wait(), 30)
+    assert container.exit_code == 0
+    assert b"".join(seen) == b"through stdin\n"
+    assert b"stdout F through stdin" in container.log_path.read_bytes()
+
+    script = "read go; stty size; tty; read line; echo got:$line"
+    terminal = ContainerSpec(pod_key="default/u", pod_uid="uid-6", name="app", restart=0,
+                             argv=["sh", "-c", script], env={"PATH": "/usr/bin:/bin"}, stdin=True, tty=True)
+    container = await runtime.start(terminal)
+    out: list[bytes] = []
+    runtime.subscribe("default/u", "app", lambda stream, data: out.append(data))
+    runtime.resize("default/u", "app", width=100, height=40)
+    fd = runtime.stdin_fd("default/u", "app")
+    assert fd is not None
+    os.write(fd, b"go\n")
+    os.write(fd, b"hello\n")
+    await asyncio.wait_for(container.wait(), 30)
+    text = b"".join(out).decode()
+    assert "40 100" in text and "/dev/pts/" in text and "got:hello" in text, text
+    assert container.exit_code == 0
