@@ -224,7 +224,7 @@ def test_termination_message_and_fallback_to_logs(cluster: Cluster) -> None:
 
 
 def test_the_pod_has_its_hostname_and_hosts_file(cluster: Cluster) -> None:
-    apply(cluster, pod_manifest("named", [sh("a", "hostname; cat /etc/hosts; echo pid=$$"), sh("b", "hostname")],
+    apply(cluster, pod_manifest("named", [sh("a", "hostname; cat /etc/hosts; echo pid=$$$$"), sh("b", "hostname")],
                                 restartPolicy="Never"))
     pod = wait_for("named Succeeded",
                    lambda: (p := get_pod(cluster, "named"))["status"].get("phase") == "Succeeded" and p)
@@ -233,7 +233,7 @@ def test_the_pod_has_its_hostname_and_hosts_file(cluster: Cluster) -> None:
     assert a[0] == b[0] == "named"
     assert "# Kubernetes-managed hosts file." in a
     assert f"{pod['status']['podIP']}\tnamed" in a
-    assert a[-1] == "pid=1"  # PID 1 of a PID namespace of its own
+    assert a[-1] == "pid=1"  # PID 1 of a PID namespace of its own ($$$$: kubelet turns $$ into $)
     cluster.kubectl("delete", "pod", "named", "--wait=true")
 
 

@@ -67,8 +67,14 @@ async def test_a_command_that_cannot_start_is_a_start_error(runtime: ContainerRu
 
 async def test_stop_sends_sigterm_then_sigkill(runtime: ContainerRuntime) -> None:
     spec = ContainerSpec(pod_key="default/r", pod_uid="uid-3", name="app", restart=0,
-                         argv=["sh", "-c", "trap 'exit 7' TERM; while :; do sleep 0.1; done"], env={"PATH": "/usr/bin:/bin"})
+                         argv=["sh", "-c", "trap 'exit 7' TERM; echo trapped; while :; do sleep 0.1; done"],
+                         env={"PATH": "/usr/bin:/bin"})
     container = await runtime.start(spec)
+    # A signal before the trap is set would be ignored (PID 1), as in any container: wait for its line.
+    for _ in range(600):
+        if container.log_path.exists() and b"trapped" in container.log_path.read_bytes():
+            break
+        await asyncio.sleep(0.05)
     await runtime.stop("default/r", "app", grace=30)
     assert container.exit_code == 7
     stubborn = ContainerSpec(pod_key="default/s", pod_uid="uid-4", name="app", restart=0,
