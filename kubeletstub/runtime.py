@@ -34,7 +34,7 @@ import subprocess
 import sys
 import termios
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -55,7 +55,7 @@ START_ERROR_EXIT = 128
 START_TIMEOUT = 60.0  # seconds the launcher may take to set a container up and exec
 
 
-class RuntimeError_(RuntimeError):
+class ContainerRuntimeError(RuntimeError):
     """A sandbox or container could not be started."""
 
 
@@ -190,7 +190,7 @@ class ContainerRuntime:
             while not _comm(popen.pid).startswith("sleep"):
                 if popen.poll() is not None or time.monotonic() > deadline:
                     self._kill_sandbox(box)
-                    raise RuntimeError_(f"pod sandbox of {pod_key} did not start")
+                    raise ContainerRuntimeError(f"pod sandbox of {pod_key} did not start")
                 await asyncio.sleep(0.01)
         self._sandboxes[pod_key] = box
         return box
@@ -212,7 +212,7 @@ class ContainerRuntime:
         old = self._containers.get(key)
         if old is not None:
             if old.running:
-                raise RuntimeError_(f"container {spec.name} of {spec.pod_key} is running")
+                raise ContainerRuntimeError(f"container {spec.name} of {spec.pod_key} is running")
             self._previous[key] = old
         namespace, name = spec.pod_key.split("/", 1)
         uid = spec.pod_uid
@@ -601,7 +601,3 @@ async def _read_all(fd: int) -> bytes:
     finally:
         loop.remove_reader(fd)
         os.close(fd)
-
-
-def mounts_json(mounts: Sequence[Mount]) -> list[Mapping[str, Any]]:
-    return [{"source": m.source, "target": m.target, "readOnly": m.read_only, "kind": m.kind} for m in mounts]
