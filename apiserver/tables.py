@@ -36,28 +36,76 @@ def _join_more(items: list[str], limit: int = 3, more_fmt: str = " + {n} more...
 
 # --- per-kind printers ---------------------------------------------------------------------------
 
+def _terminated_reason(term: dict[str, Any], prefix: str = "") -> str:
+    if term.get("reason"):
+        return prefix + str(term["reason"])
+    if term.get("signal"):
+        return f"{prefix}Signal:{term['signal']}"
+    return f"{prefix}ExitCode:{term.get('exitCode', 0)}"
+
+
 def _pod_row(obj: dict[str, Any]) -> Row:
+    """kubectl's printPod (pkg/printers/internalversion/printers.go): the first init container that has not
+    succeeded names the status (Init:<reason>, or Init:i/n while it runs); after them the first container
+    with a waiting or terminated reason does, counting from the end as kube does; Completed with a container
+    still running reads Running (or NotReady)."""
     spec, status = obj.get("spec") or {}, obj.get("status") or {}
     containers = spec.get("containers") or []
-    statuses = status.get("containerStatuses") or []
-    ready = sum(1 for s in statuses if s.get("ready"))
-    restarts = sum(int(s.get("restartCount") or 0) for s in statuses)
-    reason = status.get("reason") or status.get("phase") or "Pending"
-    for s in statuses:
+    init_specs = {c.get("name"): c for c in spec.get("initContainers") or []}
+    total = len(containers) + sum(1 for c in init_specs.values() if c.get("restartPolicy") == "Always")
+    phase = status.get("phase") or "Pending"
+    reason = status.get("reason") or phase
+    conditions = {c.get("type"): c.get("status") for c in status.get("conditions") or []}
+    ready = restarts = sidecar_restarts = 0
+    initializing = False
+    init_statuses = status.get("initContainerStatuses") or []
+    # The RESTARTS column says when the last restart was: "2 (5s ago)".
+    last_restart = max((str(((s.get("lastState") or {}).get("terminated") or {}).get("finishedAt") or "")
+                        for s in init_statuses + (status.get("containerStatuses") or [])), default="")
+    for i, s in enumerate(init_statuses):
+        restarts += int(s.get("restartCount") or 0)
         state = s.get("state") or {}
-        if "waiting" in state and state["waiting"].get("reason"):
-            reason = state["waiting"]["reason"]
-        elif "terminated" in state:
-            term = state["terminated"]
-            reason = term.get("reason") or (f"Signal:{term['signal']}" if term.get("signal") else
-                                            f"ExitCode:{term.get('exitCode', 0)}")
-    if _meta(obj).get("deletionTimestamp"):
+        term, waiting = state.get("terminated"), state.get("waiting")
+        sidecar = (init_specs.get(s.get("name")) or {}).get("restartPolicy") == "Always"
+        if sidecar:
+            sidecar_restarts += int(s.get("restartCount") or 0)
+        if term is not None and term.get("exitCode") == 0:
+            continue
+        if sidecar and s.get("started"):
+            ready += 1 if s.get("ready") else 0
+            continue
+        if term is not None:
+            reason = _terminated_reason(term, "Init:")
+        elif waiting and waiting.get("reason") and waiting["reason"] != "PodInitializing":
+            reason = "Init:" + waiting["reason"]
+        else:
+            reason = f"Init:{i}/{len(spec.get('initContainers') or [])}"
+        initializing = True
+        break
+    if not initializing or conditions.get("Initialized") == "True":
+        restarts = sidecar_restarts
+        running = False
+        for s in reversed(status.get("containerStatuses") or []):
+            restarts += int(s.get("restartCount") or 0)
+            state = s.get("state") or {}
+            if (state.get("waiting") or {}).get("reason"):
+                reason = state["waiting"]["reason"]
+            elif "terminated" in state:
+                reason = _terminated_reason(state["terminated"])
+            elif s.get("ready") and "running" in state:
+                running = True
+                ready += 1
+        if reason == "Completed" and running:
+            reason = "Running" if conditions.get("Ready") == "True" else "NotReady"
+    if _meta(obj).get("deletionTimestamp") and status.get("reason") == "NodeLost":
+        reason = "Unknown"
+    elif _meta(obj).get("deletionTimestamp") and phase not in ("Succeeded", "Failed"):
         reason = "Terminating"
     gates = spec.get("readinessGates") or []
-    conditions = {c.get("type"): c.get("status") for c in status.get("conditions") or []}
     gate_cell = "<none>" if not gates else \
         f"{sum(1 for g in gates if conditions.get(g.get('conditionType')) == 'True')}/{len(gates)}"
-    return [_meta(obj).get("name"), f"{ready}/{len(containers)}", reason, str(restarts), _age(obj),
+    restarts_cell = f"{restarts} ({timeutil.age(last_restart)} ago)" if last_restart else str(restarts)
+    return [_meta(obj).get("name"), f"{ready}/{total}", reason, restarts_cell, _age(obj),
             status.get("podIP") or "<none>", spec.get("nodeName") or "<none>",
             status.get("nominatedNodeName") or "<none>", gate_cell]
 

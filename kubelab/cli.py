@@ -397,16 +397,18 @@ def cmd_node(args: argparse.Namespace) -> int:
         return 1
 
     async def run(api: Any) -> None:
-        from kubeletstub.dataplane import NetnsDataplane, open_host_dataplane
+        from kubeletstub.dataplane import RENDER_NOTE, NetnsDataplane, RenderDataplane, open_host_dataplane
 
         dataplane: NetnsDataplane | None = None
         if args.dataplane == "host":
             dataplane = await asyncio.to_thread(open_host_dataplane, Path(args.data_dir) / "netns", args.name, ip,
                                                 cidr)
+        else:
+            logging.getLogger("kubelet").info(RENDER_NOTE)
         try:
             if dataplane is not None:
                 await dataplane.start_node()  # a clear error before anything else starts
-            await run_node(api, dataplane)
+            await run_node(api, dataplane or RenderDataplane(Path(args.data_dir) / "nodes" / args.name))
         finally:
             if dataplane is not None:
                 await asyncio.to_thread(dataplane.lab.destroy)  # pods' namespaces, veths, node routes

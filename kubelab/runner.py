@@ -546,14 +546,21 @@ async def _run_components(tg: asyncio.TaskGroup, options: UpOptions, api_socket:
                                   last_updated=lambda: node.agent.proxier.last_updated)
 
     nodes: dict[str, _Node] = {}
+    if lab is None:
+        from kubeletstub.dataplane import RENDER_NOTE
+
+        _log("kubelet").info(RENDER_NOTE)
     for index in range(1, options.nodes + 1):
         name = addressing.node_name(index)
         ip, cidr = addressing.node_ip(index), addressing.node_pod_cidr(index)
-        dataplane = NetnsDataplane(lab, name, ip, cidr) if lab is not None else RenderDataplane()
+        # The node's files (kubelet's /var/lib/kubelet/pods and /var/log/pods) under the data dir.
+        root = data_dir / "nodes" / name
+        dataplane = NetnsDataplane(lab, name, ip, cidr, root=root) if lab is not None else RenderDataplane(root)
         node = nodes[name] = _Node(name, ip, cidr, dataplane, make)
         node.start(tg)
         announce(name, [node.kubelet.registered.wait()], f"registered and Ready (InternalIP {ip}, pods {cidr})")
-        state["nodes"][name] = {"ip": ip, "podCIDR": cidr, "netns": dataplane.node_netns}
+        state["nodes"][name] = {"ip": ip, "podCIDR": cidr, "netns": dataplane.node_netns,
+                                "podLogs": str(dataplane.runtime.log_root)}
         metrics["proxy"][name] = await serve_metrics(proxy_metrics_server(node), f"proxy-{name}-metrics")
     _write_state(data_dir, state)
     control = await _serve_control(data_dir, nodes, tg)
@@ -570,6 +577,9 @@ async def _run_components(tg: asyncio.TaskGroup, options: UpOptions, api_socket:
         control.close()
         with contextlib.suppress(FileNotFoundError):
             (data_dir / CONTROL_SOCKET).unlink()
+        for node in nodes.values():  # containers go before their namespaces (they would die with us anyway)
+            with contextlib.suppress(Exception):
+                await node.dataplane.runtime.close()
 
 
 async def _run_dns(api: Any, state: dict[str, Any], data_dir: Path, *,

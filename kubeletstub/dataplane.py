@@ -12,17 +12,27 @@ from __future__ import annotations
 
 import asyncio
 import os
+import secrets
+import tempfile
 from collections.abc import Mapping, Sequence
+from pathlib import Path
 from typing import Protocol
+
+from .runtime import ContainerRuntime
 
 
 class Dataplane(Protocol):
     node_netns: str | None
+    # The node's container runtime: it belongs here, not to the kubelet, because like containerd it keeps
+    # the containers running while a kubelet is restarted.
+    runtime: ContainerRuntime
+
+    def pod_netns(self, pod_key: str) -> str | None: ...
 
     async def start_node(self) -> None: ...
 
     async def start_pod(self, pod_key: str, ip: str, ports: Sequence[tuple[int, str]], *,
-                        resolv_conf: str | None = None) -> None: ...
+                        resolv_conf: str | None = None, request_log: str | None = None) -> None: ...
 
     async def stop_pod(self, pod_key: str) -> None: ...
 
@@ -35,19 +45,42 @@ class Dataplane(Protocol):
     def pod_argv(self, pod_key: str, cmd: Sequence[str]) -> list[str] | None: ...
 
 
+def node_runtime(root: Path | None, *, namespaces: bool) -> ContainerRuntime:
+    """A node's runtime with its files under `root` (pods/ and log/pods/, kubelet's /var/lib/kubelet/pods
+    and /var/log/pods); when None, a directory under the temporary directory named after this process,
+    made only if a container is ever started. Whatever is there is removed first."""
+    if root is None:
+        root = Path(tempfile.gettempdir()) / f"kubelab-node-{os.getpid()}-{secrets.token_hex(4)}"
+    runtime = ContainerRuntime(root, root / "log" / "pods", namespaces=namespaces)
+    runtime.clear()  # what a killed run left: its containers died with it, their files stayed
+    return runtime
+
+
+# Said once at start-up by whoever runs a render dataplane (no root: no namespaces).
+RENDER_NOTE = ("render dataplane: a container with a command runs it as a plain process on this host, with its "
+               "env and workingDir, in the host's network, hostname and filesystem (no pod IP, /etc/hosts or "
+               "volumes; containers with volumeMounts are refused); exec, logs and restarts work, no traffic "
+               "reaches pods")
+
+
 class RenderDataplane:
-    """No namespaces, no processes: pods exist only as API objects."""
+    """No namespaces: pods get no network. Containers with a command run as plain processes on the host
+    (no pod IP, hostname or volumes: see `runtime.py`), when a `root` is given for their files."""
 
     node_netns: str | None = None
 
-    def __init__(self) -> None:
+    def __init__(self, root: Path | None = None) -> None:
         self._pods: set[str] = set()
+        self.runtime = node_runtime(root, namespaces=False)
+
+    def pod_netns(self, pod_key: str) -> str | None:
+        return None
 
     async def start_node(self) -> None:
         return None
 
     async def start_pod(self, pod_key: str, ip: str, ports: Sequence[tuple[int, str]], *,
-                        resolv_conf: str | None = None) -> None:
+                        resolv_conf: str | None = None, request_log: str | None = None) -> None:
         self._pods.add(pod_key)
 
     async def stop_pod(self, pod_key: str) -> None:
@@ -70,7 +103,7 @@ class NetnsDataplane:
     """One node of a LabNetwork: its namespace (None: the current one), its pods' namespaces and
     processes, its routes."""
 
-    def __init__(self, lab: object, node: str, ip: str, pod_cidr: str) -> None:
+    def __init__(self, lab: object, node: str, ip: str, pod_cidr: str, *, root: Path | None = None) -> None:
         from .netns import LabNetwork
 
         assert isinstance(lab, LabNetwork)
@@ -79,17 +112,23 @@ class NetnsDataplane:
         self.ip = ip
         self.pod_cidr = pod_cidr
         self.node_netns: str | None = None if lab.current_netns else lab.node_netns(node)
+        self.runtime = node_runtime(root or lab.state_dir / "nodes" / node, namespaces=True)
+
+    def pod_netns(self, pod_key: str) -> str | None:
+        pod = self.lab.pod(self.node, pod_key)
+        return pod.netns if pod is not None else None
 
     async def start_node(self) -> None:
         await asyncio.to_thread(self.lab.add_node, self.node, self.ip, self.pod_cidr)
 
     async def start_pod(self, pod_key: str, ip: str, ports: Sequence[tuple[int, str]], *,
-                        resolv_conf: str | None = None) -> None:
+                        resolv_conf: str | None = None, request_log: str | None = None) -> None:
         from .podprocess import ServedPort
 
         served = [ServedPort(port, "UDP" if proto == "UDP" else "TCP") for port, proto in ports
                   if proto in ("TCP", "UDP")]
-        await asyncio.to_thread(self.lab.add_pod, self.node, pod_key, ip, ports=served, resolv_conf=resolv_conf)
+        await asyncio.to_thread(self.lab.add_pod, self.node, pod_key, ip, ports=served, resolv_conf=resolv_conf,
+                                request_log=request_log)
 
     async def stop_pod(self, pod_key: str) -> None:
         await asyncio.to_thread(self.lab.remove_pod, self.node, pod_key)

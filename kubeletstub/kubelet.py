@@ -11,7 +11,7 @@ from kubelab.events import EventRecorder
 from kubelab.models import Node, Pod
 
 from .dataplane import Dataplane, RenderDataplane
-from .node import NodeConfig, build_node, refreshed_status, renew_lease
+from .node import NodeConfig, allocatable, build_node, refreshed_status, renew_lease
 from .pods import PodManager
 
 log = logging.getLogger(__name__)
@@ -28,7 +28,8 @@ class Kubelet:
         self.nodes: Informer[Node] = Informer(api, kinds.NODES, name=f"kubelet-{config.name}-nodes")
         self.queue = WorkQueue(f"kubelet-{config.name}")
         self.manager = PodManager(api, config.name, config.ip, config.pod_cidr, self.dataplane, self.events,
-                                  requeue=self.queue.add, dns=(config.cluster_dns, config.cluster_domain))
+                                  requeue=self.queue.add, dns=(config.cluster_dns, config.cluster_domain),
+                                  allocatable=allocatable(config))
         self.pods.add_handler(self._on_pod)
         self.nodes.add_handler(lambda *_: self._routes_changed.set())
         self._routes_changed = asyncio.Event()

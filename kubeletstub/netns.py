@@ -643,6 +643,7 @@ class LabNetwork:
         ports: Sequence[ServedPort | int] = (),
         timeout: float = 10.0,
         resolv_conf: str | None = None,
+        request_log: str | None = None,
     ) -> PodNet:
         """Create pod `pod_key` ("namespace/name") on `node` with `pod_ip` from the node's pod CIDR.
 
@@ -685,7 +686,8 @@ class LabNetwork:
                         log_path = self.log_dir / f"{pod.netns}.log"
                         with _translated(f"start pod {pod_key}"):
                             server = start_pod_process(
-                                pod.netns, pod_name, served, pod_ip=ip, log_path=log_path, timeout=timeout
+                                pod.netns, pod_name, served, pod_ip=ip, log_path=log_path, timeout=timeout,
+                                request_log=request_log,
                             )
                         pod = replace(pod, server=server)
                     with self._state_lock:

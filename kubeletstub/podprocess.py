@@ -100,6 +100,7 @@ def pod_server_argv(
     *,
     pod_ip: str | None = None,
     parent_pid: int | None = None,
+    request_log: str | None = None,
 ) -> list[str]:
     """The argv that runs a pod's server inside `netns` (no shell involved)."""
     argv = ["ip", "netns", "exec", netns, sys.executable, "-m", PODSERVER_MODULE, "--name", pod_name]
@@ -109,6 +110,8 @@ def pod_server_argv(
         argv += ["--pod-ip", pod_ip]
     if parent_pid is not None:
         argv += ["--parent-pid", str(parent_pid)]
+    if request_log is not None:
+        argv += ["--request-log", request_log]
     return argv
 
 
@@ -120,6 +123,7 @@ def start_pod_process(
     pod_ip: str | None = None,
     log_path: str | os.PathLike[str] | None = None,
     timeout: float = 10.0,
+    request_log: str | None = None,
 ) -> PodProcess:
     """Start the server for `pod_name` in `netns` and return once every port listens.
 
@@ -131,7 +135,7 @@ def start_pod_process(
         raise ValueError("a pod server needs at least one port")
     # `ip netns exec` execs the command without forking, so the PID we get is the server's and we are
     # its parent: --parent-pid lets it notice that even if we die before it starts watching.
-    argv = pod_server_argv(netns, pod_name, ports, pod_ip=pod_ip, parent_pid=os.getpid())
+    argv = pod_server_argv(netns, pod_name, ports, pod_ip=pod_ip, parent_pid=os.getpid(), request_log=request_log)
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join(p for p in (_SOURCE_ROOT, env.get("PYTHONPATH")) if p)
     log_file = open(log_path, "ab") if log_path is not None else None  # noqa: SIM115 - closed below

@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import uuid
+from collections.abc import Sequence
 from typing import Any
 
 from kubelab import kinds, timeutil, validation
@@ -19,17 +20,26 @@ from kubelab.client import ApiClient, Conflict, NotFound
 from kubelab.events import EventRecorder
 from kubelab.models import Container, ContainerStatus, Pod, PodCondition, PodIP, PodStatus
 
+from . import crilog
+from .containers import ContainerManager
 from .dataplane import Dataplane
 from .dns import pod_resolv_conf
+from .envvars import pod_hostname
 from .ipam import PodIPAllocator
+from .podstatus import pod_status
 from .prober import Prober, run_probe
+from .volumes import MountError, VolumeManager
 
 log = logging.getLogger(__name__)
 
 
 def declared_ports(pod: Pod) -> list[tuple[int, str]]:
+    """The ports the built-in server answers on: those of the containers that have no command of their own
+    (a container with a command listens where its command does)."""
     ports = []
     for c in (pod.spec.containers if pod.spec else None) or []:
+        if c.command or c.args:
+            continue
         for p in c.ports or []:
             if p.container_port:
                 ports.append((p.container_port, p.protocol or "TCP"))
@@ -134,6 +144,14 @@ def _same(have: PodStatus | None, want: PodStatus) -> bool:
     return strip(have) == strip(want)
 
 
+# The Pulled event of a container without a command: kubelab has no images, and says what runs instead.
+BUILTIN_PULLED = ('Container image "{image}" already present on machine (kubelab pulls no image: this container '
+                  "has no command, so kubelab's built-in HTTP server runs in its place)")
+# kubelet's syncFrequency: how often a running pod's configMap/secret/downwardAPI volumes are rewritten
+# from their sources (kubelet's is 1 min, plus its object cache's TTL).
+VOLUME_REFRESH_PERIOD = 60.0
+# Seconds between attempts to set up a pod's volumes (kubelet retries with its own back-off).
+MOUNT_RETRY_DELAY = 3.0
 # Seconds before a termination that failed (its status write or its final DELETE) is tried again.
 TERMINATE_RETRY_DELAY = 1.0
 
@@ -141,7 +159,8 @@ TERMINATE_RETRY_DELAY = 1.0
 class PodManager:
     def __init__(self, api: ApiClient, node_name: str, node_ip: str, pod_cidr: str, dataplane: Dataplane,
                  events: EventRecorder, requeue: Any = None,
-                 dns: tuple[tuple[str, ...], str] | None = None) -> None:
+                 dns: tuple[tuple[str, ...], str] | None = None,
+                 allocatable: dict[str, str] | None = None) -> None:
         self.api = api
         self.node_name = node_name
         self.node_ip = node_ip
@@ -154,13 +173,39 @@ class PodManager:
         self._running: set[str] = set()
         self._terminating: dict[str, asyncio.Task[None]] = {}
         self._refused: set[str] = set()  # pods left alone for their names, each logged once
-        self.prober = Prober(dataplane.node_argv, dataplane.pod_argv, self.requeue, self._probe_failed)
+        self.prober = Prober(dataplane.node_argv, self.container_argv, self.requeue, self._probe_failed)
+        self.runtime = dataplane.runtime
+        self.runtime.on_exit = self.requeue
+        self.volumes = VolumeManager(api, node_ip=node_ip, allocatable=allocatable or {})
+        self.containers = ContainerManager(api, self.runtime, events, node_ip=node_ip, allocatable=allocatable or {},
+                                           requeue=self.requeue, readiness=self.prober.readiness,
+                                           volume_mounts=lambda pod, c: self.volumes.mounts(
+                                               pod, c, self.runtime.pod_dir(pod.metadata.uid or "")),
+                                           netns=dataplane.pod_netns, cluster_domain=dns[1] if dns else "cluster.local",
+                                           resolv_conf=lambda pod: pod_resolv_conf(pod, *self.dns) if self.dns else None)
+        self._uids: dict[str, str] = {}  # pod key -> uid, to find its files once the pod is gone
+        self._mounted: set[str] = set()  # pods whose volumes are set up
+        self._refreshed: dict[str, float] = {}  # pods with volumes kept current -> when they last were
+        self._refresh_timers: dict[str, asyncio.TimerHandle] = {}
+        self._mount_retry: dict[str, asyncio.TimerHandle] = {}
 
     def adopt(self, pods: list[Pod]) -> None:
         """After a restart: keep the addresses pods already have, so they never change under them."""
         for pod in pods:
             if pod.pod_ip:
                 self.ipam.reserve(pod.key, pod.pod_ip)
+            if pod.metadata.uid and self.runtime.has_pod(pod.key):
+                self._uids[pod.key] = pod.metadata.uid  # its files are found again when it goes
+
+    def container_argv(self, pod_key: str, container: str, cmd: Sequence[str]) -> list[str] | None:
+        """Where exec probes and preStop hooks run: inside the container when it runs a command of its own
+        (its namespaces and root), else in the pod's network namespace on the node's filesystem (the
+        built-in server's world)."""
+        try:
+            argv, _env, _cwd = self.runtime.exec_command(pod_key, container, cmd)
+        except LookupError:
+            return self.dataplane.pod_argv(pod_key, cmd)
+        return argv
 
     def _probe_failed(self, pod_key: str, container: str, output: str) -> None:
         pod = self.cache.get(pod_key)
@@ -206,19 +251,71 @@ class PodManager:
                 task.add_done_callback(forget)
             return
         if pod.is_terminal():
-            await self._stop(key)
+            await self._stop(key, keep_logs=True)
             return
         if key not in self._running or not self.dataplane.pod_running(key):
             await self._start(pod)
             pod = self.cache.get(key, pod)  # _start may have written a Pending status
         ip = self.ipam.ip_of(key)
         assert ip is not None
-        ready = {c.name or "": self.prober.readiness(key, c.name or "") for c in _containers(pod)}
-        started = timeutil.rfc3339()
-        want = running_status(pod, ip=ip, host_ip=self.node_ip, ready=ready, started=started)
+        if await self._mount_volumes(pod, ip):
+            await self.containers.sync(pod, ip)
+        want = self._status(pod, ip)
         if _same(pod.status, want):
             return
         await self._write_status(pod, want)
+
+    async def _mount_volumes(self, pod: Pod, ip: str) -> bool:
+        """kubelet waits for a pod's volumes before starting any container: a failure is a FailedMount
+        event, and the pod stays ContainerCreating until a later attempt succeeds."""
+        key = pod.key
+        if not self.runtime.namespaces:
+            return True  # render: no mount namespaces, containers with volumeMounts are refused
+        if key in self._mounted:
+            await self._refresh_volumes(pod, ip)
+            return True
+        try:
+            refreshable = await self.volumes.setup(pod, self.runtime.pod_dir(pod.metadata.uid or ""), ip)
+        except MountError as exc:
+            self.events.event(pod, "Warning", "FailedMount", str(exc))
+            if key not in self._mount_retry:
+                def retry(key: str = key) -> None:
+                    self._mount_retry.pop(key, None)
+                    self.requeue(key)
+
+                self._mount_retry[key] = asyncio.get_running_loop().call_later(MOUNT_RETRY_DELAY, retry)
+            return False
+        self._mounted.add(key)
+        if refreshable:
+            self._refreshed[key] = asyncio.get_running_loop().time()
+            self._schedule_refresh(key)
+        return True
+
+    async def _refresh_volumes(self, pod: Pod, ip: str) -> None:
+        """kubelet's periodic sync keeps configMap, secret and downwardAPI volumes current (about a minute
+        behind); a source that is gone or unreadable leaves the files as they were."""
+        key = pod.key
+        last = self._refreshed.get(key)
+        if last is None or asyncio.get_running_loop().time() - last < VOLUME_REFRESH_PERIOD:
+            return
+        self._refreshed[key] = asyncio.get_running_loop().time()
+        try:
+            await self.volumes.setup(pod, self.runtime.pod_dir(pod.metadata.uid or ""), ip, refresh=True)
+        except MountError as exc:
+            log.info("%s: refreshing the volumes of %s: %s", self.node_name, key, exc)
+        self._schedule_refresh(key)
+
+    def _schedule_refresh(self, key: str) -> None:
+        old = self._refresh_timers.pop(key, None)
+        if old is not None:
+            old.cancel()
+        self._refresh_timers[key] = asyncio.get_running_loop().call_later(VOLUME_REFRESH_PERIOD, self.requeue, key)
+
+    def _status(self, pod: Pod, ip: str) -> PodStatus:
+        init, main = self.containers.observed(pod, builtin_running=True)
+        now = timeutil.rfc3339()
+        return pod_status(pod, init=init, main=main, ip=ip, host_ip=self.node_ip, sandbox_ready=True, now=now,
+                          started=now)
 
     async def _start(self, pod: Pod) -> None:
         key = pod.key
@@ -232,11 +329,20 @@ class PodManager:
             await self._write_status(pod, pending_status(pod))
         ip = self.ipam.ip_of(key) or self.ipam.allocate(key)
         resolv_conf = pod_resolv_conf(pod, self.dns[0], self.dns[1]) if self.dns else None
-        await self.dataplane.start_pod(key, ip, declared_ports(pod), resolv_conf=resolv_conf)
+        builtin = [c.name or "" for c in _containers(pod) if not (c.command or c.args)]
+        # The built-in server logs its requests into the log of the (first) container it stands for.
+        request_log = str(crilog.container_log_path(
+            self.runtime.log_root, pod.metadata.namespace or "", pod.metadata.name or "", pod.metadata.uid or "",
+            builtin[0], 0)) if builtin else None
+        await self.dataplane.start_pod(key, ip, declared_ports(pod), resolv_conf=resolv_conf, request_log=request_log)
+        self._uids[key] = pod.metadata.uid or ""
+        await self.runtime.run_sandbox(key, pod_hostname(pod.to_dict()))
         if first:
             for c in _containers(pod):
+                if c.command or c.args:
+                    continue  # started (and its events written) by the container manager
                 path = f"spec.containers{{{c.name}}}"
-                self.events.event(pod, "Normal", "Pulled", f'Container image "{c.image}" already present on machine',
+                self.events.event(pod, "Normal", "Pulled", BUILTIN_PULLED.format(image=c.image),
                                   field_path=path)
                 self.events.event(pod, "Normal", "Created", f"Created container: {c.name}", field_path=path)
                 self.events.event(pod, "Normal", "Started", f"Started container {c.name}", field_path=path)
@@ -263,18 +369,23 @@ class PodManager:
                 for c in _containers(pod):
                     self.events.event(pod, "Normal", "Killing", f"Stopping container {c.name}",
                                       field_path=f"spec.containers{{{c.name}}}")
+                began = asyncio.get_running_loop().time()
                 try:
                     await asyncio.wait_for(self._pre_stop(pod), timeout=max(grace, 0))
                 except TimeoutError:
                     log.info("%s: preStop of %s outlived its grace period", self.node_name, key)
+                # kubelet's killContainer: what is left of the grace period after preStop, at least 2 s.
+                left = max(grace - (asyncio.get_running_loop().time() - began), 2.0 if grace > 0 else 0.0)
+                await self.containers.stop_all(pod, left)
+            final = self._final_status(pod) if key in self._running else None
             await self._stop(key)
-            if pod.status is not None and pod.status.phase == "Running":
+            if final is not None and pod.status is not None and pod.status.phase in ("Running", "Pending"):
                 try:
-                    await self._write_status(pod, terminated_status(pod, finished=timeutil.rfc3339()))
+                    await self._write_status(pod, final)
                 except Conflict:
                     current = self.cache.get(key)
                     if current is not None:
-                        await self._write_status(current, terminated_status(current, finished=timeutil.rfc3339()))
+                        await self._write_status(current, final)
             await self.api.delete(kinds.PODS, pod.metadata.name or "", pod.metadata.namespace,
                                   grace_period_seconds=0, uid=pod.metadata.uid)
             log.info("%s: pod %s terminated and deleted", self.node_name, key)
@@ -298,14 +409,42 @@ class PodManager:
                 await asyncio.sleep(float((hook["sleep"] or {}).get("seconds") or 0))
             elif "exec" in hook:
                 command = (hook["exec"] or {}).get("command") or []
-                argv = self.dataplane.pod_argv(pod.key, [str(a) for a in command]) if command else None
+                argv = self.container_argv(pod.key, c.name or "", [str(a) for a in command]) if command else None
                 if argv is not None:
                     await run_probe(argv, float(pod.metadata.deletion_grace_period_seconds or 30))
 
-    async def _stop(self, key: str) -> None:
+    def _final_status(self, pod: Pod) -> PodStatus:
+        """After every container stopped: each terminated (the built-in server exits 0 on SIGTERM), the
+        phase Succeeded when all exited 0, else Failed, as kubelet reports a deleted pod."""
+        never = pod.model_copy(deep=True)
+        assert never.spec is not None
+        never.spec.restart_policy = "Never"
+        now = timeutil.rfc3339()
+        init, main = self.containers.observed(never, builtin_running=False, builtin_finished=now)
+        return pod_status(pod, init=init, main=main, ip=self.ipam.ip_of(pod.key) or pod.pod_ip,
+                          host_ip=self.node_ip, sandbox_ready=False, now=now, started=now)
+
+    async def _stop(self, key: str, *, keep_logs: bool = False) -> None:
         self.prober.stop(key)
         if key in self._running or self.dataplane.pod_running(key):
             await self.dataplane.stop_pod(key)
             log.info("%s: pod %s stopped", self.node_name, key)
+        uid = self._uids.get(key)
+        self._mounted.discard(key)
+        self._refreshed.pop(key, None)
+        timer = self._refresh_timers.pop(key, None)
+        if timer is not None:
+            timer.cancel()
+        retry = self._mount_retry.pop(key, None)
+        if retry is not None:
+            retry.cancel()
+        if self.runtime.has_pod(key) or uid:
+            await self.containers.stop_all_of(key)
+            if uid:
+                self.volumes.teardown(self.runtime.pod_dir(uid))
+            await self.runtime.remove_pod(key, uid, grace=0, keep_logs=keep_logs)
+        if not keep_logs:
+            self._uids.pop(key, None)
+            self.containers.forget(key, uid)
         self._running.discard(key)
         self.ipam.release(key)

@@ -10,12 +10,19 @@ goes into headers:
     X-Server-Address   the local ip:port that accepted the connection (after any DNAT)
     X-Client-Address   the peer ip:port as the pod sees it (shows whether a hop SNATed the packet)
 
+With ``--request-log PATH`` every request is also logged, one line each, with the client address the pod
+saw, into that container log file (CRI format, rotated as kubelet rotates them: `containerlogs`), so
+``kubectl logs -f`` shows SNAT and sessionAffinity at work::
+
+    10.240.0.2:40512 -> 10.244.1.5:8080 "GET / HTTP/1.1" 200
+
 A ``/udp`` port answers every datagram with the same ``<pod-name>\\n``.
 
 Lifecycle contract with `kubeletstub.podprocess`: once every socket is bound and listening the server
 writes ``READY\\n`` to stdout and then detaches stdout. It exits on SIGTERM or SIGINT, and when the
 process that started it (``--parent-pid``, else its parent at start-up) dies: the kubelet stub may be
-SIGKILLed, and a pod server must never outlive the lab it belongs to. Standard library only.
+SIGKILLed, and a pod server must never outlive the lab it belongs to. Standard library only (and, with
+--request-log, kubeletstub.containerlogs, itself standard library only).
 """
 
 from __future__ import annotations
@@ -59,14 +66,32 @@ def parse_port(text: str) -> Listener:
     return Listener(port, "TCP" if protocol == "TCP" else "UDP")
 
 
+class RequestLog:
+    """The request log: a container log file, written by the server's threads one line at a time."""
+
+    def __init__(self, path: str) -> None:
+        from pathlib import Path
+
+        from kubeletstub.containerlogs import ContainerLog
+
+        self._log = ContainerLog(Path(path))
+        self._lock = threading.Lock()
+
+    def line(self, text: str) -> None:
+        with self._lock:
+            self._log.write("stdout", text.encode("utf-8", "replace") + b"\n")
+
+
 class _PodHTTPServer(ThreadingHTTPServer):
     daemon_threads = True
     pod_name: str
     pod_ip: str | None
 
-    def __init__(self, port: int, pod_name: str, pod_ip: str | None) -> None:
+    def __init__(self, port: int, pod_name: str, pod_ip: str | None, request_log: RequestLog | None = None
+                 ) -> None:
         self.pod_name = pod_name
         self.pod_ip = pod_ip
+        self.request_log = request_log
         super().__init__(("0.0.0.0", port), _PodRequestHandler)
 
     def server_bind(self) -> None:
@@ -106,9 +131,13 @@ class _PodRequestHandler(BaseHTTPRequestHandler):
         self.end_headers()
         if with_body:
             self.wfile.write(body)
+        if self.server.request_log is not None:
+            self.server.request_log.line(f"{client_ip}:{client_port} -> {local_ip}:{local_port} "
+                                         f'"{self.requestline}" 200')
 
     def log_message(self, format: str, *args: object) -> None:  # `format`: the stdlib signature
-        # One line per request would grow the pod log without bound under a benchmark.
+        # Requests are logged above, into a rotated container log, when asked; never to stderr, which
+        # is a plain file that would grow without bound under a benchmark.
         pass
 
 
@@ -154,12 +183,14 @@ def _terminate(signum: int, _frame: FrameType | None) -> None:
     os._exit(0)
 
 
-def serve(pod_name: str, listeners: Sequence[Listener], *, pod_ip: str | None, parent_pid: int) -> None:
+def serve(pod_name: str, listeners: Sequence[Listener], *, pod_ip: str | None, parent_pid: int,
+          request_log: str | None = None) -> None:
     # Bind every port before serving any, so READY means all of them listen (or none start).
+    log = RequestLog(request_log) if request_log else None
     servers: list[tuple[Listener, socketserver.BaseServer]] = []
     for listener in listeners:
         if listener.protocol == "TCP":
-            servers.append((listener, _PodHTTPServer(listener.port, pod_name, pod_ip)))
+            servers.append((listener, _PodHTTPServer(listener.port, pod_name, pod_ip, log)))
         else:
             servers.append((listener, _PodUDPServer(listener.port, pod_name)))
     for listener, server in servers:
@@ -188,6 +219,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     parser.add_argument("--pod-ip", help="reported in X-Pod-IP (default: the local address reached)")
     parser.add_argument("--parent-pid", type=int, help="exit when this process dies (default: our parent)")
+    parser.add_argument("--request-log", help="log each request into this container log file (CRI format)")
     args = parser.parse_args(argv)
 
     # Install before binding: the starter may SIGTERM us the moment it gives up waiting for READY.
@@ -196,7 +228,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parent_pid: int = args.parent_pid if args.parent_pid is not None else os.getppid()
     listeners: list[Listener] = list(dict.fromkeys(args.ports))  # drop duplicates, keep order
     try:
-        serve(args.name, listeners, pod_ip=args.pod_ip, parent_pid=parent_pid)
+        serve(args.name, listeners, pod_ip=args.pod_ip, parent_pid=parent_pid, request_log=args.request_log)
     except OSError as exc:
         print(f"podserver {args.name}: {exc}", file=sys.stderr)
         return 1

@@ -25,7 +25,9 @@ log = logging.getLogger(__name__)
 _SOURCE_ROOT = str(Path(__file__).resolve().parents[1])
 
 NodeArgv = Callable[[Sequence[str]], list[str] | None]
-PodArgv = Callable[[str, Sequence[str]], list[str] | None]
+# (pod key, container, command) -> the argv that runs the command in that container; asked before every
+# exec probe, since a restarted container is a new process.
+PodArgv = Callable[[str, str, Sequence[str]], list[str] | None]
 
 
 @dataclass(frozen=True)
@@ -92,10 +94,11 @@ def probe_spec(probe: dict[str, Any], container: Container, pod_ip: str) -> Prob
     return None
 
 
-def probe_argv(spec: ProbeSpec, pod_key: str, node_argv: NodeArgv, pod_argv: PodArgv) -> list[str] | None:
+def probe_argv(spec: ProbeSpec, pod_key: str, node_argv: NodeArgv, pod_argv: PodArgv, container: str = ""
+               ) -> list[str] | None:
     """The command that performs one probe, or None where the dataplane cannot run it (render mode)."""
     if spec.kind == "exec":
-        return pod_argv(pod_key, spec.target)
+        return pod_argv(pod_key, container, spec.target)
     module = [sys.executable, "-m", "kubeletstub.probe"]
     if spec.kind == "http":
         return node_argv([*module, "http", spec.target[0], str(spec.timeout), *spec.target[1:]])
@@ -149,7 +152,7 @@ class Prober:
             name = container.name or ""
             if spec is None:
                 continue
-            argv = probe_argv(spec, key, self.node_argv, self.pod_argv)
+            argv = probe_argv(spec, key, self.node_argv, self.pod_argv, name)
             if argv is None:
                 continue  # render mode: nothing runs, nothing to probe; the container counts as ready
             self._ready[(key, name)] = False
@@ -167,6 +170,8 @@ class Prober:
         await asyncio.sleep(spec.initial_delay)
         successes = failures = 0
         while True:
+            if spec.kind == "exec":  # the container's current process (it may have restarted)
+                argv = probe_argv(spec, pod_key, self.node_argv, self.pod_argv, container) or argv
             ok, output = await run_probe(argv, spec.timeout)
             ident = (pod_key, container)
             if ok:

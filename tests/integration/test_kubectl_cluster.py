@@ -97,7 +97,9 @@ def test_scheduler_and_kubelet_events_in_describe(kubectl: Kubectl) -> None:
     events = [re.split(r"\s{2,}", line.strip()) for line in out[out.index("Events:"):].splitlines()[3:]]
     assert [(e[0], e[1], e[3], e[4]) for e in events] == [
         ("Normal", "Scheduled", "default-scheduler", f"Successfully assigned default/evt to {node}"),
-        ("Normal", "Pulled", "kubelet", 'Container image "nginx:1.27" already present on machine'),
+        ("Normal", "Pulled", "kubelet", ('Container image "nginx:1.27" already present on machine (kubelab pulls no '
+                                        "image: this container has no command, so kubelab's built-in HTTP server "
+                                        "runs in its place)")),
         ("Normal", "Created", "kubelet", "Created container: evt"),
         ("Normal", "Started", "kubelet", "Started container evt"),
     ]

@@ -1,0 +1,404 @@
+"""The kubelet's side of a pod's containers (pkg/kubelet/kuberuntime/kuberuntime_manager.go, SyncPod):
+which container to start or restart next, with what environment, files and back-off, and what each one
+looks like for the pod's status. The runtime (`runtime.py`) runs them; this module decides.
+
+- Init containers run one at a time, in order; the next starts when the previous exited 0; one that
+  fails is restarted (restartPolicy OnFailure/Always) or fails the pod (Never).
+- Then every container with a command is started; an exited one is restarted when restartPolicy says
+  so (Always; OnFailure and a non-zero exit), after kubelet's back-off: the first restart at once, then
+  10 s doubling to 5 min (reset once a run lasted 10 min), waiting as CrashLoopBackOff meanwhile.
+- A container without a command is kubelab's built-in server (run by the dataplane with the pod's
+  network): it is reported running from when the pod started.
+- Environment (`envvars.py`) is resolved from the API when a container starts: a missing ConfigMap or
+  Secret leaves it waiting as CreateContainerConfigError and is tried again.
+- terminationMessagePath (default /dev/termination-log) is a file per run bind-mounted there; its first
+  4096 bytes become state.terminated.message, or with FallbackToLogsOnError and an empty file and a
+  failure, the last 80 lines (at most 2048 bytes) of the log.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import secrets
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from kubelab import kinds, timeutil
+from kubelab.client import ApiClient, NotFound
+from kubelab.events import EventRecorder
+from kubelab.models import Container as ContainerModel
+from kubelab.models import Pod
+
+from . import crilog, envvars, etchosts, podstatus
+from .podstatus import Observed
+from .runtime import Container, ContainerRuntime, ContainerSpec, Mount
+
+log = logging.getLogger(__name__)
+
+BACKOFF_INITIAL = 10.0
+BACKOFF_MAX = 300.0
+# flowcontrol.Backoff forgets an entry not touched for twice the maximum: a container that ran 10 min
+# starts over at 10 s.
+BACKOFF_RESET = 2 * BACKOFF_MAX
+CONFIG_ERROR_RETRY = 5.0
+DEFAULT_TERMINATION_MESSAGE_PATH = "/dev/termination-log"
+MAX_TERMINATION_MESSAGE = 4096
+FALLBACK_LOG_LINES = 80
+FALLBACK_LOG_BYTES = 2048
+
+# (pod key, container name, pod uid) -> mounts for its volumes; provided by the volume manager.
+VolumeMounts = Callable[[Pod, ContainerModel], list[Mount]]
+
+
+def _has_command(c: ContainerModel) -> bool:
+    return bool(c.command or c.args)
+
+
+def _extra(c: ContainerModel, key: str) -> Any:
+    return (c.model_extra or {}).get(key)
+
+
+@dataclass
+class _Backoff:
+    delay: float
+    last: float
+
+
+class ContainerManager:
+    def __init__(self, api: ApiClient, runtime: ContainerRuntime, events: EventRecorder, *, node_ip: str,
+                 allocatable: Mapping[str, str], requeue: Callable[[str], None],
+                 readiness: Callable[[str, str], bool], volume_mounts: VolumeMounts | None = None,
+                 netns: Callable[[str], str | None] = lambda key: None,
+                 resolv_conf: Callable[[Pod], str | None] = lambda pod: None,
+                 cluster_domain: str = "cluster.local") -> None:
+        self.api = api
+        self.runtime = runtime
+        self.events = events
+        self.node_ip = node_ip
+        self.allocatable = allocatable
+        self.requeue = requeue
+        self.readiness = readiness
+        self.volume_mounts = volume_mounts or (lambda pod, c: [])
+        self.netns = netns
+        self.resolv_conf = resolv_conf
+        self.cluster_domain = cluster_domain
+        self._backoff: dict[tuple[str, str], _Backoff] = {}
+        self._waiting: dict[tuple[str, str], tuple[str, str]] = {}
+        self._builtin: dict[str, tuple[str, str]] = {}  # pod key -> (startedAt, container ID prefix)
+        self._timers: dict[tuple[str, str], asyncio.TimerHandle] = {}
+        # A run's terminated state, read once (its termination message file goes with the pod).
+        self._terminations: dict[tuple[str, str], dict[str, Any]] = {}
+
+    # --- starting -------------------------------------------------------------------------------
+
+    async def sync(self, pod: Pod, ip: str) -> None:
+        """Start or restart what the pod's spec and restart policy call for now."""
+        key = pod.key
+        spec = pod.spec
+        assert spec is not None
+        if key not in self._builtin:
+            self._builtin[key] = _builtin_identity(pod)
+        policy = spec.restart_policy or "Always"
+        for c in spec.init_containers or []:
+            cur = self.runtime.container(key, c.name or "")
+            if cur is None:
+                await self._start(pod, c, ip, restart=0)
+                return
+            if not cur.done:
+                return
+            if cur.exit_code == 0:
+                continue
+            if policy != "Never" and not self._backing_off(pod, c, cur):
+                await self._start(pod, c, ip, restart=cur.spec.restart + 1)
+            return
+        for c in spec.containers or []:
+            if not _has_command(c):
+                continue
+            cur = self.runtime.container(key, c.name or "")
+            if cur is None:
+                await self._start(pod, c, ip, restart=0)
+                continue
+            if not cur.done or not podstatus.will_restart(policy, cur.exit_code or 0):
+                continue
+            if not self._backing_off(pod, c, cur):
+                await self._start(pod, c, ip, restart=cur.spec.restart + 1)
+
+    def _backing_off(self, pod: Pod, c: ContainerModel, cur: Container) -> bool:
+        """kubelet's doBackOff: in back-off while less than the delay has passed since the last exit."""
+        name = c.name or ""
+        bkey = (pod.metadata.uid or "", name)
+        entry = self._backoff.get(bkey)
+        now = time.monotonic()
+        since = now - cur.finished_mono
+        if entry is not None and since < entry.delay:
+            pod_ref = f"{pod.metadata.name}_{pod.metadata.namespace}({pod.metadata.uid})"
+            message = f"back-off {podstatus.go_duration(entry.delay)} restarting failed container={name} pod={pod_ref}"
+            if self._waiting.get((pod.key, name)) != ("CrashLoopBackOff", message):
+                self.events.event(pod, "Warning", "BackOff",
+                                  f"Back-off restarting failed container {name} in pod {pod_ref}",
+                                  field_path=self._field_path(pod, name))
+            self._waiting[(pod.key, name)] = ("CrashLoopBackOff", message)
+            self._later(pod.key, name, entry.delay - since)
+            return True
+        if entry is None or cur.finished_mono - entry.last > BACKOFF_RESET:
+            self._backoff[bkey] = _Backoff(BACKOFF_INITIAL, now)
+        else:
+            self._backoff[bkey] = _Backoff(min(entry.delay * 2, BACKOFF_MAX), now)
+        return False
+
+    def _later(self, pod_key: str, name: str, delay: float) -> None:
+        old = self._timers.pop((pod_key, name), None)
+        if old is not None:
+            old.cancel()
+        self._timers[(pod_key, name)] = asyncio.get_running_loop().call_later(
+            max(delay, 0.05), self.requeue, pod_key)
+
+    @staticmethod
+    def _field_path(pod: Pod, name: str) -> str:
+        init = {c.name for c in (pod.spec.init_containers if pod.spec else None) or []}
+        return f"spec.initContainers{{{name}}}" if name in init else f"spec.containers{{{name}}}"
+
+    async def _start(self, pod: Pod, c: ContainerModel, ip: str, *, restart: int) -> None:
+        key, name = pod.key, c.name or ""
+        path = self._field_path(pod, name)
+        raw_pod = pod.to_dict()
+        raw_c = c.to_dict()
+        hostname = envvars.pod_hostname(raw_pod)
+        try:
+            env = await self._environment(pod, raw_pod, raw_c, ip, hostname)
+        except envvars.EnvError as exc:
+            message = str(exc)
+            if self._waiting.get((key, name)) != ("CreateContainerConfigError", message):
+                self.events.event(pod, "Warning", "Failed", f"Error: {message}", field_path=path)
+            self._waiting[(key, name)] = ("CreateContainerConfigError", message)
+            self._later(key, name, CONFIG_ERROR_RETRY)
+            return
+        argv = envvars.command_line(raw_c, env) or []
+        uid = pod.metadata.uid or ""
+        if not self.runtime.namespaces and raw_c.get("volumeMounts"):
+            # The render dataplane runs commands as plain processes: no mount namespace to put volumes in.
+            message = ("volumeMounts need the netns dataplane (root): the render dataplane runs commands as "
+                       "plain processes on the host")
+            if self._waiting.get((key, name)) != ("CreateContainerError", message):
+                self.events.event(pod, "Warning", "Failed", f"Error: {message}", field_path=path)
+            self._waiting[(key, name)] = ("CreateContainerError", message)
+            return
+        try:
+            mounts = self._pod_files(pod, raw_pod, ip, hostname) + list(self.volume_mounts(pod, c))
+        except ValueError as exc:  # a subPath that leaves its volume
+            self._waiting[(key, name)] = ("CreateContainerConfigError", str(exc))
+            return
+        term_path = _extra(c, "terminationMessagePath") or DEFAULT_TERMINATION_MESSAGE_PATH
+        term_file = self.runtime.pod_dir(uid) / "containers" / name / f"{restart}.termination-log"
+        term_file.parent.mkdir(parents=True, exist_ok=True)
+        term_file.write_bytes(b"")
+        term_file.chmod(0o666)
+        mounts.append(Mount(str(term_file), term_path))
+        self._waiting.pop((key, name), None)
+        if restart == 0:
+            self.events.event(pod, "Normal", "Pulled",
+                              f'Container image "{c.image}" already present on machine (kubelab pulls no image: '
+                              "the command runs on the node's filesystem)", field_path=path)
+        spec = ContainerSpec(pod_key=key, pod_uid=uid, name=name, restart=restart, argv=argv, env=env,
+                             working_dir=_extra(c, "workingDir"), mounts=mounts, netns=self.netns(key),
+                             termination_file=str(term_file), stdin=bool(_extra(c, "stdin")),
+                             tty=bool(_extra(c, "tty")))
+        self.events.event(pod, "Normal", "Created", f"Created container: {name}", field_path=path)
+        started = await self.runtime.start(spec)
+        if started.reason == "StartError":
+            self.events.event(pod, "Warning", "Failed", f"Error: {started.message}", field_path=path)
+        else:
+            self.events.event(pod, "Normal", "Started", f"Started container {name}", field_path=path)
+
+    def _pod_files(self, pod: Pod, raw_pod: dict[str, Any], ip: str, hostname: str) -> list[Mount]:
+        """/etc/hosts, /etc/hostname and /etc/resolv.conf of the pod, written in its directory."""
+        pod_dir = self.runtime.pod_dir(pod.metadata.uid or "")
+        pod_dir.mkdir(parents=True, exist_ok=True)
+        files = {"hosts": etchosts.hosts_file(raw_pod, ip=ip, hostname=hostname, cluster_domain=self.cluster_domain),
+                 "hostname": hostname + "\n"}
+        resolv = self.resolv_conf(pod)
+        if resolv is not None:
+            files["resolv.conf"] = resolv
+        mounts = []
+        for name, text in files.items():
+            path = pod_dir / f"etc-{name}"
+            path.write_text(text)
+            path.chmod(0o644)
+            mounts.append(Mount(str(path), f"/etc/{name}"))
+        return mounts
+
+    async def _environment(self, pod: Pod, raw_pod: dict[str, Any], raw_c: dict[str, Any], ip: str,
+                           hostname: str) -> dict[str, str]:
+        namespace = pod.metadata.namespace or "default"
+        wanted: dict[str, set[str]] = {"configmap": set(), "secret": set()}
+        for source in raw_c.get("envFrom") or []:
+            if source.get("configMapRef"):
+                wanted["configmap"].add(source["configMapRef"].get("name") or "")
+            if source.get("secretRef"):
+                wanted["secret"].add(source["secretRef"].get("name") or "")
+        for var in raw_c.get("env") or []:
+            ref = var.get("valueFrom") or {}
+            if ref.get("configMapKeyRef"):
+                wanted["configmap"].add(ref["configMapKeyRef"].get("name") or "")
+            if ref.get("secretKeyRef"):
+                wanted["secret"].add(ref["secretKeyRef"].get("name") or "")
+        objects: dict[str, dict[str, Any]] = {"configmap": {}, "secret": {}}
+        for kind, names in wanted.items():
+            rt = kinds.CONFIGMAPS if kind == "configmap" else kinds.SECRETS
+            for name in names:
+                try:
+                    objects[kind][name] = await self.api.request("GET", rt.path(namespace, name))
+                except NotFound:
+                    objects[kind][name] = None
+        services: list[dict[str, Any]] = []
+        enable_links = (raw_pod.get("spec") or {}).get("enableServiceLinks", True) is not False
+        if enable_links:
+            services += (await self.api.request("GET", kinds.SERVICES.path(namespace))).get("items") or []
+        if namespace != "default" or not enable_links:
+            with contextlib.suppress(NotFound):
+                services.append(await self.api.request("GET", kinds.SERVICES.path("default", "kubernetes")))
+        for svc in services:
+            svc.setdefault("metadata", {}).setdefault("namespace", namespace)
+        return envvars.container_env(raw_pod, raw_c, config_maps=objects["configmap"], secrets=objects["secret"],
+                                     services=services, pod_ip=ip, host_ip=self.node_ip, hostname=hostname,
+                                     allocatable=self.allocatable)
+
+    # --- observing ------------------------------------------------------------------------------
+
+    def observed(self, pod: Pod, *, builtin_running: bool, builtin_finished: str | None = None
+                 ) -> tuple[list[Observed], list[Observed]]:
+        spec = pod.spec
+        assert spec is not None
+        policy = spec.restart_policy or "Always"
+        init = [self._observe(pod, c, policy, init=True) for c in spec.init_containers or []]
+        init_ok = podstatus.init_done(init)
+        main = []
+        for c in spec.containers or []:
+            if _has_command(c):
+                main.append(self._observe(pod, c, policy, init=False, pending_init=not init_ok))
+                continue
+            started, cid = self._builtin.get(pod.key, (timeutil.rfc3339(), secrets.token_hex(32)))
+            if builtin_finished is not None:
+                state: dict[str, Any] = {"terminated": podstatus.terminated(
+                    exit_code=0, reason="Completed", started=started, finished=builtin_finished,
+                    container_id=f"containerd://{cid}")}
+            elif builtin_running and init_ok:
+                state = {"running": {"startedAt": started}}
+            else:
+                state = {"waiting": {"reason": "PodInitializing" if not init_ok else "ContainerCreating"}}
+            main.append(Observed(name=c.name or "", image=podstatus.container_image(c), state=state,
+                                 ready=self.readiness(pod.key, c.name or ""),
+                                 container_id=None if "waiting" in state else f"containerd://{cid}"))
+        return init, main
+
+    def _observe(self, pod: Pod, c: ContainerModel, policy: str, *, init: bool,
+                 pending_init: bool = False) -> Observed:
+        name = c.name or ""
+        image = podstatus.container_image(c)
+        cur = self.runtime.container(pod.key, name)
+        waiting = self._waiting.get((pod.key, name))
+        if cur is None:
+            reason, message = waiting or (("PodInitializing", "") if pending_init or init else
+                                          ("ContainerCreating", ""))
+            state: dict[str, Any] = {"waiting": {"reason": reason, **({"message": message} if message else {})}}
+            return Observed(name=name, image=image, state=state)
+        prev = self.runtime.previous(pod.key, name)
+        last = {"terminated": self._terminated(c, prev)} if prev is not None and prev.done else {}
+        if not cur.done:
+            if cur.started_at and cur.exit_code is None:
+                return Observed(name=name, image=image, state={"running": {"startedAt": cur.started_at}},
+                                last_state=last, restart_count=cur.spec.restart, container_id=cur.container_id,
+                                ready=True if init else self.readiness(pod.key, name))
+            return Observed(name=name, image=image, state={"waiting": {"reason": "ContainerCreating"}},
+                            last_state=last, restart_count=cur.spec.restart)
+        term = self._terminated(c, cur)
+        restarts = cur.exit_code != 0 if init else podstatus.will_restart(policy, cur.exit_code or 0)
+        if init and policy == "Never":
+            restarts = False
+        if restarts and waiting is not None:
+            reason, message = waiting
+            return Observed(name=name, image=image, state={"waiting": {"reason": reason, "message": message}},
+                            last_state={"terminated": term}, restart_count=cur.spec.restart,
+                            container_id=cur.container_id, will_restart=True)
+        return Observed(name=name, image=image, state={"terminated": term}, last_state=last,
+                        restart_count=cur.spec.restart, container_id=cur.container_id, will_restart=restarts)
+
+    def _terminated(self, c: ContainerModel, run: Container) -> dict[str, Any]:
+        cached = self._terminations.get((run.spec.pod_key, run.container_id))
+        if cached is not None:
+            return dict(cached)
+        message = run.message if run.reason == "StartError" else self._termination_message(c, run)
+        data = podstatus.terminated(exit_code=run.exit_code if run.exit_code is not None else 0, reason=run.reason,
+                                    started=run.started_at, finished=run.finished_at, container_id=run.container_id,
+                                    message=message)
+        self._terminations[(run.spec.pod_key, run.container_id)] = data
+        return dict(data)
+
+    def _termination_message(self, c: ContainerModel, run: Container) -> str:
+        path = run.spec.termination_file
+        text = b""
+        if path:
+            with contextlib.suppress(OSError), open(path, "rb") as f:
+                text = f.read(MAX_TERMINATION_MESSAGE)
+        if not text and run.exit_code != 0 and _extra(c, "terminationMessagePolicy") == "FallbackToLogsOnError":
+            text = tail_log(run.log_path, FALLBACK_LOG_LINES, FALLBACK_LOG_BYTES)
+        return text.decode("utf-8", "replace")
+
+    # --- stopping -------------------------------------------------------------------------------
+
+    async def stop_all(self, pod: Pod, grace: float) -> None:
+        key = pod.key
+        names = [c.name or "" for c in ((pod.spec.containers if pod.spec else None) or [])
+                 + ((pod.spec.init_containers if pod.spec else None) or [])]
+        await asyncio.gather(*(self.runtime.stop(key, n, grace) for n in names))
+
+    async def stop_all_of(self, pod_key: str) -> None:
+        """SIGKILL whatever still runs of the pod (its volumes are about to go)."""
+        names = self.runtime.container_names(pod_key)
+        await asyncio.gather(*(self.runtime.stop(pod_key, n, 0) for n in names))
+
+    def forget(self, pod_key: str, uid: str | None) -> None:
+        for k in [k for k in self._timers if k[0] == pod_key]:
+            self._timers.pop(k).cancel()
+        for k in [k for k in self._waiting if k[0] == pod_key]:
+            self._waiting.pop(k)
+        if uid:
+            for k in [k for k in self._backoff if k[0] == uid]:
+                self._backoff.pop(k)
+        self._builtin.pop(pod_key, None)
+        for k in [k for k in self._terminations if k[0] == pod_key]:
+            self._terminations.pop(k)
+
+
+def _builtin_identity(pod: Pod) -> tuple[str, str]:
+    """(startedAt, container ID) of the pod's built-in server: as its status already says (a restarted
+    kubelet finds the server still running), else new."""
+    commandless = {c.name for c in (pod.spec.containers if pod.spec else None) or [] if not _has_command(c)}
+    for status in (pod.status.container_statuses if pod.status else None) or []:
+        running = (status.state or {}).get("running")
+        if status.name in commandless and running and status.container_id:
+            return str(running.get("startedAt") or timeutil.rfc3339()), status.container_id.removeprefix("containerd://")
+    return timeutil.rfc3339(), secrets.token_hex(32)
+
+
+def tail_log(path: Path, lines: int, limit: int) -> bytes:
+    """The last `lines` lines (at most `limit` bytes) of a CRI log file's content."""
+    try:
+        with open(path, "rb") as f:
+            f.seek(0, 2)
+            size = f.tell()
+            f.seek(max(0, size - 64 * 1024))
+            raw = f.read()
+    except OSError:
+        return b""
+    out = []
+    for line in raw.splitlines()[-lines:]:
+        with contextlib.suppress(ValueError):
+            parsed = crilog.parse_line(line)
+            out.append(parsed.content + (b"" if parsed.partial else b"\n"))
+    return b"".join(out)[-limit:]
