@@ -180,8 +180,10 @@ class ContainerManager:
             return
         argv = envvars.command_line(raw_c, env) or []
         uid = pod.metadata.uid or ""
-        if not self.runtime.namespaces and raw_c.get("volumeMounts"):
+        if not self.runtime.namespaces and any(not _is_service_account_mount(m) for m in raw_c.get("volumeMounts") or []):
             # The render dataplane runs commands as plain processes: no mount namespace to put volumes in.
+            # The service account token the admission plugin mounts into every pod is left out there (no
+            # pod reaches the API without a network of its own), not refused: it is no choice of the user's.
             message = ("volumeMounts need the netns dataplane (root): the render dataplane runs commands as "
                        "plain processes on the host")
             if self._waiting.get((key, name)) != ("CreateContainerError", message):
@@ -402,3 +404,12 @@ def tail_log(path: Path, lines: int, limit: int) -> bytes:
             parsed = crilog.parse_line(line)
             out.append(parsed.content + (b"" if parsed.partial else b"\n"))
     return b"".join(out)[-limit:]
+
+
+# Where the ServiceAccount admission plugin mounts a pod's token (kube's kube-api-access-<5> volume).
+SERVICE_ACCOUNT_MOUNT_PATH = "/var/run/secrets/kubernetes.io/serviceaccount"
+
+
+def _is_service_account_mount(mount: dict[str, Any]) -> bool:
+    return str(mount.get("name") or "").startswith("kube-api-access-") and mount.get("mountPath") == SERVICE_ACCOUNT_MOUNT_PATH
+

@@ -59,8 +59,8 @@ def node_runtime(root: Path | None, *, namespaces: bool) -> ContainerRuntime:
 # Said once at start-up by whoever runs a render dataplane (no root: no namespaces).
 RENDER_NOTE = ("render dataplane: a container with a command runs it as a plain process on this host, with its "
                "env and workingDir, in the host's network, hostname and filesystem (no pod IP, /etc/hosts or "
-               "volumes; containers with volumeMounts are refused); exec, logs and restarts work, no traffic "
-               "reaches pods")
+               "volumes; containers with volumeMounts are refused, the service account token is left out); exec, "
+               "logs and restarts work, no traffic reaches pods")
 
 
 class RenderDataplane:

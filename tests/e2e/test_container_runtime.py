@@ -4,6 +4,7 @@ seen through the real kubectl, the API and the files the runtime writes."""
 
 from __future__ import annotations
 
+import base64
 import json
 import re
 import time
@@ -298,18 +299,40 @@ def test_each_volume_type_is_seen_by_the_command(cluster: Cluster) -> None:
     cluster.kubectl("delete", "pod", "vols", "--wait=true")
 
 
-def test_a_token_the_api_will_not_issue_is_a_failed_mount_not_a_crash(cluster: Cluster) -> None:
-    volume = {"name": "token", "projected": {"sources": [{"serviceAccountToken": {"path": "token"}}]}}
-    container = {**sh("app", "cat /var/run/secrets/tokens/token"),
-                 "volumeMounts": [{"name": "token", "mountPath": "/var/run/secrets/tokens"}]}
-    apply(cluster, pod_manifest("tokenpod", [container], restartPolicy="Never", serviceAccountName="nobody",
-                                volumes=[volume]))
-    events = wait_for("FailedMount", lambda: (out := cluster.kubectl(
-        "get", "events", "--field-selector", "involvedObject.name=tokenpod,reason=FailedMount").stdout)
-        and "failed to fetch token" in out and out)
-    assert 'MountVolume.SetUp failed for volume "token"' in events
-    assert status_column(cluster, "tokenpod") == "ContainerCreating"
+def test_the_service_account_token_is_projected_where_the_admission_plugin_mounts_it(cluster: Cluster) -> None:
+    """The ServiceAccount admission plugin adds kube-api-access-<5>; kubelet fills it with a token bound to
+    the pod (TokenRequest), the lab CA of kube-root-ca.crt and the pod's namespace."""
+    script = "cd /var/run/secrets/kubernetes.io/serviceaccount && cat token; echo; cat namespace; echo; cat ca.crt"
+    apply(cluster, pod_manifest("tokenpod", [sh("app", script)], restartPolicy="Never"))
+    pod = wait_for("tokenpod Succeeded",
+                   lambda: (p := get_pod(cluster, "tokenpod"))["status"].get("phase") == "Succeeded" and p)
+    out = b"\n".join(line.content for line in log_lines(log_file(cluster, pod, "app"))).decode()
+    token, namespace, ca = out.split("\n", 2)
+    payload = token.split(".")[1]
+    claims = json.loads(base64.urlsafe_b64decode(payload + "=" * (-len(payload) % 4)))
+    assert claims["sub"] == "system:serviceaccount:default:default"
+    assert claims["kubernetes.io"]["pod"] == {"name": "tokenpod", "uid": pod["metadata"]["uid"]}
+    assert namespace == "default"
+    published = cluster.kubectl_json("get", "configmap", "kube-root-ca.crt")["data"]["ca.crt"]
+    assert ca.strip() == published.strip()
     cluster.kubectl("delete", "pod", "tokenpod", "--wait=true")
+
+
+def test_a_source_the_api_does_not_have_is_a_failed_mount_not_a_crash(cluster: Cluster) -> None:
+    volume = {"name": "proj", "projected": {"sources": [{"configMap": {"name": "arrives-later"}}]}}
+    container = {**sh("app", "cat /etc/proj/greeting"), "volumeMounts": [{"name": "proj", "mountPath": "/etc/proj"}]}
+    apply(cluster, pod_manifest("latepod", [container], restartPolicy="Never", volumes=[volume]))
+    events = wait_for("FailedMount", lambda: (out := cluster.kubectl(
+        "get", "events", "--field-selector", "involvedObject.name=latepod,reason=FailedMount").stdout)
+        and "not found" in out and out)
+    assert 'MountVolume.SetUp failed for volume "proj"' in events
+    assert status_column(cluster, "latepod") == "ContainerCreating"
+    cluster.kubectl("create", "configmap", "arrives-later", "--from-literal=greeting=hello")
+    pod = wait_for("latepod Succeeded",
+                   lambda: (p := get_pod(cluster, "latepod"))["status"].get("phase") == "Succeeded" and p)
+    assert [line.content for line in log_lines(log_file(cluster, pod, "app"))] == [b"hello"]
+    cluster.kubectl("delete", "pod", "latepod", "--wait=true")
+    cluster.kubectl("delete", "configmap", "arrives-later")
 
 
 def test_a_container_printing_a_lot_is_rotated_as_kubelet_does(cluster: Cluster) -> None:
