@@ -60,6 +60,9 @@ class Config:
     etcd_cafile: str | None = None
     etcd_certfile: str | None = None
     etcd_keyfile: str | None = None
+    # The network namespace kubelets are dialed from (pods/exec, log, ...: nodeproxy.py): `kubelab up
+    # --dataplane netns` puts the API server on the lab network there; None dials from this process's own.
+    kubelet_netns: str | None = None
 
 
 class ApiServer:

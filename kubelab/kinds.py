@@ -71,9 +71,10 @@ NAMESPACES = ResourceType("", "v1", "namespaces", "Namespace", False, models.Nam
                           short_names=("ns",), subresources=("status", "finalize"),
                           verbs=("create", "delete", "get", "list", "patch", "update", "watch"))
 NODES = ResourceType("", "v1", "nodes", "Node", False, models.Node, short_names=("no",),
-                     subresources=("status",))
+                     subresources=("status", "proxy"))
+# attach, exec, log, portforward reach the pod's kubelet (apiserver/routers/proxy.py).
 PODS = ResourceType("", "v1", "pods", "Pod", True, models.Pod, short_names=("po",), categories=("all",),
-                    subresources=("status", "binding"))
+                    subresources=("status", "binding", "attach", "exec", "log", "portforward"))
 SERVICES = ResourceType("", "v1", "services", "Service", True, models.Service, short_names=("svc",),
                         categories=("all",), subresources=("status",),
                         verbs=("create", "delete", "deletecollection", "get", "list", "patch", "update",

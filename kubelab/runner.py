@@ -146,11 +146,14 @@ async def up(options: UpOptions, *, ready: Callable[[dict[str, Any]], None] | No
         cafile, certfile, keyfile = (str(f) if f is not None else None for f in etcd_tls)
         serving_options = options.serving or ServingOptions()
         raise_open_files_limit()
+        # The lab's prefix is chosen now: the API server dials kubelets from its namespace on the lab network.
+        lab_prefix = f"kl-{secrets.token_hex(2)}" if options.dataplane == "netns" else None
         app = create_app(Config(etcd_servers, advertise_ip=host if host not in ("0.0.0.0", "") else "127.0.0.1",
                                 port=port, token_auth_file=str(options.token_auth_file.resolve())
                                 if options.token_auth_file is not None else None, event_ttl=options.event_ttl,
                                 serving=serving_options, etcd_cafile=cafile, etcd_certfile=certfile,
-                                etcd_keyfile=keyfile))
+                                etcd_keyfile=keyfile,
+                                kubelet_netns=f"{lab_prefix}-{APISERVER_NETNS}" if lab_prefix else None))
         server = api_server(uvicorn_config(app, options=serving_options, host=host, port=port,
                                            ssl_certfile=str(pki.cert_file) if pki else None,
                                            ssl_keyfile=str(pki.key_file) if pki else None), serving_options)
@@ -184,7 +187,8 @@ async def up(options: UpOptions, *, ready: Callable[[dict[str, Any]], None] | No
             if pki is not None:
                 state["ca"] = str(pki.ca_file)
             if options.dataplane == "netns":
-                lab = await _create_lab(data_dir, options)
+                assert lab_prefix is not None
+                lab = await _create_lab(data_dir, options, lab_prefix)
                 state["netnsPrefix"] = lab.prefix
                 state["lab"] = lab.lab_netns
                 # The client reaches LoadBalancer IPs through node-1, as a cloud load balancer forwards to nodes.
@@ -197,6 +201,7 @@ async def up(options: UpOptions, *, ready: Callable[[dict[str, Any]], None] | No
                 state["dns"] = {"ip": addressing.DNS_SERVER_IP,
                                 "netns": await asyncio.to_thread(lab.add_client, "dns", addressing.DNS_SERVER_IP,
                                                                  routes=pod_routes)}
+                state["apiserverNetns"] = await _apiserver_netns(lab, options)
             _write_state(data_dir, state)
             clients: list[Any] = []
             try:
@@ -350,12 +355,24 @@ def _refuse_second_cluster(data_dir: Path) -> None:
     path.unlink(missing_ok=True)
 
 
-async def _create_lab(data_dir: Path, options: UpOptions) -> Any:
+APISERVER_NETNS = "apiserver"  # the API server's host on the lab network: <prefix>-apiserver
+
+
+async def _apiserver_netns(lab: Any, options: UpOptions) -> str:
+    """The API server's namespace on the lab network (10.240.0.4), routed to every node's pod CIDR via the
+    node: where it dials kubelets from (nodeproxy.py) and where pods reach it. Idempotent."""
+    pod_routes = {addressing.node_pod_cidr(i): addressing.node_ip(i) for i in range(1, options.nodes + 1)}
+    netns: str = await asyncio.to_thread(lab.add_client, APISERVER_NETNS, addressing.APISERVER_LAB_IP,
+                                         routes=pod_routes)
+    return netns
+
+
+async def _create_lab(data_dir: Path, options: UpOptions, prefix: str) -> Any:
     from kubeletstub.netns import LabNetwork
 
     if os.geteuid() != 0:
         raise PermissionError(NETNS_NEEDS_ROOT)
-    lab = LabNetwork(f"kl-{secrets.token_hex(2)}", data_dir / "netns",
+    lab = LabNetwork(prefix, data_dir / "netns",
                      local_routes=[addressing.covering_cidr(options.lb_pool)] if options.lb_pool else [])
     await asyncio.to_thread(lab.create)
     return lab
@@ -415,7 +432,11 @@ async def _run_components(tg: asyncio.TaskGroup, options: UpOptions, api_socket:
     def make(node: _Node) -> tuple[Any, Any]:
         kubelet = Kubelet(client(f"kubelet-{node.name}"),
                           NodeConfig(name=node.name, ip=node.ip, pod_cidr=node.pod_cidr, cpu=options.node_cpu,
-                                     memory=options.node_memory, max_pods=options.node_max_pods),
+                                     memory=options.node_memory, max_pods=options.node_max_pods,
+                                     # The kubelet API where the node has an address (its namespace); none in
+                                     # render mode, whose nodes' addresses exist nowhere and whose pods run nothing.
+                                     kubelet_port=addressing.KUBELET_PORT if lab is not None else 0,
+                                     log_root=str(data_dir / "nodes" / node.name / "log" / "pods")),
                           node.dataplane)
         applier = IptablesApplier(node.dataplane.node_netns) if lab is not None else RecordingApplier()
         agent = ProxyAgent(client(f"proxy-{node.name}"),

@@ -34,6 +34,8 @@ class Dataplane(Protocol):
 
     def pod_argv(self, pod_key: str, cmd: Sequence[str]) -> list[str] | None: ...
 
+    def pod_netns(self, pod_key: str) -> str | None: ...
+
 
 class RenderDataplane:
     """No namespaces, no processes: pods exist only as API objects."""
@@ -63,6 +65,9 @@ class RenderDataplane:
         return None  # nothing runs in render mode, so nothing can be probed or exec'd
 
     def pod_argv(self, pod_key: str, cmd: Sequence[str]) -> list[str] | None:
+        return None
+
+    def pod_netns(self, pod_key: str) -> str | None:
         return None
 
 
@@ -111,6 +116,10 @@ class NetnsDataplane:
     def pod_argv(self, pod_key: str, cmd: Sequence[str]) -> list[str] | None:
         pod = self.lab.pod(self.node, pod_key)
         return ["ip", "netns", "exec", pod.netns, *cmd] if pod is not None else None
+
+    def pod_netns(self, pod_key: str) -> str | None:
+        pod = self.lab.pod(self.node, pod_key)
+        return pod.netns if pod is not None else None
 
 
 HOST_NETNS_PREFIX = "kl"  # pods of `kubelab node --dataplane host` live in kl-<node>_<namespace>_<pod>

@@ -4,15 +4,19 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import socket
+from pathlib import Path
 
 from kubelab import kinds
 from kubelab.client import AlreadyExists, ApiClient, Conflict, Informer, NotFound, WorkQueue
 from kubelab.events import EventRecorder
 from kubelab.models import Node, Pod
+from kubelab.netnsthread import run_in_netns
 
 from .dataplane import Dataplane, RenderDataplane
 from .node import NodeConfig, build_node, refreshed_status, renew_lease
 from .pods import PodManager
+from .server import KubeletApiConfig, KubeletServer
 
 log = logging.getLogger(__name__)
 
@@ -115,8 +119,41 @@ class Kubelet:
                 await asyncio.sleep(1)
                 self._routes_changed.set()
 
+    async def serve_api(self) -> KubeletServer | None:
+        """The kubelet API on the node's address and kubelet port, its socket made in the node's network
+        namespace; None when the port is 0 (see NodeConfig)."""
+        if not self.config.kubelet_port:
+            return None
+        address = self.config.kubelet_address or self.config.ip
+
+        def bind() -> socket.socket:
+            sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            try:
+                sock.bind((address, self.config.kubelet_port))
+            except BaseException:
+                sock.close()
+                raise
+            return sock
+
+        sock = await asyncio.to_thread(run_in_netns, self.dataplane.node_netns, bind,
+                                       name=f"kubelet-api-{self.config.name}")
+        server = KubeletServer(KubeletApiConfig(self.config.name, self.manager.cache, self.dataplane,
+                                                Path(self.config.log_root) if self.config.log_root else None))
+        await server.start(sock)
+        log.info("%s: kubelet API on %s:%d", self.config.name, address, self.config.kubelet_port)
+        return server
+
     async def run(self) -> None:
         await self.dataplane.start_node()
+        api_server = await self.serve_api()
+        try:
+            await self._run()
+        finally:
+            if api_server is not None:
+                await api_server.close()
+
+    async def _run(self) -> None:
         await self.register()
         async with asyncio.TaskGroup() as tg:
             tg.create_task(self.pods.run(), name=f"kubelet-{self.config.name}-pods")

@@ -55,6 +55,12 @@ class NodeConfig:
     lease_duration: int = 40
     cluster_dns: tuple[str, ...] = (addressing.CLUSTER_DNS_IP,)  # the kubelet's --cluster-dns
     cluster_domain: str = addressing.CLUSTER_DOMAIN  # the kubelet's --cluster-domain
+    # The kubelet API (server.py): its port, advertised in status.daemonEndpoints.kubeletEndpoint (0: none,
+    # the render dataplane, where nothing runs to exec into or read logs of), and the address it binds
+    # (None: the node's InternalIP, in the node's network namespace).
+    kubelet_port: int = addressing.KUBELET_PORT
+    kubelet_address: str | None = None
+    log_root: str | None = None  # the container logs (crilog.py's layout); None: no logs to serve
 
 
 def _ki(text: str) -> str:
@@ -109,7 +115,7 @@ def build_node(config: NodeConfig) -> Node:
                                   conditions=conditions(),
                                   addresses=[NodeAddress(type="InternalIP", address=config.ip),
                                              NodeAddress(type="Hostname", address=config.name)],
-                                  daemon_endpoints={"kubeletEndpoint": {"Port": 10250}},
+                                  daemon_endpoints={"kubeletEndpoint": {"Port": config.kubelet_port}},
                                   node_info=node_info(config), images=[]))
 
 

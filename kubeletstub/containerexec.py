@@ -1,0 +1,65 @@
+"""How the kubelet API reaches inside a container: the one place that says how a process is started in
+container C of pod P, and which network namespace a pod's ports are in.
+
+Today a container is the pod's network namespace on the host's filesystem: a command runs as
+`ip netns exec <pod netns> <command>` (kubelab has no images, DESIGN.md). The runtime that gives each
+pod its own mount and UTS namespaces replaces `exec_argv` (and nothing else needs to change): the kubelet
+API (`server.py`) only ever asks this module for an argv.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+from collections.abc import Sequence
+from typing import Protocol
+
+from kubelab.models import Pod
+
+DEFAULT_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"  # what containerd sets
+
+
+class PodNamespaces(Protocol):
+    """What the dataplane tells about a running pod (kubeletstub.dataplane.Dataplane has both)."""
+
+    def pod_argv(self, pod_key: str, cmd: Sequence[str]) -> list[str] | None: ...
+
+    def pod_netns(self, pod_key: str) -> str | None: ...
+
+
+def exec_argv(dataplane: PodNamespaces, pod: Pod, container: str, command: Sequence[str]) -> list[str] | None:
+    """The argv that runs `command` inside `container` of `pod`; None when the pod has nowhere to run
+    it (render dataplane, or the pod is not running here). REPLACE ME with the runtime's container
+    entry (mount/UTS namespaces, the container's env and workingDir); `container` is unused today."""
+    del container
+    return dataplane.pod_argv(pod.key, list(command))
+
+
+def container_path(pod: Pod, container: str) -> str:
+    """The PATH a command is looked up in: the container's `env` PATH, else the runtime's default."""
+    for c in (pod.spec.containers if pod.spec else None) or []:
+        if c.name == container:
+            for env in c.env or []:
+                if env.get("name") == "PATH" and isinstance(env.get("value"), str) and env["value"]:
+                    return str(env["value"])
+    return DEFAULT_PATH
+
+
+def missing_binary(command: Sequence[str], path: str) -> tuple[int, str] | None:
+    """runc's refusal of an exec that cannot start, as (exit code, message): 127 when the binary is not
+    found, 126 when it is not executable (POSIX shells' and docker's codes); None when it can start."""
+    name = command[0]
+    if "/" in name:
+        if not os.path.exists(name):
+            return 127, f'exec: "{name}": stat {name}: no such file or directory'
+        if os.path.isdir(name) or not os.access(name, os.X_OK):
+            return 126, f'exec: "{name}": permission denied'
+        return None
+    if shutil.which(name, path=path) is None:
+        return 127, f'exec: "{name}": executable file not found in $PATH'
+    return None
+
+
+def oci_message(detail: str) -> str:
+    """How containerd words a failed exec start (runc's error, wrapped)."""
+    return f"OCI runtime exec failed: exec failed: unable to start container process: {detail}: unknown"
