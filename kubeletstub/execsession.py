@@ -19,9 +19,10 @@ import struct
 import termios
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Protocol
 
 from .streaming import channels
-from .streaming.websocket import TEXT, ConnectionClosed, WebSocket, WebSocketError
+from .streaming.websocket import BINARY, TEXT, ConnectionClosed, WebSocket, WebSocketError
 
 READ_SIZE = 32 * 1024
 DRAIN_AFTER_EXIT = 5.0  # output still in the pipes after the command ended, e.g. a background child's
@@ -87,14 +88,60 @@ def _set_size(fd: int, columns: int, rows: int) -> None:
     fcntl.ioctl(fd, termios.TIOCSWINSZ, struct.pack("HHHH", rows, columns, 0, 0))
 
 
-class ExecSession:
-    """Runs `argv` behind `ws` with the channel protocol `codec`. `command` is what the user asked for
-    (for the Status message)."""
+class ClientGone(Exception):
+    """The client closed the stream's connection (or broke its protocol)."""
 
-    def __init__(self, ws: WebSocket, codec: channels.Codec, argv: Sequence[str], command: Sequence[str],
-                 opts: ExecOptions, *, env: dict[str, str] | None = None) -> None:
+
+class Channels(Protocol):
+    """remotecommand's five channels over some transport (WebSocket, SPDY): what a session sends on
+    them, and the client's events: (STDIN, data), (CLOSE_SIGNAL, bytes([STDIN])) at stdin's end, (RESIZE,
+    a JSON size). `receive` raises ClientGone once the client is gone."""
+
+    structured_status: bool
+
+    async def send(self, channel: int, data: bytes) -> None: ...
+
+    async def receive(self) -> tuple[int, bytes]: ...
+
+    async def close(self) -> None: ...
+
+
+class WebSocketChannels:
+    def __init__(self, ws: WebSocket, codec: channels.Codec) -> None:
         self.ws = ws
         self.codec = codec
+        self.structured_status = codec.structured_status
+
+    async def send(self, channel: int, data: bytes) -> None:
+        is_text, payload = self.codec.encode(channel, data)
+        try:
+            await self.ws.send(payload, opcode=TEXT if is_text else BINARY)
+        except ConnectionClosed as exc:
+            raise ClientGone(str(exc)) from exc
+
+    async def receive(self) -> tuple[int, bytes]:
+        while True:
+            try:
+                _, payload = await self.ws.receive()
+                channel, data = self.codec.decode(payload)
+            except channels.ProtocolError:
+                continue
+            except (ConnectionClosed, WebSocketError, ConnectionError) as exc:
+                raise ClientGone(str(exc)) from exc
+            if channel == channels.CLOSE_SIGNAL and not self.codec.has_close_signal:
+                continue
+            return channel, data
+
+    async def close(self) -> None:
+        await self.ws.close()
+
+
+class ExecSession:
+    """Runs `argv` behind `streams`. `command` is what the user asked for (for the Status message)."""
+
+    def __init__(self, streams: Channels, argv: Sequence[str], command: Sequence[str], opts: ExecOptions, *,
+                 env: dict[str, str] | None = None) -> None:
+        self.streams = streams
         self.argv = list(argv)
         self.command = list(command)
         self.opts = opts
@@ -104,8 +151,7 @@ class ExecSession:
         self._pty: int | None = None
 
     async def send(self, channel: int, data: bytes) -> None:
-        is_text, payload = self.codec.encode(channel, data)
-        await self.ws.send(payload, opcode=TEXT if is_text else 2)
+        await self.streams.send(channel, data)
 
     def _own(self, fd: int) -> int:
         os.set_blocking(fd, False)
@@ -167,15 +213,8 @@ class ExecSession:
     async def _receive(self) -> None:
         """Client messages until the client goes away (which ends the session)."""
         while True:
-            opcode, payload = await self.ws.receive()
-            del opcode
-            if not payload:
-                continue
-            try:
-                channel, data = self.codec.decode(payload)
-            except channels.ProtocolError:
-                continue
-            if channel == channels.CLOSE_SIGNAL and self.codec.has_close_signal:
+            channel, data = await self.streams.receive()
+            if channel == channels.CLOSE_SIGNAL:
                 if data[:1] == bytes([channels.STDIN]) and self._stdin_fd is not None:
                     if self._pty is not None:
                         # A terminal's end of file is ^D, not a closed descriptor (the pty carries output too).
@@ -212,7 +251,7 @@ class ExecSession:
                 await asyncio.wait(pumps, timeout=DRAIN_AFTER_EXIT)
             code = waiter.result()
             await self.finish(channels.success_status() if code == 0 else self._exit_status(code))
-        except (ConnectionClosed, WebSocketError, ConnectionError):
+        except (ClientGone, ConnectionError):
             pass
         finally:
             for task in (receiver, *pumps):
@@ -225,14 +264,14 @@ class ExecSession:
                 await proc.wait()
             for fd in list(self._fds):
                 self._close_fd(fd)
-            await self.ws.close()
+            await self.streams.close()
 
     def _exit_status(self, code: int) -> bytes:
         # A command killed by a signal exits 128+N, as the shell and containerd report it.
         return channels.exit_status(code if code >= 0 else 128 - code, self.command)
 
     async def finish(self, status: bytes) -> None:
-        if not self.codec.structured_status:
+        if not self.streams.structured_status:
             # v1's error channel is plain text, and nothing for success.
             text = b"" if b'"Success"' in status else status
             if text:
@@ -241,17 +280,17 @@ class ExecSession:
         await self.send(channels.ERROR, status)
 
 
-async def refuse_exec(ws: WebSocket, codec: channels.Codec, opts: ExecOptions, command: Sequence[str], *,
-                      code: int, message: str) -> None:
+async def refuse_exec(streams: Channels, opts: ExecOptions, command: Sequence[str], *, code: int,
+                      message: str) -> None:
     """An exec the runtime cannot start: runc's message on the command's stderr (stdout with a tty) and
     its exit code, as containerd reports a missing binary."""
-    session = ExecSession(ws, codec, [], [], opts)
+    session = ExecSession(streams, [], command, opts)
     channel = channels.STDOUT if opts.tty or not opts.stderr else channels.STDERR
     try:
         if opts.stdout or opts.stderr:
             await session.send(channel, (message + "\r\n" if opts.tty else message + "\n").encode())
         await session.finish(channels.exit_status(code, command))
-    except (ConnectionClosed, ConnectionError):
+    except (ClientGone, ConnectionError):
         pass
     finally:
-        await ws.close()
+        await streams.close()

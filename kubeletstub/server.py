@@ -30,10 +30,12 @@ from typing import Any
 
 from kubelab.models import Pod
 
-from . import containerexec, logs, portforward
+from . import containerexec, logs, portforward, spdystreams
 from .containerexec import PodNamespaces
-from .execsession import ExecOptions, ExecSession, options_problem, refuse_exec
+from .execsession import Channels, ExecOptions, ExecSession, WebSocketChannels, options_problem, refuse_exec
+from .spdystreams import SpdyChannels
 from .streaming import channels, httpwire
+from .streaming.spdy import SpdyConnection
 from .streaming.websocket import WebSocket, accept_key
 
 log = logging.getLogger(__name__)
@@ -128,7 +130,6 @@ class KubeletServer:
                        writer: asyncio.StreamWriter, supported: tuple[str, ...]) -> WebSocket | None:
         """The WebSocket handshake with one of `supported`; None (answered) when it cannot be made."""
         if request.upgrade != "websocket" or "sec-websocket-key" not in request.headers:
-            # SPDY/3.1 upgrades are not served (yet): kubectl falls back only the other way round.
             await httpwire.respond(writer, 400, "Upgrade request required")
             return None
         offered = [v for v in request.headers.get("sec-websocket-protocol", "").split(",") if v.strip()]
@@ -180,16 +181,53 @@ class KubeletServer:
         if argv is None:
             await httpwire.respond(writer, 500, f'container not found ("{container}")')
             return
-        ws = await self._upgrade(request, reader, writer, channels.EXEC_PROTOCOLS)
-        if ws is None:
+        streams = await self._exec_streams(request, reader, writer, opts)
+        if streams is None:
             return
-        codec = channels.Codec(ws.subprotocol)
         refusal = containerexec.missing_binary(command, containerexec.container_path(pod, container))
         if refusal is not None:
             code, detail = refusal
-            await refuse_exec(ws, codec, opts, command, code=code, message=containerexec.oci_message(detail))
+            await refuse_exec(streams, opts, command, code=code, message=containerexec.oci_message(detail))
             return
-        await ExecSession(ws, codec, argv, command, opts).run()
+        await ExecSession(streams, argv, command, opts).run()
+
+    async def _exec_streams(self, request: httpwire.Request, reader: asyncio.StreamReader,
+                            writer: asyncio.StreamWriter, opts: ExecOptions) -> Channels | None:
+        """The upgraded connection's channels: a WebSocket, or SPDY/3.1 with the streams the options call
+        for (kubelet's createStreams); None when the upgrade failed (answered)."""
+        if request.upgrade != "spdy/3.1":
+            ws = await self._upgrade(request, reader, writer, channels.EXEC_PROTOCOLS)
+            return WebSocketChannels(ws, channels.Codec(ws.subprotocol)) if ws is not None else None
+        protocol = await self._spdy_upgrade(request, writer, spdystreams.EXEC_PROTOCOLS)
+        if protocol is None:
+            return None
+        conn = SpdyConnection(reader, writer)
+        running = asyncio.create_task(conn.run(), name="spdy-exec")
+        expected = {"error"} | {name for name, wanted in (("stdin", opts.stdin), ("stdout", opts.stdout),
+                                                          ("stderr", opts.stderr), ("resize", opts.tty)) if wanted}
+        if protocol == "channel.k8s.io":
+            expected.discard("error")  # v1 may leave the error stream out
+            expected.discard("resize")
+        streams = await spdystreams.accept_streams(conn, expected)
+        if streams is None:
+            running.cancel()
+            await conn.close()
+            return None
+        return SpdyChannels(conn, streams, protocol, running)
+
+    async def _spdy_upgrade(self, request: httpwire.Request, writer: asyncio.StreamWriter,
+                            supported: tuple[str, ...]) -> str | None:
+        """httpstream's SPDY/3.1 upgrade with X-Stream-Protocol-Version negotiation; None when refused."""
+        offered = request.headers.get("x-stream-protocol-version", "")
+        protocol = spdystreams.negotiate(offered, supported) if offered else supported[-1]
+        if protocol is None:
+            await httpwire.respond(writer, 403, f"unable to upgrade: unable to negotiate protocol: client "
+                                                f"supports {offered.split(', ')}, server supports {list(supported)}")
+            return None
+        writer.write(httpwire.response_head(101, {"Connection": "Upgrade", "Upgrade": "SPDY/3.1",
+                                                  "X-Stream-Protocol-Version": protocol}))
+        await writer.drain()
+        return protocol
 
     # --- logs -----------------------------------------------------------------------------------
 
@@ -235,12 +273,25 @@ class KubeletServer:
         if netns is None:
             await httpwire.respond(writer, 500, f"pod {name} has no network namespace on this node")
             return
+        pod_name = f"{namespace}/{name}"
+        if request.upgrade == "spdy/3.1":
+            if await self._spdy_upgrade(request, writer, (spdystreams.PORTFORWARD_PROTOCOL,)) is not None:
+                await spdystreams.serve_port_forward(SpdyConnection(reader, writer), netns, pod_name)
+            return
+        offered = request.headers.get("sec-websocket-protocol", "")
+        if spdystreams.TUNNELED_PORTFORWARD in [p.strip() for p in offered.split(",")]:
+            # kubectl 1.31+: SPDY inside the WebSocket, ports named on its streams.
+            ws = await self._upgrade(request, reader, writer, (spdystreams.TUNNELED_PORTFORWARD,))
+            if ws is not None:
+                tunnel = spdystreams.WebSocketBytes(ws)
+                await spdystreams.serve_port_forward(SpdyConnection(tunnel, tunnel), netns, pod_name)
+            return
         try:
-            ports = portforward.parse_ports(request.query.get("ports", []))
+            ports = portforward.parse_ports(request.query.get("port", []))
         except ValueError as exc:
             await httpwire.respond(writer, 400, str(exc))
             return
         ws = await self._upgrade(request, reader, writer, channels.PORTFORWARD_PROTOCOLS)
         if ws is None:
             return
-        await portforward.WebSocketPortForward(ws, channels.Codec(ws.subprotocol), netns, ports).run()
+        await portforward.WebSocketPortForward(ws, channels.Codec(ws.subprotocol), netns, ports, pod=pod_name).run()

@@ -126,7 +126,11 @@ async def connect_pod(request: Request, namespace: str, name: str, subresource: 
     transport = request.scope.get(UPGRADE_TRANSPORT_KEY)
     if transport is None:
         raise errors.bad_request("Upgrade request required")
-    query = [(k, v) for k, v in request.query_params.multi_items() if k != "container"]
+    query = [(k, v) for k, v in request.query_params.multi_items() if k not in ("container", "ports")]
+    ports = request.query_params.getlist("ports")
+    if subresource == "portforward" and ports:
+        # streamParams: PodPortForwardOptions.ports reach the kubelet as one `port`, comma-joined.
+        query.append(("port", ",".join(ports)))
     path = f"/{POD_STREAMS[subresource]}/{namespace}/{name}" + (f"/{container}" if container else "")
     if query:
         path += "?" + urllib.parse.urlencode(query)
