@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import os
 import socket
 import ssl
 from collections.abc import Iterable, Mapping
@@ -27,6 +28,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from kubelab.netnsthread import run_in_netns
+from kubelab.validation import is_ascii_digits
 
 from . import errors
 
@@ -70,8 +72,15 @@ def kubelet_location(node: Mapping[str, Any], *, scheme: str = "http") -> Kubele
 
 
 def dial_error(location: KubeletLocation, detail: str) -> errors.StatusError:
-    """What kube-apiserver answers when it cannot reach the kubelet (the proxy's error responder)."""
-    return errors.internal(f"error dialing backend: dial tcp {location.netloc}: {detail}")
+    """What kube-apiserver answers when it cannot reach the kubelet: the proxy's responder writes the
+    plain error, which ErrorToAPIStatus makes a 500 with no reason (`Error from server: error dialing
+    backend: ...` in kubectl)."""
+    return errors.StatusError(500, "", f"error dialing backend: dial tcp {location.netloc}: {detail}")
+
+
+def os_reason(exc: OSError) -> str:
+    """Go's wording of a socket error: the errno's text in lower case ("connection refused")."""
+    return os.strerror(exc.errno).lower() if exc.errno else str(exc)
 
 
 async def dial(location: KubeletLocation, *, netns: str | None, ssl_context: ssl.SSLContext | None = None,
@@ -84,7 +93,7 @@ async def dial(location: KubeletLocation, *, netns: str | None, ssl_context: ssl
     try:
         sock = run_in_netns(netns, make, name="kubelet-dial") if netns else make()
     except OSError as exc:
-        raise dial_error(location, f"socket: {exc.strerror or exc}") from None
+        raise dial_error(location, f"socket: {os_reason(exc)}") from None
     try:
         sock.setblocking(False)
         await asyncio.wait_for(asyncio.get_running_loop().sock_connect(sock, (location.host, location.port)),
@@ -97,7 +106,7 @@ async def dial(location: KubeletLocation, *, netns: str | None, ssl_context: ssl
         raise dial_error(location, "i/o timeout") from None
     except (OSError, ssl.SSLError) as exc:
         sock.close()
-        reason = (exc.strerror or str(exc)).lower() if isinstance(exc, OSError) else str(exc)
+        reason = os_reason(exc) if isinstance(exc, OSError) and not isinstance(exc, ssl.SSLError) else str(exc)
         raise dial_error(location, f"connect: {reason}") from None
 
 
@@ -140,7 +149,7 @@ async def read_body(reader: asyncio.StreamReader, head: ResponseHead, limit: int
     """A (short) response body: Content-Length, or up to the end of the connection; at most `limit`."""
     size = head.headers.get("content-length")
     with contextlib.suppress(asyncio.IncompleteReadError, ConnectionError):
-        if size is not None and size.isdigit():
+        if size is not None and is_ascii_digits(size):
             return await reader.readexactly(min(int(size), limit))
         return await reader.read(limit)
     return b""

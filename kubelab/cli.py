@@ -451,6 +451,8 @@ def cmd_exec(args: argparse.Namespace) -> int:
         netns = state.get("lab")
     elif target == "client" and state.get("client"):
         netns = state["client"]["netns"]
+    elif target == "apiserver" and state.get("apiserverNetns"):
+        netns = state["apiserverNetns"]  # where the API server dials kubelets from
     else:
         from kubeletstub.netns import DataplaneError, lookup_netns
 

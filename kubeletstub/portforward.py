@@ -11,11 +11,13 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import os
 import socket
 from collections.abc import Sequence
 from typing import Any
 
 from kubelab.netnsthread import run_in_netns
+from kubelab.validation import is_ascii_digits
 
 from .streaming import channels
 from .streaming.websocket import TEXT, ConnectionClosed, WebSocket, WebSocketError
@@ -32,7 +34,7 @@ def parse_ports(values: Sequence[str]) -> list[int]:
         if not value:
             raise ValueError('query parameter "port" cannot be empty')
         for text in value.split(","):
-            if not text.isdigit() or int(text) > 65535:
+            if not is_ascii_digits(text) or int(text) > 65535:
                 raise ValueError(f'unable to parse "{value}" as a port: strconv.ParseUint: parsing "{text}": '
                                  "invalid syntax")
             if int(text) < 1:
@@ -55,7 +57,7 @@ async def connect_in_netns(netns: str | None, port: int) -> tuple[asyncio.Stream
 
 
 def dial_error(port: int, pod: str, exc: OSError) -> str:
-    reason = (exc.strerror or str(exc)).lower()
+    reason = os.strerror(exc.errno).lower() if exc.errno else str(exc)
     return (f"error forwarding port {port} to pod {pod}, uid : failed to connect to localhost:{port} inside "
             f"namespace, IPv4: dial tcp4 127.0.0.1:{port}: connect: {reason}")
 

@@ -19,6 +19,8 @@ import contextlib
 import json
 from collections.abc import Collection
 
+from kubelab.validation import is_ascii_digits
+
 from . import portforward
 from .execsession import ClientGone
 from .streaming import channels
@@ -168,7 +170,7 @@ async def _forward_pair(error: SpdyStream, data: SpdyStream, netns: str | None, 
     """One forwarded connection: the pod's port on the data stream, failures on the error stream."""
     text = data.headers.get("port", "")
     try:
-        if not text.isdigit() or not 0 < int(text) < 65536:
+        if not is_ascii_digits(text) or not 0 < int(text) < 65536:
             raise ValueError(f'invalid port "{text}"')
         port = int(text)
         reader, writer = await portforward.connect_in_netns(netns, port)
@@ -192,14 +194,16 @@ async def _forward_pair(error: SpdyStream, data: SpdyStream, netns: str | None, 
             await data.write(chunk)
         await data.close()
 
-    tasks = [asyncio.create_task(upstream()), asyncio.create_task(downstream())]
+    sending = asyncio.create_task(upstream(), name="portforward-up")
     try:
-        # Until both directions end (or one fails): the pod closing its side still lets the client finish.
-        await asyncio.wait(tasks, return_when=asyncio.FIRST_EXCEPTION)
+        # As the runtime's PortForward: done when the pod's side is (the client's FIN on the data stream
+        # only half-closes the pod connection). Then both streams end, which kubectl waits for.
+        await downstream()
+    except (SpdyError, ConnectionError, OSError):
+        pass
     finally:
-        for task in tasks:
-            task.cancel()
-        await asyncio.gather(*tasks, return_exceptions=True)
+        sending.cancel()
+        await asyncio.gather(sending, return_exceptions=True)
         writer.close()
         await data.close()
         await error.close()
