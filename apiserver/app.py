@@ -63,6 +63,11 @@ class Config:
     # The network namespace kubelets are dialed from (pods/exec, log, ...: nodeproxy.py): `kubelab up
     # --dataplane netns` puts the API server on the lab network there; None dials from this process's own.
     kubelet_netns: str | None = None
+    # --kubelet-client-certificate/--kubelet-client-key: with them kubelets are dialed over TLS, presenting
+    # this certificate; --kubelet-certificate-authority: what the kubelets' serving certificates must chain to.
+    kubelet_client_certificate: str | None = None
+    kubelet_client_key: str | None = None
+    kubelet_certificate_authority: str | None = None
 
 
 class ApiServer:

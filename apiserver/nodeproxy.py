@@ -71,6 +71,17 @@ def kubelet_location(node: Mapping[str, Any], *, scheme: str = "http") -> Kubele
     return KubeletLocation(name, str(host), port, scheme)
 
 
+def client_context(cert_file: str, key_file: str, ca_file: str | None) -> ssl.SSLContext:
+    """TLS towards kubelets: the API server's client certificate, and the kubelets' serving certificates
+    checked against `ca_file` (kube-apiserver without --kubelet-certificate-authority checks nothing)."""
+    context = ssl.create_default_context(ssl.Purpose.SERVER_AUTH, cafile=ca_file)
+    if ca_file is None:
+        context.check_hostname = False
+        context.verify_mode = ssl.CERT_NONE
+    context.load_cert_chain(cert_file, key_file)
+    return context
+
+
 def dial_error(location: KubeletLocation, detail: str) -> errors.StatusError:
     """What kube-apiserver answers when it cannot reach the kubelet: the proxy's responder writes the
     plain error, which ErrorToAPIStatus makes a 500 with no reason (`Error from server: error dialing
@@ -174,7 +185,8 @@ class _Spliced(asyncio.Protocol):
 
     def eof_received(self) -> bool:
         self.reader.feed_eof()
-        return True  # keep the write side open: the kubelet may still be talking
+        # Keep the write side open, the kubelet may still be talking (TLS has no half close to keep).
+        return self.transport.get_extra_info("sslcontext") is None
 
     def pause_writing(self) -> None:
         self._writable.clear()
@@ -219,9 +231,10 @@ async def splice(client: _Spliced, backend_reader: asyncio.StreamReader, backend
              asyncio.create_task(to_backend(), name="splice-to-kubelet")]
     try:
         done, _ = await asyncio.wait(tasks, return_when=asyncio.FIRST_COMPLETED)
-        if tasks[1] in done and not tasks[0].done():
+        if tasks[1] in done and not tasks[0].done() and backend_writer.can_write_eof():
             # The client finished sending: the kubelet hears the end of file and still has its say (it
-            # closes when its side is done, which ends the copy to the client).
+            # closes when its side is done, which ends the copy to the client). Over TLS there is no half
+            # close: the kubelet hears the whole connection end, and cleans up as for a client gone.
             with contextlib.suppress(OSError, RuntimeError):
                 backend_writer.write_eof()
             await asyncio.wait([tasks[0]])

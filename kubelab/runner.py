@@ -129,7 +129,8 @@ async def up(options: UpOptions, *, ready: Callable[[dict[str, Any]], None] | No
             tokens = ensure_component_tokens(options.token_auth_file.resolve(),
                                              [addressing.node_name(i) for i in range(1, options.nodes + 1)])
             ips = [addressing.KUBERNETES_SERVICE_IP] + ([host] if host not in ("0.0.0.0", "", "127.0.0.1") else [])
-            pki = await asyncio.to_thread(ensure_lab_pki, data_dir / "pki", ips=ips)
+            pki = await asyncio.to_thread(ensure_lab_pki, data_dir / "pki", ips=ips,
+                                          kubelet_ips=[addressing.node_ip(i) for i in range(1, options.nodes + 1)])
         etcd_tls = (options.etcd_cafile, options.etcd_certfile, options.etcd_keyfile)
         if options.etcd_servers:
             etcd_servers = options.etcd_servers
@@ -153,7 +154,8 @@ async def up(options: UpOptions, *, ready: Callable[[dict[str, Any]], None] | No
                                 if options.token_auth_file is not None else None, event_ttl=options.event_ttl,
                                 serving=serving_options, etcd_cafile=cafile, etcd_certfile=certfile,
                                 etcd_keyfile=keyfile,
-                                kubelet_netns=f"{lab_prefix}-{APISERVER_NETNS}" if lab_prefix else None))
+                                kubelet_netns=f"{lab_prefix}-{APISERVER_NETNS}" if lab_prefix else None,
+                                **_kubelet_client_tls(pki)))
         server = api_server(uvicorn_config(app, options=serving_options, host=host, port=port,
                                            ssl_certfile=str(pki.cert_file) if pki else None,
                                            ssl_keyfile=str(pki.key_file) if pki else None), serving_options)
@@ -209,7 +211,7 @@ async def up(options: UpOptions, *, ready: Callable[[dict[str, Any]], None] | No
                     for task in (serving, serving_internal):
                         tg.create_task(_watch_apiserver(task), name=f"{task.get_name()}-watchdog")
                     await _run_components(tg, options, private.path, data_dir, state, lab, timer, ready, clients,
-                                          tokens=tokens)
+                                          tokens=tokens, pki=pki)
             finally:
                 for api in clients:  # only now: every component using them has stopped
                     with contextlib.suppress(Exception):
@@ -355,6 +357,23 @@ def _refuse_second_cluster(data_dir: Path) -> None:
     path.unlink(missing_ok=True)
 
 
+def _kubelet_client_tls(pki: Any) -> dict[str, Any]:
+    """The API server's side of the kubelet API's TLS (kube-apiserver's --kubelet-client-certificate,
+    --kubelet-client-key, --kubelet-certificate-authority); none without a lab PKI."""
+    if pki is None:
+        return {}
+    return {"kubelet_client_certificate": str(pki.kubelet_client_cert_file),
+            "kubelet_client_key": str(pki.kubelet_client_key_file), "kubelet_certificate_authority": str(pki.ca_file)}
+
+
+def _kubelet_server_tls(pki: Any) -> dict[str, Any]:
+    """The kubelets' side: their serving certificate and the CA their clients' certificates chain to."""
+    if pki is None:
+        return {}
+    return {"tls_cert_file": str(pki.kubelet_cert_file), "tls_private_key_file": str(pki.kubelet_key_file),
+            "client_ca_file": str(pki.ca_file)}
+
+
 APISERVER_NETNS = "apiserver"  # the API server's host on the lab network: <prefix>-apiserver
 
 
@@ -409,7 +428,7 @@ class _Node:
 async def _run_components(tg: asyncio.TaskGroup, options: UpOptions, api_socket: str, data_dir: Path,
                           state: dict[str, Any], lab: Any, timer: Timer,
                           ready: Callable[[dict[str, Any]], None] | None, clients: list[Any], *,
-                          tokens: Any = None) -> None:
+                          tokens: Any = None, pki: Any = None) -> None:
     import controllers
     import scheduler
     from kubeletstub.dataplane import NetnsDataplane, RenderDataplane
@@ -436,7 +455,8 @@ async def _run_components(tg: asyncio.TaskGroup, options: UpOptions, api_socket:
                                      # The kubelet API where the node has an address (its namespace); none in
                                      # render mode, whose nodes' addresses exist nowhere and whose pods run nothing.
                                      kubelet_port=addressing.KUBELET_PORT if lab is not None else 0,
-                                     log_root=str(data_dir / "nodes" / node.name / "log" / "pods")),
+                                     log_root=str(data_dir / "nodes" / node.name / "log" / "pods"),
+                                     **_kubelet_server_tls(pki)),
                           node.dataplane)
         applier = IptablesApplier(node.dataplane.node_netns) if lab is not None else RecordingApplier()
         agent = ProxyAgent(client(f"proxy-{node.name}"),

@@ -16,7 +16,7 @@ from kubelab.netnsthread import run_in_netns
 from .dataplane import Dataplane, RenderDataplane
 from .node import NodeConfig, build_node, refreshed_status, renew_lease
 from .pods import PodManager
-from .server import KubeletApiConfig, KubeletServer
+from .server import KubeletApiConfig, KubeletServer, server_context
 
 log = logging.getLogger(__name__)
 
@@ -138,10 +138,15 @@ class Kubelet:
 
         sock = await asyncio.to_thread(run_in_netns, self.dataplane.node_netns, bind,
                                        name=f"kubelet-api-{self.config.name}")
+        tls = None
+        if self.config.tls_cert_file and self.config.tls_private_key_file and self.config.client_ca_file:
+            tls = server_context(self.config.tls_cert_file, self.config.tls_private_key_file, self.config.client_ca_file)
         server = KubeletServer(KubeletApiConfig(self.config.name, self.manager.cache, self.dataplane,
-                                                Path(self.config.log_root) if self.config.log_root else None))
+                                                Path(self.config.log_root) if self.config.log_root else None),
+                               ssl_context=tls)
         await server.start(sock)
-        log.info("%s: kubelet API on %s:%d", self.config.name, address, self.config.kubelet_port)
+        log.info("%s: kubelet API on %s://%s:%d", self.config.name, "https" if tls else "http", address,
+                 self.config.kubelet_port)
         return server
 
     async def run(self) -> None:

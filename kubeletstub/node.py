@@ -61,6 +61,11 @@ class NodeConfig:
     kubelet_port: int = addressing.KUBELET_PORT
     kubelet_address: str | None = None
     log_root: str | None = None  # the container logs (crilog.py's layout); None: no logs to serve
+    # kubelet's --tls-cert-file, --tls-private-key-file and --client-ca-file: with them the kubelet API is
+    # HTTPS and wants the API server's client certificate (server.py).
+    tls_cert_file: str | None = None
+    tls_private_key_file: str | None = None
+    client_ca_file: str | None = None
 
 
 def _ki(text: str) -> str:

@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from kubelab.models import Pod
+from kubelab.pki import KUBELET_CLIENT_NAME
 
 from . import containerexec, logs, portforward, spdystreams
 from .containerexec import PodNamespaces
@@ -58,6 +59,27 @@ def _containers(pod: Pod) -> list[str]:
     names = [c.name for c in (spec.init_containers or [])] if spec else []
     names += [c.name for c in (spec.containers or [])] if spec else []
     return [n for n in names if n]
+
+
+def server_context(cert_file: str, key_file: str, client_ca_file: str) -> ssl.SSLContext:
+    """HTTPS for the kubelet API: its serving certificate, and a client certificate of `client_ca_file`
+    required of every connection (kubelet with --client-ca-file and anonymous auth off)."""
+    context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH, cafile=client_ca_file)
+    context.verify_mode = ssl.CERT_REQUIRED
+    context.load_cert_chain(cert_file, key_file)
+    return context
+
+
+def client_name(writer: asyncio.StreamWriter) -> str | None:
+    """The common name of the TLS client's certificate; None on a plain connection."""
+    cert = writer.get_extra_info("peercert")
+    if not cert:
+        return None
+    for rdn in cert.get("subject", ()):
+        for key, value in rdn:
+            if key == "commonName":
+                return str(value)
+    return ""
 
 
 class KubeletServer:
@@ -105,6 +127,13 @@ class KubeletServer:
             request = await asyncio.wait_for(httpwire.read_request(reader), HEAD_TIMEOUT)
         except httpwire.BadRequest as exc:
             await httpwire.respond(writer, 400, str(exc))
+            return
+        if self.ssl_context is not None and client_name(writer) != KUBELET_CLIENT_NAME:
+            # Only the API server may use the kubelet API (its webhook authorizer, for anyone else, asks
+            # for nodes/proxy, which kubelab grants nobody but the API server's certificate).
+            await httpwire.respond(writer, 403, f"Forbidden (user={client_name(writer)}, verb="
+                                                f"{'get' if request.method == 'GET' else 'create'}, resource=nodes, "
+                                                "subresource=proxy)")
             return
         parts = [p for p in request.path.split("/") if p]
         route = parts[0] if parts else ""

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import ssl
 import urllib.parse
 from collections.abc import AsyncIterator
 from typing import Any
@@ -109,8 +110,21 @@ async def _location(request: Request, pod: dict[str, Any]) -> nodeproxy.KubeletL
     return nodeproxy.kubelet_location(node)
 
 
-def _netns(request: Request) -> str | None:
-    return getattr(request.app.state.config, "kubelet_netns", None)
+def _tls(request: Request) -> ssl.SSLContext | None:
+    """The TLS context for kubelets (made once), None when the API server has no kubelet client certificate."""
+    state = request.app.state
+    context: ssl.SSLContext | None = getattr(state, "kubelet_tls", None)
+    config = state.config
+    if context is None and config.kubelet_client_certificate and config.kubelet_client_key:
+        context = state.kubelet_tls = nodeproxy.client_context(config.kubelet_client_certificate,
+                                                              config.kubelet_client_key,
+                                                              config.kubelet_certificate_authority)
+    return context
+
+
+async def _dial(request: Request, location: nodeproxy.KubeletLocation
+                ) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
+    return await nodeproxy.dial(location, netns=request.app.state.config.kubelet_netns, ssl_context=_tls(request))
 
 
 async def connect_pod(request: Request, namespace: str, name: str, subresource: str) -> Response:
@@ -138,7 +152,7 @@ async def connect_pod(request: Request, namespace: str, name: str, subresource: 
 
 
 async def _upgrade(request: Request, location: nodeproxy.KubeletLocation, path: str, transport: Any) -> Response:
-    reader, writer = await nodeproxy.dial(location, netns=_netns(request))
+    reader, writer = await _dial(request, location)
     try:
         writer.write(nodeproxy.request_head(request.method, path, location, request.scope["headers"]))
         await writer.drain()
@@ -179,7 +193,7 @@ async def _log(request: Request, pod: dict[str, Any], container: str) -> Respons
     path = f"/containerLogs/{meta.get('namespace')}/{name}/{container}"
     if query:
         path += "?" + urllib.parse.urlencode(query)
-    reader, writer = await nodeproxy.dial(location, netns=_netns(request))
+    reader, writer = await _dial(request, location)
     try:
         writer.write(nodeproxy.request_head("GET", path, location, []))
         await writer.drain()
@@ -215,7 +229,7 @@ async def connect_node(request: Request, name: str, rest: tuple[str, ...]) -> Re
         path += "?" + request.url.query
     body = await request.body() if request.method in ("POST", "PUT", "PATCH") else b""
     headers = [(k, v) for k, v in request.scope["headers"] if k.lower() in (b"accept", b"content-type")]
-    reader, writer = await nodeproxy.dial(location, netns=_netns(request))
+    reader, writer = await _dial(request, location)
     try:
         head_bytes = nodeproxy.request_head(request.method, path, location, headers)
         writer.write(head_bytes[:-2] + f"Content-Length: {len(body)}\r\n\r\n".encode() + body)

@@ -14,6 +14,7 @@ import datetime
 import os
 import secrets
 import socket
+import ssl
 import threading
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import AbstractContextManager
@@ -51,9 +52,10 @@ class HostPods:
 class KubeletThread:
     """A KubeletServer on 127.0.0.1, on an event loop of its own in a thread."""
 
-    def __init__(self, pods: dict[str, Pod], log_root: Path) -> None:
+    def __init__(self, pods: dict[str, Pod], log_root: Path, *, node_name: str = NODE,
+                 ssl_context: ssl.SSLContext | None = None) -> None:
         self.loop = asyncio.new_event_loop()
-        self.server = KubeletServer(KubeletApiConfig(NODE, pods, HostPods(), log_root))
+        self.server = KubeletServer(KubeletApiConfig(node_name, pods, HostPods(), log_root), ssl_context=ssl_context)
         sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
         sock.bind(("127.0.0.1", 0))
         self.port = sock.getsockname()[1]
@@ -376,3 +378,64 @@ def test_the_kubelet_refuses_a_client_without_upgrade(cluster: dict[str, Any]) -
     resp = cluster["admin"].get(exec_path("one", query="command=true"), headers=WS_UPGRADE)
     assert resp.status_code == 400
     assert resp.text == "you must specify at least 1 of stdin, stdout, stderr"
+
+
+# --- the kubelet API over TLS ----------------------------------------------------------------------
+
+@pytest.fixture(scope="module")
+def tls_cluster(cluster: dict[str, Any], etcd: Etcd, start_apiserver: Callable[..., AbstractContextManager[str]]
+                ) -> Iterator[dict[str, Any]]:
+    """A kubelet with the lab PKI's serving certificate that wants the API server's client certificate,
+    and an API server that presents it (kube-apiserver's --kubelet-client-certificate/-key and
+    --kubelet-certificate-authority)."""
+    from kubelab.pki import ensure_lab_pki
+    from kubeletstub.server import server_context
+
+    pki = ensure_lab_pki(cluster["tmp"] / "pki", ips=[], kubelet_ips=["127.0.0.1"])
+    pods = dict(cluster["pods"])
+    for key, value in list(pods.items()):  # the same pods, on the TLS node
+        copy = value.model_copy(deep=True)
+        assert copy.spec is not None
+        copy.spec.node_name = TLS_NODE
+        pods[key] = copy
+    kubelet = KubeletThread(pods, cluster["logs"], node_name=TLS_NODE,
+                            ssl_context=server_context(str(pki.kubelet_cert_file), str(pki.kubelet_key_file),
+                                                       str(pki.ca_file)))
+    try:
+        cluster["admin"].post("/api/v1/nodes", json=node(TLS_NODE, kubelet.port)).raise_for_status()
+        created = cluster["admin"].post(f"/api/v1/namespaces/{NS}/pods", json=pod("secure", TLS_NODE, "main"))
+        assert created.status_code == 201, created.text
+        pods[f"{NS}/secure"] = running(created.json())
+        with start_apiserver(etcd.url, kubelet_client_certificate=str(pki.kubelet_client_cert_file),
+                             kubelet_client_key=str(pki.kubelet_client_key_file),
+                             kubelet_certificate_authority=str(pki.ca_file)) as url:
+            yield {"url": url, "pki": pki, "port": kubelet.port, "kubeconfig": kubeconfigs.write(
+                cluster["tmp"] / "tls-kubeconfig", url)}
+    finally:
+        kubelet.stop()
+
+
+TLS_NODE = f"stream-{SUFFIX}-tls"
+
+
+def test_exec_over_tls_to_the_kubelet(tls_cluster: dict[str, Any], cluster: dict[str, Any]) -> None:
+    kubectl = Kubectl("1.33", tls_cluster["kubeconfig"], cluster["tmp"] / "cache-tls")
+    assert kubectl.ok("exec", "-n", NS, "secure", "--", "echo", "over tls") == "over tls\n"
+    failed = kubectl("exec", "-n", NS, "secure", "--", "sh", "-c", "exit 9")
+    assert (failed.returncode, failed.stderr) == (9, "command terminated with exit code 9\n")
+
+
+def test_the_tls_kubelet_serves_only_the_api_server(tls_cluster: dict[str, Any]) -> None:
+    pki = tls_cluster["pki"]
+    url = f"https://127.0.0.1:{tls_cluster['port']}/pods"
+    with pytest.raises(httpx.HTTPError):  # no client certificate: the handshake fails
+        httpx.get(url, verify=ssl.create_default_context(cafile=str(pki.ca_file)), timeout=10)
+    # A certificate of the same CA that is not the API server's (etcd's client) is refused as kubelet does.
+    context = ssl.create_default_context(cafile=str(pki.ca_file))
+    context.load_cert_chain(str(pki.etcd_client_cert_file), str(pki.etcd_client_key_file))
+    refused = httpx.get(url, verify=context, timeout=10)
+    assert (refused.status_code, refused.text) == (
+        403, "Forbidden (user=kube-apiserver-etcd-client, verb=get, resource=nodes, subresource=proxy)")
+    context = ssl.create_default_context(cafile=str(pki.ca_file))
+    context.load_cert_chain(str(pki.kubelet_client_cert_file), str(pki.kubelet_client_key_file))
+    assert httpx.get(url, verify=context, timeout=10).status_code == 200
