@@ -104,6 +104,13 @@ SELFSUBJECTACCESSREVIEWS = ResourceType("authorization.k8s.io", "v1", "selfsubje
                                         "SelfSubjectAccessReview", False, models.SelfSubjectAccessReview,
                                         verbs=("create",))
 SERVED: tuple[ResourceType, ...] = (*BUILTIN, SELFSUBJECTACCESSREVIEWS)
+# metrics.k8s.io, as metrics-server serves it behind kube-apiserver: read from the kubelets' stats/summary
+# when asked (apiserver/routers/metrics_api.py), never stored; in discovery so that `kubectl top` finds it.
+NODE_METRICS = ResourceType("metrics.k8s.io", "v1beta1", "nodes", "NodeMetrics", False, models.NodeMetrics,
+                            verbs=("get", "list"))
+POD_METRICS = ResourceType("metrics.k8s.io", "v1beta1", "pods", "PodMetrics", True, models.PodMetrics,
+                           verbs=("get", "list"))
+METRICS: tuple[ResourceType, ...] = (NODE_METRICS, POD_METRICS)
 
 
 def by_kind(api_version: str, kind: str) -> ResourceType | None:

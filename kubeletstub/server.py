@@ -7,6 +7,7 @@ Routes, as kubelet's server.go names them:
   WebSocket with one of remotecommand's channel protocols (`execsession.py`);
 * ``/containerLogs/{namespace}/{pod}/{container}``: the container's CRI log files (`logs.py`);
 * ``/portForward/{namespace}/{pod}`` (and ``.../{uid}``): WebSocket port-forwarding (`portforward.py`);
+* ``/stats/summary``: the pods' CPU and memory (`stats.py`), which metrics.k8s.io is made of;
 * ``/healthz``, ``/pods``.
 
 One request per connection (every answer closes it): kube-apiserver dials a new connection per
@@ -35,6 +36,7 @@ from . import containerexec, logs, portforward, spdystreams
 from .containerexec import PodNamespaces
 from .execsession import Channels, ExecOptions, ExecSession, WebSocketChannels, options_problem, refuse_exec
 from .spdystreams import SpdyChannels
+from .stats import StatsProvider
 from .streaming import channels, httpwire
 from .streaming.spdy import SpdyConnection
 from .streaming.websocket import WebSocket, accept_key
@@ -89,6 +91,7 @@ class KubeletServer:
         self._server: asyncio.Server | None = None
         self._connections: set[asyncio.Task[Any]] = set()
         self.address: tuple[str, int] | None = None
+        self.stats = StatsProvider(config.node_name, config.dataplane)
 
     async def start(self, sock: socket.socket) -> None:
         """Serve on a bound socket (made in the node's network namespace by the caller)."""
@@ -145,6 +148,9 @@ class KubeletServer:
             await self._logs(request, writer, parts[1], parts[2], parts[3])
         elif route == "portForward" and len(parts) in (3, 4):
             await self._port_forward(request, reader, writer, parts[1], parts[2])
+        elif request.path in ("/stats/summary", "/stats/summary/"):
+            summary = await self.stats.summary(self.config.pods)
+            await httpwire.respond(writer, 200, json.dumps(summary), content_type="application/json")
         elif request.path in ("/pods", "/pods/"):
             items = [p.model_dump(by_alias=True, exclude_none=True) for p in list(self.config.pods.values())]
             await httpwire.respond(writer, 200, json.dumps({"kind": "PodList", "apiVersion": "v1",

@@ -122,8 +122,9 @@ def _tls(request: Request) -> ssl.SSLContext | None:
     return context
 
 
-async def _dial(request: Request, location: nodeproxy.KubeletLocation
-                ) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
+async def dial(request: Request, location: nodeproxy.KubeletLocation
+               ) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
+    """A connection to a kubelet, as this API server is configured to make it (namespace, TLS)."""
     return await nodeproxy.dial(location, netns=request.app.state.config.kubelet_netns, ssl_context=_tls(request))
 
 
@@ -152,7 +153,7 @@ async def connect_pod(request: Request, namespace: str, name: str, subresource: 
 
 
 async def _upgrade(request: Request, location: nodeproxy.KubeletLocation, path: str, transport: Any) -> Response:
-    reader, writer = await _dial(request, location)
+    reader, writer = await dial(request, location)
     try:
         writer.write(nodeproxy.request_head(request.method, path, location, request.scope["headers"]))
         await writer.drain()
@@ -193,7 +194,7 @@ async def _log(request: Request, pod: dict[str, Any], container: str) -> Respons
     path = f"/containerLogs/{meta.get('namespace')}/{name}/{container}"
     if query:
         path += "?" + urllib.parse.urlencode(query)
-    reader, writer = await _dial(request, location)
+    reader, writer = await dial(request, location)
     try:
         writer.write(nodeproxy.request_head("GET", path, location, []))
         await writer.drain()
@@ -229,7 +230,7 @@ async def connect_node(request: Request, name: str, rest: tuple[str, ...]) -> Re
         path += "?" + request.url.query
     body = await request.body() if request.method in ("POST", "PUT", "PATCH") else b""
     headers = [(k, v) for k, v in request.scope["headers"] if k.lower() in (b"accept", b"content-type")]
-    reader, writer = await _dial(request, location)
+    reader, writer = await dial(request, location)
     try:
         head_bytes = nodeproxy.request_head(request.method, path, location, headers)
         writer.write(head_bytes[:-2] + f"Content-Length: {len(body)}\r\n\r\n".encode() + body)

@@ -46,7 +46,7 @@ from ..registry.apps import scale_of
 from ..registry.pods import bind
 from ..registry.store import parse_resource_version
 from ..requestinfo import RequestInfo
-from . import proxy, reviews
+from . import metrics_api, proxy, reviews
 
 log = logging.getLogger(__name__)
 
@@ -225,6 +225,8 @@ async def dispatch(request: Request, info: RequestInfo) -> Response:
                                          '"Ignore", "Strict", "Warn"')
             requestctx.field_validation.set(mode)
             warnings = requestctx.start()
+            if info.group == metrics_api.GROUP:  # served from the kubelets, not stored (metrics_api.py)
+                return await metrics_api.serve(request, info)
             target = resolve(request, info)
             admit = admission.of(request.scope)
             if admit is not None:

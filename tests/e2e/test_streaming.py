@@ -173,3 +173,31 @@ def test_nodes_proxy_reaches_the_kubelet(applied: Cluster) -> None:
     raw = applied.kubectl("get", "--raw", "/api/v1/nodes/node-2/proxy/pods").stdout
     pods: dict[str, Any] = json.loads(raw)
     assert "web" in {p["metadata"]["name"] for p in pods["items"]}
+
+
+def _top_cpu_millis(cluster: Cluster, pod: str) -> int | None:
+    result = kubectl(cluster, "1.33", "top", "pod", pod, "--no-headers")
+    if result.returncode != 0:
+        return None
+    cpu = result.stdout.split()[1]
+    return int(cpu.removesuffix("m")) if cpu.endswith("m") else int(cpu) * 1000
+
+
+def test_kubectl_top_shows_a_busy_pods_cpu(applied: Cluster) -> None:
+    """metrics.k8s.io from the kubelets' stats/summary: the CPU of the pod's processes (here a busy loop
+    started with exec, which outlives the exec as it would in a container) and their memory."""
+    busy = kubectl(applied, "1.33", "exec", "web", "--", "sh", "-c",
+                   "timeout 120 sh -c 'while :; do :; done' >/dev/null 2>&1 & echo started")
+    assert busy.stdout == "started\n", busy.stderr
+    try:
+        # A busy loop gets a good share of a core even on a loaded machine; the idle pod next to it does not.
+        wait_for("the busy pod's CPU in kubectl top", lambda: (_top_cpu_millis(applied, "web") or 0) >= 100,
+                 timeout=90)
+        idle = _top_cpu_millis(applied, "stranded")
+        assert idle is not None and idle < 100
+        nodes = kubectl(applied, "1.33", "top", "nodes", "--no-headers")
+        assert nodes.returncode == 0 and "node-2" in nodes.stdout, nodes.stderr
+        missing = kubectl(applied, "1.33", "top", "pod", "nope")
+        assert missing.stderr == 'Error from server (NotFound): podmetrics.metrics.k8s.io "default/nope" not found\n'
+    finally:
+        kubectl(applied, "1.33", "exec", "web", "--", "pkill", "-f", "while :; do :; done")

@@ -215,6 +215,14 @@ def test_discovery_lists_the_connect_subresources(cluster: dict[str, Any]) -> No
     assert resources["pods/log"]["verbs"] == ["get"]
     assert resources["pods/portforward"]["kind"] == "PodPortForwardOptions"
     assert resources["nodes/proxy"]["kind"] == "NodeProxyOptions"
+    # metrics.k8s.io, which `kubectl top` looks for before it asks (served from the kubelets, never stored).
+    groups = {g["name"] for g in cluster["admin"].get("/apis").json()["groups"]}
+    assert "metrics.k8s.io" in groups
+    metrics = {r["name"]: r for r in cluster["admin"].get("/apis/metrics.k8s.io/v1beta1").json()["resources"]}
+    assert (metrics["nodes"]["kind"], metrics["pods"]["kind"], metrics["pods"]["verbs"]) == (
+        "NodeMetrics", "PodMetrics", ["get", "list"])
+    missing = cluster["admin"].get(f"/apis/metrics.k8s.io/v1beta1/namespaces/{NS}/pods/nope")
+    assert_status(missing, 404, "NotFound", f'podmetrics.metrics.k8s.io "{NS}/nope" not found')
 
 
 # --- exec through to the kubelet -------------------------------------------------------------------
