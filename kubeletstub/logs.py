@@ -1,11 +1,14 @@
 """`kubectl logs` as kubelet answers it: the container's CRI log files (crilog.py) read back with the
-options of PodLogOptions (pkg/kubelet/kuberuntime/logs/logs.go ReadLogs).
+options of PodLogOptions (pkg/kubelet/kuberuntime/logs/logs.go ReadLogs). As kubelet, only the
+container's current file is read: what the runtime rotated away (`<n>.log.<time>`, gzipped after the
+first) is not shown.
 
 `tailLines` counts whole lines from the end, `sinceTime`/`sinceSeconds` drop lines written before, and
 `limitBytes` cuts the output (the last line too) once that many bytes were sent; `timestamps` puts each
 line's CRI time in front of it. `follow` keeps reading the current file as it grows until the container
-stops running. `previous` reads the last terminated instance's file (restartCount - 1). The runtime
-writes (and rotates) the files: rotated ones, `<n>.log.<suffix>`, are read before `<n>.log`.
+stops running, and starts the new file from its beginning when the runtime rotates the one it
+follows (kubelet's waitLogs sees the rename and reopens). `previous` reads the last terminated
+instance's file (restartCount - 1).
 """
 
 from __future__ import annotations
@@ -13,6 +16,7 @@ from __future__ import annotations
 import asyncio
 import collections
 import datetime
+import os
 from collections.abc import AsyncIterator, Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -110,9 +114,7 @@ def log_files(root: Path, pod: Pod, container: str, *, previous: bool) -> list[P
         restarts -= 1  # waiting to restart: the newest file is the last instance's
     meta = pod.metadata
     directory = container_log_dir(root, meta.namespace or "", meta.name or "", meta.uid or "", container)
-    current = directory / f"{restarts}.log"
-    rotated = sorted(directory.glob(f"{restarts}.log.*")) if directory.is_dir() else []
-    return [*rotated, current]
+    return [directory / f"{restarts}.log"]
 
 
 def _lines(data: bytes) -> Iterator[LogLine]:
@@ -173,10 +175,18 @@ async def stream(files: Sequence[Path], options: LogOptions, *,
         yield chunk
     if not options.follow or last is None:
         return
+    try:
+        inode: int | None = last.stat().st_ino
+    except FileNotFoundError:
+        inode = None
     while budget is None or budget > 0:
         data = b""
         try:
             with last.open("rb") as f:
+                current = os.fstat(f.fileno()).st_ino
+                if inode is not None and current != inode:
+                    position = 0  # rotated: the runtime's new file, from its beginning
+                inode = current
                 f.seek(position)
                 data = f.read(READ_SIZE)
         except FileNotFoundError:

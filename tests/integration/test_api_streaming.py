@@ -333,6 +333,8 @@ def write_log(cluster: dict[str, Any], name: str, container: str, restart: int, 
 
 def test_kubectl_logs(cluster: dict[str, Any], kubectl_of: Callable[[str], Kubectl]) -> None:
     start = datetime.datetime(2026, 1, 2, 3, 4, 5, tzinfo=datetime.UTC)
+    rotated = write_log(cluster, "one", "main", 0, [("stdout", "rotated away")], start)
+    rotated.rename(rotated.with_name("0.log.20260101-000000"))  # kubelet reads the current file only
     write_log(cluster, "one", "main", 0, [("stdout", f"line {i}") for i in range(1, 6)], start)
     write_log(cluster, "restarted", "main", 0, [("stderr", "before the restart")], start)
     write_log(cluster, "restarted", "main", 1, [("stdout", "after the restart")], start)
@@ -369,6 +371,10 @@ def test_kubectl_logs_follow(cluster: dict[str, Any], kubectl_of: Callable[[str]
             f.write(crilog.format_line("stdout", b"thi", partial=True, when=start))
             f.write(crilog.format_line("stdout", b"rd", when=start))
         assert follower.stdout.readline() == "third\n"
+        # The runtime rotates the file (renamed, a new one started): the follower goes on with the new one.
+        path.rename(path.with_name(path.name + ".20260102-030405"))
+        write_log(cluster, "picky", "side", 0, [("stdout", "after rotation")], start)
+        assert follower.stdout.readline() == "after rotation\n"
     finally:
         follower.kill()
         follower.wait()
