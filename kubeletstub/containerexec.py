@@ -3,8 +3,8 @@ container C of pod P, and which network namespace a pod's ports are in.
 
 Today a container is the pod's network namespace on the host's filesystem: a command runs as
 `ip netns exec <pod netns> <command>` (kubelab has no images, DESIGN.md). The runtime that gives each
-pod its own mount and UTS namespaces replaces `exec_argv` (and nothing else needs to change): the kubelet
-API (`server.py`) only ever asks this module for an argv.
+pod its own mount and UTS namespaces replaces `exec_target` (and nothing else needs to change): the
+kubelet API (`server.py`) only ever asks this module what to start, with which environment, where.
 """
 
 from __future__ import annotations
@@ -12,6 +12,7 @@ from __future__ import annotations
 import os
 import shutil
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Protocol
 
 from kubelab.models import Pod
@@ -27,12 +28,23 @@ class PodNamespaces(Protocol):
     def pod_netns(self, pod_key: str) -> str | None: ...
 
 
-def exec_argv(dataplane: PodNamespaces, pod: Pod, container: str, command: Sequence[str]) -> list[str] | None:
-    """The argv that runs `command` inside `container` of `pod`; None when the pod has nowhere to run
-    it (render dataplane, or the pod is not running here). REPLACE ME with the runtime's container
-    entry (mount/UTS namespaces, the container's env and workingDir); `container` is unused today."""
+@dataclass(frozen=True, slots=True)
+class ExecTarget:
+    """What to start for an exec: its argv, environment (None: the kubelet's) and working directory."""
+
+    argv: list[str]
+    env: dict[str, str] | None = None
+    cwd: str | None = None
+
+
+def exec_target(dataplane: PodNamespaces, pod: Pod, container: str, command: Sequence[str]) -> ExecTarget | None:
+    """How to run `command` inside `container` of `pod`; None when it has nowhere to run (render
+    dataplane, or the container is not running here: kubelet's `container not found`). REPLACE ME with
+    the runtime's container entry, e.g. `ExecTarget(*runtime.exec_command(pod.key, container, command))`
+    and None on its LookupError; `container` is unused today."""
     del container
-    return dataplane.pod_argv(pod.key, list(command))
+    argv = dataplane.pod_argv(pod.key, list(command))
+    return ExecTarget(argv) if argv is not None else None
 
 
 def container_path(pod: Pod, container: str) -> str:

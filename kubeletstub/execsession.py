@@ -14,6 +14,7 @@ import contextlib
 import errno
 import fcntl
 import os
+import shutil
 import signal
 import struct
 import termios
@@ -25,6 +26,7 @@ from .streaming import channels
 from .streaming.websocket import BINARY, TEXT, ConnectionClosed, WebSocket, WebSocketError
 
 READ_SIZE = 32 * 1024
+SETSID = shutil.which("setsid") or "/usr/bin/setsid"  # found here: a container's env may have no PATH
 DRAIN_AFTER_EXIT = 5.0  # output still in the pipes after the command ended, e.g. a background child's
 
 
@@ -140,12 +142,13 @@ class ExecSession:
     """Runs `argv` behind `streams`. `command` is what the user asked for (for the Status message)."""
 
     def __init__(self, streams: Channels, argv: Sequence[str], command: Sequence[str], opts: ExecOptions, *,
-                 env: dict[str, str] | None = None) -> None:
+                 env: dict[str, str] | None = None, cwd: str | None = None) -> None:
         self.streams = streams
         self.argv = list(argv)
         self.command = list(command)
         self.opts = opts
         self.env = env
+        self.cwd = cwd
         self._fds: list[int] = []
         self._stdin_fd: int | None = None
         self._pty: int | None = None
@@ -170,7 +173,8 @@ class ExecSession:
             master, slave = os.openpty()
             try:
                 proc = await asyncio.create_subprocess_exec(
-                    "setsid", "--ctty", "--wait", *self.argv, stdin=slave, stdout=slave, stderr=slave, env=self.env)
+                    SETSID, "--ctty", "--wait", *self.argv, stdin=slave, stdout=slave, stderr=slave, env=self.env,
+                    cwd=self.cwd)
             finally:
                 os.close(slave)
             self._pty = self._own(master)
@@ -197,7 +201,7 @@ class ExecSession:
                 *self.argv, stdin=stdin_r if stdin_r is not None else asyncio.subprocess.DEVNULL,
                 stdout=out_w if out_w is not None else asyncio.subprocess.DEVNULL,
                 stderr=err_w if err_w is not None else asyncio.subprocess.DEVNULL,
-                start_new_session=True, env=self.env)
+                start_new_session=True, env=self.env, cwd=self.cwd)
         finally:
             for fd in child_fds:
                 os.close(fd)

@@ -212,8 +212,8 @@ class KubeletServer:
         if problem is not None:
             await httpwire.respond(writer, 400, problem)
             return
-        argv = containerexec.exec_argv(self.config.dataplane, pod, container, command)
-        if argv is None:
+        target = containerexec.exec_target(self.config.dataplane, pod, container, command)
+        if target is None:
             await httpwire.respond(writer, 500, f'container not found ("{container}")')
             return
         streams = await self._exec_streams(request, reader, writer, opts)
@@ -224,7 +224,7 @@ class KubeletServer:
             code, detail = refusal
             await refuse_exec(streams, opts, command, code=code, message=containerexec.oci_message(detail))
             return
-        await ExecSession(streams, argv, command, opts).run()
+        await ExecSession(streams, target.argv, command, opts, env=target.env, cwd=target.cwd).run()
 
     async def _exec_streams(self, request: httpwire.Request, reader: asyncio.StreamReader,
                             writer: asyncio.StreamWriter, opts: ExecOptions) -> Channels | None:
