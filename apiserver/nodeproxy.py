@@ -54,20 +54,23 @@ class KubeletLocation:
         return f"{self.host}:{self.port}"
 
 
-def kubelet_location(node: Mapping[str, Any], *, scheme: str = "http") -> KubeletLocation:
-    """GetConnectionInfo: the node's InternalIP (else its first address) and kubelet port."""
+def kubelet_location(node: Mapping[str, Any], *, scheme: str = "http", address: str | None = None
+                     ) -> KubeletLocation:
+    """GetConnectionInfo: the node's InternalIP (else its first address; `address` when given) and kubelet
+    port."""
     name = str((node.get("metadata") or {}).get("name") or "")
     status = node.get("status") or {}
     addresses = [a for a in status.get("addresses") or [] if isinstance(a, dict)]
     host = next((a.get("address") for a in addresses if a.get("type") == "InternalIP"), None) or \
         next((a.get("address") for a in addresses if a.get("address")), None)
     port = ((status.get("daemonEndpoints") or {}).get("kubeletEndpoint") or {}).get("Port") or 0
+    host = address or host
     if not host:
         raise errors.bad_request(f'node "{name}" has no address to reach its kubelet at')
     if not isinstance(port, int) or not 0 < port < 65536:
         raise errors.StatusError(503, "ServiceUnavailable",
                                  f'node "{name}" serves no kubelet API (status.daemonEndpoints.kubeletEndpoint.Port '
-                                 f"is {port}): its pods run nothing (the render dataplane)")
+                                 f"is {port})")
     return KubeletLocation(name, str(host), port, scheme)
 
 

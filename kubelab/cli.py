@@ -400,7 +400,7 @@ def cmd_node(args: argparse.Namespace) -> int:
         # The kubelet API: on the node's address where the node runs pods (host dataplane); in render mode
         # nothing runs and the node's address is nobody's, so only with an explicit --kubelet-port.
         port = args.kubelet_port if args.kubelet_port is not None else \
-            (addressing.KUBELET_PORT if dataplane is not None else 0)
+            (addressing.KUBELET_PORT if dataplane is not None else None)
         config = NodeConfig(name=args.name, ip=ip, pod_cidr=cidr, cpu=args.cpu, memory=args.memory,
                             max_pods=args.max_pods, kubelet_port=port, kubelet_address=args.kubelet_address,
                             log_root=str(Path(args.data_dir) / "nodes" / args.name / "log" / "pods"),
@@ -844,7 +844,7 @@ def build_parser() -> argparse.ArgumentParser:
                         "empty: off)")
     p.add_argument("--kubelet-port", type=int, metavar="PORT",
                    help="the kubelet API's port, advertised in the Node's daemonEndpoints (default 10250 with "
-                        "--dataplane host; none in render mode, where nothing runs; 0: none)")
+                        "--dataplane host; none in render mode unless given; 0: a free port)")
     p.add_argument("--kubelet-address", metavar="IP",
                    help="where the kubelet API listens (default: the node's InternalIP)")
     p.add_argument("--tls-cert-file", metavar="FILE", help="serve the kubelet API over HTTPS with this certificate")

@@ -155,6 +155,7 @@ async def up(options: UpOptions, *, ready: Callable[[dict[str, Any]], None] | No
                                 serving=serving_options, etcd_cafile=cafile, etcd_certfile=certfile,
                                 etcd_keyfile=keyfile,
                                 kubelet_netns=f"{lab_prefix}-{APISERVER_NETNS}" if lab_prefix else None,
+                                kubelet_address=None if lab_prefix else "127.0.0.1",
                                 **_kubelet_client_tls(pki)))
         server = api_server(uvicorn_config(app, options=serving_options, host=host, port=port,
                                            ssl_certfile=str(pki.cert_file) if pki else None,
@@ -452,9 +453,10 @@ async def _run_components(tg: asyncio.TaskGroup, options: UpOptions, api_socket:
         kubelet = Kubelet(client(f"kubelet-{node.name}"),
                           NodeConfig(name=node.name, ip=node.ip, pod_cidr=node.pod_cidr, cpu=options.node_cpu,
                                      memory=options.node_memory, max_pods=options.node_max_pods,
-                                     # The kubelet API where the node has an address (its namespace); none in
-                                     # render mode, whose nodes' addresses exist nowhere and whose pods run nothing.
+                                     # The kubelet API on the node's address in its namespace; in render mode,
+                                     # whose nodes' addresses exist nowhere, on a free loopback port each.
                                      kubelet_port=addressing.KUBELET_PORT if lab is not None else 0,
+                                     kubelet_address=None if lab is not None else "127.0.0.1",
                                      log_root=str(data_dir / "nodes" / node.name / "log" / "pods"),
                                      **_kubelet_server_tls(pki)),
                           node.dataplane)

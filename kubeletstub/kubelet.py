@@ -121,8 +121,10 @@ class Kubelet:
 
     async def serve_api(self) -> KubeletServer | None:
         """The kubelet API on the node's address and kubelet port, its socket made in the node's network
-        namespace; None when the port is 0 (see NodeConfig)."""
-        if not self.config.kubelet_port:
+        namespace; None when it has none (see NodeConfig). A port of 0 becomes the one the kernel picked,
+        which the Node then advertises."""
+        port = self.config.kubelet_port
+        if port is None:
             return None
         address = self.config.kubelet_address or self.config.ip
 
@@ -130,7 +132,7 @@ class Kubelet:
             sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
             sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
             try:
-                sock.bind((address, self.config.kubelet_port))
+                sock.bind((address, port))
             except BaseException:
                 sock.close()
                 raise
@@ -145,6 +147,7 @@ class Kubelet:
                                                 Path(self.config.log_root) if self.config.log_root else None),
                                ssl_context=tls)
         await server.start(sock)
+        self.config.kubelet_port = sock.getsockname()[1]
         log.info("%s: kubelet API on %s://%s:%d", self.config.name, "https" if tls else "http", address,
                  self.config.kubelet_port)
         return server

@@ -55,10 +55,10 @@ class NodeConfig:
     lease_duration: int = 40
     cluster_dns: tuple[str, ...] = (addressing.CLUSTER_DNS_IP,)  # the kubelet's --cluster-dns
     cluster_domain: str = addressing.CLUSTER_DOMAIN  # the kubelet's --cluster-domain
-    # The kubelet API (server.py): its port, advertised in status.daemonEndpoints.kubeletEndpoint (0: none,
-    # the render dataplane, where nothing runs to exec into or read logs of), and the address it binds
-    # (None: the node's InternalIP, in the node's network namespace).
-    kubelet_port: int = addressing.KUBELET_PORT
+    # The kubelet API (server.py): its port, advertised in status.daemonEndpoints.kubeletEndpoint (None: no
+    # kubelet API; 0: a free port, advertised once bound), and the address it binds (None: the node's
+    # InternalIP, in the node's network namespace).
+    kubelet_port: int | None = addressing.KUBELET_PORT
     kubelet_address: str | None = None
     log_root: str | None = None  # the container logs (crilog.py's layout); None: no logs to serve
     # kubelet's --tls-cert-file, --tls-private-key-file and --client-ca-file: with them the kubelet API is
@@ -120,7 +120,7 @@ def build_node(config: NodeConfig) -> Node:
                                   conditions=conditions(),
                                   addresses=[NodeAddress(type="InternalIP", address=config.ip),
                                              NodeAddress(type="Hostname", address=config.name)],
-                                  daemon_endpoints={"kubeletEndpoint": {"Port": config.kubelet_port}},
+                                  daemon_endpoints={"kubeletEndpoint": {"Port": config.kubelet_port or 0}},
                                   node_info=node_info(config), images=[]))
 
 

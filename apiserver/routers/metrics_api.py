@@ -31,7 +31,7 @@ MAX_SUMMARY = 16 * 1024 * 1024
 
 async def _summary(request: Request, node: dict[str, Any]) -> dict[str, Any] | None:
     try:
-        location = nodeproxy.kubelet_location(node)
+        location = nodeproxy.kubelet_location(node, address=request.app.state.config.kubelet_address)
         reader, writer = await proxy.dial(request, location)
     except errors.StatusError:
         return None

@@ -107,7 +107,7 @@ async def _location(request: Request, pod: dict[str, Any]) -> nodeproxy.KubeletL
     if not node_name:
         return None
     node = await request.app.state.registry.get(kinds.NODES, None, node_name)
-    return nodeproxy.kubelet_location(node)
+    return nodeproxy.kubelet_location(node, address=request.app.state.config.kubelet_address)
 
 
 def _tls(request: Request) -> ssl.SSLContext | None:
@@ -224,7 +224,7 @@ async def connect_node(request: Request, name: str, rest: tuple[str, ...]) -> Re
     """nodes/NAME/proxy/PATH: the request, as it came, to the node's kubelet at /PATH (kubectl get --raw
     /api/v1/nodes/node-1/proxy/stats/summary); the kubelet's answer streamed back as it is."""
     node = await request.app.state.registry.get(kinds.NODES, None, name)
-    location = nodeproxy.kubelet_location(node)
+    location = nodeproxy.kubelet_location(node, address=request.app.state.config.kubelet_address)
     path = "/" + "/".join(urllib.parse.quote(part, safe="") for part in rest)
     if request.url.query:
         path += "?" + request.url.query

@@ -453,3 +453,25 @@ def test_the_tls_kubelet_serves_only_the_api_server(tls_cluster: dict[str, Any])
     context = ssl.create_default_context(cafile=str(pki.ca_file))
     context.load_cert_chain(str(pki.kubelet_client_cert_file), str(pki.kubelet_client_key_file))
     assert httpx.get(url, verify=context, timeout=10).status_code == 200
+
+
+def test_render_mode_kubelets_listen_on_loopback(tmp_path: Path) -> None:
+    """`kubelab up --dataplane render`: nodes' addresses exist nowhere, so each kubelet API listens on a free
+    loopback port, advertised in daemonEndpoints, and the API server dials 127.0.0.1 there (never the
+    10.240.0.x InternalIP, which would leave the machine)."""
+    from kubectltools import RenderCluster
+
+    cluster = RenderCluster(tmp_path / "render", nodes=2).start()
+    try:
+        with httpx.Client(base_url=cluster.server, timeout=30) as api:
+            ports = set()
+            for name in ("node-1", "node-2"):
+                node_obj = api.get(f"/api/v1/nodes/{name}").json()
+                port = node_obj["status"]["daemonEndpoints"]["kubeletEndpoint"]["Port"]
+                assert 0 < port < 65536
+                ports.add(port)
+                resp = api.get(f"/api/v1/nodes/{name}/proxy/healthz")
+                assert (resp.status_code, resp.text) == (200, "ok")
+            assert len(ports) == 2
+    finally:
+        cluster.stop()
