@@ -5,6 +5,7 @@ Routes, as kubelet's server.go names them:
 
 * ``/exec/{namespace}/{pod}/{container}`` (and ``.../{uid}/{container}``), GET or POST, upgraded to a
   WebSocket with one of remotecommand's channel protocols (`execsession.py`);
+* ``/attach/{namespace}/{pod}/{container}``: the same, joined to the container's own stdio (`attach.py`);
 * ``/containerLogs/{namespace}/{pod}/{container}``: the container's CRI log files (`logs.py`);
 * ``/portForward/{namespace}/{pod}`` (and ``.../{uid}``): WebSocket port-forwarding (`portforward.py`);
 * ``/stats/summary``: the pods' CPU and memory (`stats.py`), which metrics.k8s.io is made of;
@@ -32,7 +33,7 @@ from typing import Any
 from kubelab.models import Pod
 from kubelab.pki import KUBELET_CLIENT_NAME
 
-from . import containerexec, logs, portforward, spdystreams
+from . import attach, containerexec, logs, portforward, spdystreams
 from .containerexec import PodNamespaces
 from .execsession import Channels, ExecOptions, ExecSession, WebSocketChannels, options_problem, refuse_exec
 from .spdystreams import SpdyChannels
@@ -54,6 +55,8 @@ class KubeletApiConfig:
     pods: Mapping[str, Pod]
     dataplane: PodNamespaces
     log_root: Path | None = None
+    # A running container's stdio for attach (attach.py); None: attach.attach_target, the runtime's.
+    attachable: attach.AttachLookup | None = None
 
 
 def _containers(pod: Pod) -> list[str]:
@@ -144,6 +147,8 @@ class KubeletServer:
             await httpwire.respond(writer, 200, "ok")
         elif route == "exec" and len(parts) in (4, 5):
             await self._exec(request, reader, writer, parts[1], parts[2], parts[-1])
+        elif route == "attach" and len(parts) in (4, 5):
+            await self._attach(request, reader, writer, parts[1], parts[2], parts[-1])
         elif route == "containerLogs" and len(parts) == 4:
             await self._logs(request, writer, parts[1], parts[2], parts[3])
         elif route == "portForward" and len(parts) in (3, 4):
@@ -263,6 +268,37 @@ class KubeletServer:
                                                   "X-Stream-Protocol-Version": protocol}))
         await writer.drain()
         return protocol
+
+    # --- attach ---------------------------------------------------------------------------------
+
+    async def _attach(self, request: httpwire.Request, reader: asyncio.StreamReader, writer: asyncio.StreamWriter,
+                      namespace: str, name: str, container: str) -> None:
+        if request.method not in ("GET", "POST"):
+            await httpwire.respond(writer, 405, "405 method not allowed")
+            return
+        pod = self._pod(namespace, name)
+        if pod is None:
+            await httpwire.respond(writer, 404, "pod does not exist")
+            return
+        if container not in _containers(pod):
+            await httpwire.respond(writer, 500, f'container not found ("{container}")')
+            return
+        tty = request.flag("tty")
+        opts = ExecOptions(stdin=request.flag("stdin"), stdout=request.flag("stdout"),
+                           stderr=request.flag("stderr") and not tty, tty=tty)
+        problem = options_problem(opts)
+        if problem is not None:
+            await httpwire.respond(writer, 400, problem)
+            return
+        lookup = self.config.attachable
+        target = lookup(pod, container) if lookup else attach.attach_target(self.config.dataplane, pod, container)
+        if target is None:
+            await httpwire.respond(writer, 500, f"container {container} of pod {namespace}/{name} cannot be "
+                                                "attached to: the runtime gives no access to its stdio")
+            return
+        streams = await self._exec_streams(request, reader, writer, opts)
+        if streams is not None:
+            await attach.AttachSession(streams, target, opts).run()
 
     # --- logs -----------------------------------------------------------------------------------
 

@@ -162,10 +162,12 @@ async def _upgrade(request: Request, location: nodeproxy.KubeletLocation, path: 
         writer.close()
         raise
     if head.status != 101:
-        body = await nodeproxy.read_body(reader, head)
+        # The kubelet's refusal, as a Status with its code and words: what kube-apiserver's stream translator
+        # answers a WebSocket client with (kubectl prints it; client-go reads no plain-text body there).
+        text = (await nodeproxy.read_body(reader, head)).decode("utf-8", "replace").strip()
         writer.close()
-        return Response(body, status_code=head.status,
-                        media_type=head.headers.get("content-type", "text/plain; charset=utf-8"))
+        raise errors.StatusError(head.status, _REASONS.get(head.status, "InternalError"),
+                                 text or f"the kubelet refused the upgrade ({head.status})")
     client = nodeproxy.take_over(transport)
     await nodeproxy.splice(client, reader, writer, head.raw)
     return _TakenOver()

@@ -15,6 +15,7 @@ import os
 import secrets
 import socket
 import ssl
+import subprocess
 import threading
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import AbstractContextManager
@@ -49,13 +50,70 @@ class HostPods:
         return None
 
 
+class ProcessStdio:
+    """The runtime's part in attach (kubeletstub.attach.AttachableContainer), played by a real process: its
+    stdin held open, its output fanned out to whoever is attached."""
+
+    tty = False
+    has_stdin = True
+
+    def __init__(self, proc: asyncio.subprocess.Process) -> None:
+        self.proc = proc
+        self.queues: set[asyncio.Queue[tuple[int, bytes] | None]] = set()
+        self.pumps = [asyncio.create_task(self._pump(proc.stdout, 1)), asyncio.create_task(self._pump(proc.stderr, 2))]
+
+    @classmethod
+    async def start(cls, argv: list[str]) -> ProcessStdio:
+        proc = await asyncio.create_subprocess_exec(*argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                                    stderr=subprocess.PIPE)
+        return cls(proc)
+
+    async def _pump(self, stream: asyncio.StreamReader | None, channel: int) -> None:
+        assert stream is not None
+        while data := await stream.read(4096):
+            for queue in list(self.queues):
+                queue.put_nowait((channel, data))
+        if channel == 1:
+            await self.proc.wait()
+            for queue in list(self.queues):
+                queue.put_nowait(None)
+
+    def subscribe(self) -> asyncio.Queue[tuple[int, bytes] | None]:
+        queue: asyncio.Queue[tuple[int, bytes] | None] = asyncio.Queue()
+        self.queues.add(queue)
+        return queue
+
+    def unsubscribe(self, queue: asyncio.Queue[tuple[int, bytes] | None]) -> None:
+        self.queues.discard(queue)
+
+    async def write_stdin(self, data: bytes) -> None:
+        assert self.proc.stdin is not None
+        self.proc.stdin.write(data)
+        await self.proc.stdin.drain()
+
+    def close_stdin(self) -> None:
+        assert self.proc.stdin is not None
+        self.proc.stdin.close()
+
+    def resize(self, columns: int, rows: int) -> None:
+        return None
+
+    async def kill(self) -> None:
+        if self.proc.returncode is None:
+            self.proc.kill()
+        await self.proc.wait()
+
+
 class KubeletThread:
     """A KubeletServer on 127.0.0.1, on an event loop of its own in a thread."""
 
     def __init__(self, pods: dict[str, Pod], log_root: Path, *, node_name: str = NODE,
                  ssl_context: ssl.SSLContext | None = None) -> None:
         self.loop = asyncio.new_event_loop()
-        self.server = KubeletServer(KubeletApiConfig(node_name, pods, HostPods(), log_root), ssl_context=ssl_context)
+        self.stdio: dict[tuple[str, str], ProcessStdio] = {}
+        self.server = KubeletServer(KubeletApiConfig(node_name, pods, HostPods(), log_root,
+                                                     attachable=lambda pod, c: self.stdio.get((pod.key, c))),
+                                    ssl_context=ssl_context)
         sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
         sock.bind(("127.0.0.1", 0))
         self.port = sock.getsockname()[1]
@@ -63,7 +121,14 @@ class KubeletThread:
         self.thread.start()
         asyncio.run_coroutine_threadsafe(self.server.start(sock), self.loop).result(10)
 
+    def run_container(self, pod_key: str, container: str, argv: list[str]) -> ProcessStdio:
+        stdio = asyncio.run_coroutine_threadsafe(ProcessStdio.start(argv), self.loop).result(10)
+        self.stdio[(pod_key, container)] = stdio
+        return stdio
+
     def stop(self) -> None:
+        for stdio in self.stdio.values():
+            asyncio.run_coroutine_threadsafe(stdio.kill(), self.loop).result(10)
         asyncio.run_coroutine_threadsafe(self.server.close(), self.loop).result(10)
         self.loop.call_soon_threadsafe(self.loop.stop)
         self.thread.join(10)
@@ -77,8 +142,9 @@ def node(name: str, port: int) -> dict[str, Any]:
 
 
 def pod(name: str, node_name: str | None, *containers: str, init: Sequence[str] = (),
-        annotations: dict[str, str] | None = None) -> dict[str, Any]:
-    spec: dict[str, Any] = {"containers": [{"name": c, "image": "busybox"} for c in containers]}
+        annotations: dict[str, str] | None = None, stdin: bool = False) -> dict[str, Any]:
+    spec: dict[str, Any] = {"containers": [{"name": c, "image": "busybox", **({"stdin": True} if stdin else {})}
+                                           for c in containers]}
     if init:
         spec["initContainers"] = [{"name": c, "image": "busybox"} for c in init]
     if node_name:
@@ -121,7 +187,8 @@ def cluster(etcd: Etcd, start_apiserver: Callable[..., AbstractContextManager[st
                         pod("picky", NODE, "web", "side",
                             annotations={"kubectl.kubernetes.io/default-container": "side"}),
                         pod("pending", None, "main"), pod("rendered", RENDER_NODE, "main"),
-                        pod("lost", DEAD_NODE, "main"), pod("starting", NODE, "main"), pod("restarted", NODE, "main")):
+                        pod("lost", DEAD_NODE, "main"), pod("starting", NODE, "main"), pod("restarted", NODE, "main"),
+                        pod("attached", NODE, "main", stdin=True)):
                 created = admin.post(f"/api/v1/namespaces/{NS}/pods", json=obj)
                 assert created.status_code == 201, created.text
                 stored = created.json()
@@ -132,7 +199,7 @@ def cluster(etcd: Etcd, start_apiserver: Callable[..., AbstractContextManager[st
             # same etcd, without a token file.
             with start_apiserver(etcd.url) as open_url:
                 config = kubeconfigs.write(tmp / "kubeconfig", open_url)
-                yield {"url": url, "admin": admin, "pods": pods, "kubeconfig": config, "logs": tmp / "logs",
+                yield {"url": url, "admin": admin, "pods": pods, "kubelet": kubelet, "kubeconfig": config, "logs": tmp / "logs",
                        "tmp": tmp}
             admin.close()
     finally:
@@ -388,10 +455,9 @@ def test_nodes_proxy(cluster: dict[str, Any]) -> None:
 
 
 def test_the_kubelet_refuses_a_client_without_upgrade(cluster: dict[str, Any]) -> None:
-    """What the API server passes through when the kubelet says no: its answer, as kube does."""
+    """What the API server answers when the kubelet says no: the kubelet's code and words, as a Status."""
     resp = cluster["admin"].get(exec_path("one", query="command=true"), headers=WS_UPGRADE)
-    assert resp.status_code == 400
-    assert resp.text == "you must specify at least 1 of stdin, stdout, stderr"
+    assert_status(resp, 400, "BadRequest", "you must specify at least 1 of stdin, stdout, stderr")
 
 
 # --- the kubelet API over TLS ----------------------------------------------------------------------
@@ -475,3 +541,23 @@ def test_render_mode_kubelets_listen_on_loopback(tmp_path: Path) -> None:
             assert len(ports) == 2
     finally:
         cluster.stop()
+
+
+# --- attach ----------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("version", ["1.29", "1.33"])
+def test_kubectl_attach(cluster: dict[str, Any], kubectl_of: Callable[[str], Kubectl], version: str) -> None:
+    """kubectl attach -i joins the container's own stdin and output; the container's end ends it."""
+    cluster["kubelet"].run_container(f"{NS}/attached", "main",
+                                     ["sh", "-c", "while read l; do echo got $l; done; echo bye >&2"])
+    result = kubectl_of(version)("attach", "-i", "-n", NS, "attached", "-c", "main", input="hello\nagain\n")
+    assert (result.returncode, result.stdout) == (0, "got hello\ngot again\n"), result.stderr
+    assert result.stderr.endswith("bye\n")
+
+
+def test_attach_without_a_runtime_stdio_is_an_error(cluster: dict[str, Any], kubectl_of: Callable[[str], Kubectl]
+                                                    ) -> None:
+    result = kubectl_of("1.33")("attach", "-n", NS, "one")
+    assert result.returncode == 1
+    assert result.stderr.endswith("Error from server (InternalError): container main of pod "
+                                  f"{NS}/one cannot be attached to: the runtime gives no access to its stdio\n")
