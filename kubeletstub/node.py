@@ -56,9 +56,10 @@ class NodeConfig:
     cluster_dns: tuple[str, ...] = (addressing.CLUSTER_DNS_IP,)  # the kubelet's --cluster-dns
     cluster_domain: str = addressing.CLUSTER_DOMAIN  # the kubelet's --cluster-domain
     # The kubelet API (server.py): its port, advertised in status.daemonEndpoints.kubeletEndpoint (None: no
-    # kubelet API; 0: a free port, advertised once bound), and the address it binds (None: the node's
-    # InternalIP, in the node's network namespace).
-    kubelet_port: int | None = addressing.KUBELET_PORT
+    # kubelet API, the default for a node made in code; 0: a free port, advertised once bound; kubelab up and
+    # kubelab node give addressing.KUBELET_PORT where the node's address exists), and the address it binds
+    # (None: the node's InternalIP, in the node's network namespace).
+    kubelet_port: int | None = None
     kubelet_address: str | None = None
     log_root: str | None = None  # the container logs (crilog.py's layout); None: no logs to serve
     # kubelet's --tls-cert-file, --tls-private-key-file and --client-ca-file: with them the kubelet API is

@@ -22,6 +22,7 @@ from typing import Any
 
 from kubelab import timeutil
 from kubelab.models import Pod
+from kubelab.validation import is_ascii_digits
 
 from .containerexec import PodNamespaces
 
@@ -61,7 +62,7 @@ def usage_by_netns(inodes: Iterable[int]) -> dict[int, Usage]:
     wanted = set(inodes)
     totals: dict[int, Usage] = {}
     for entry in os.listdir("/proc"):
-        if not entry.isascii() or not entry.isdigit():
+        if not is_ascii_digits(entry):
             continue
         found = _process_usage(entry)
         if found is None or found[0] not in wanted:
