@@ -67,6 +67,17 @@ class Config:
     # kube-apiserver's --disable-admission-plugins; only "ServiceAccount" can be turned off (an API server
     # without a controller manager making default accounts, as kube's own integration tests run it).
     disable_admission_plugins: tuple[str, ...] = ()
+    # The network namespace kubelets are dialed from (pods/exec, log, ...: nodeproxy.py): `kubelab up
+    # --dataplane netns` puts the API server on the lab network there; None dials from this process's own.
+    kubelet_netns: str | None = None
+    # Where every kubelet is dialed instead of its Node's InternalIP (at its advertised port): 127.0.0.1 for
+    # `kubelab up --dataplane render`, whose kubelets all listen on this machine's loopback.
+    kubelet_address: str | None = None
+    # --kubelet-client-certificate/--kubelet-client-key: with them kubelets are dialed over TLS, presenting
+    # this certificate; --kubelet-certificate-authority: what the kubelets' serving certificates must chain to.
+    kubelet_client_certificate: str | None = None
+    kubelet_client_key: str | None = None
+    kubelet_certificate_authority: str | None = None
 
 
 class ApiServer:

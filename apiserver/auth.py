@@ -34,7 +34,14 @@ from kubelab.tokenfile import UserInfo
 
 from . import admission, codecs, errors, impersonation, requestinfo, satokens
 from .admission import NodeAdmission
-from .authz import PUBLIC_PATHS, authorize, authorizer_denial, may_impersonate, node_name
+from .authz import (
+    PUBLIC_PATHS,
+    authorize,
+    authorizer_denial,
+    may_impersonate,
+    node_name,
+    upgrade_create_check,
+)
 
 AUTHENTICATED_GROUP = impersonation.AUTHENTICATED_GROUP
 # Who an anonymous request on a public path is, as kube's anonymous authenticator names it.
@@ -158,6 +165,9 @@ class AuthMiddleware:
             user = self._impersonate(user, headers, scope)
             scope[USER_SCOPE_KEY] = user
             refusal = authorize(user, info)
+            also = upgrade_create_check(info, websocket=headers.get("upgrade", "").lower() == "websocket")
+            if refusal is None and also is not None:
+                refusal = authorize(user, also)
             node = node_name(user)
             if node is not None:  # NodeRestriction runs once the router has found the resource
                 scope[admission.SCOPE_KEY] = NodeAdmission(node, self.state.registry)

@@ -31,6 +31,7 @@ change in its own Node (taints, labels under kubernetes.io and k8s.io) are not e
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Mapping
 from typing import Any
 
@@ -88,6 +89,23 @@ def service_account_verdict(info: RequestInfo) -> tuple[bool, str]:
     if info.verb == "create" and (info.group, resource) in SELF_REVIEWS:
         return True, ""
     return info.verb in READ_VERBS and (info.group, resource) not in SERVICE_ACCOUNT_HIDDEN, ""
+
+
+# What system:node's rules do not give a node even to read: a kubelet has no business running commands
+# in, attaching to, forwarding to or proxying to pods (its own or others'), nor proxying to nodes.
+NODE_FORBIDDEN_READS = frozenset({("", "pods/exec"), ("", "pods/attach"), ("", "pods/portforward"),
+                                  ("", "pods/proxy"), ("", "services/proxy"), ("", "nodes/proxy")})
+# Subresources whose WebSocket GET also needs `create` (kube 1.30+, AuthorizePodWebsocketUpgradeCreatePermission):
+# a GET that upgrades writes to the pod as much as a POST does.
+UPGRADE_NEEDS_CREATE = frozenset({"exec", "attach", "portforward"})
+
+
+def upgrade_create_check(info: RequestInfo, *, websocket: bool) -> RequestInfo | None:
+    """The extra `create` a WebSocket GET of pods/exec, attach or portforward is authorized for, or None."""
+    if not websocket or info.verb != "get" or info.resource != "pods" or info.group or \
+            info.subresource not in UPGRADE_NEEDS_CREATE:
+        return None
+    return dataclasses.replace(info, verb="create")
 
 
 def node_name(user: UserInfo) -> str | None:
@@ -167,9 +185,11 @@ def authorize_node(user: UserInfo, node: str, info: RequestInfo) -> errors.Statu
 
 def node_verdict(node: str, info: RequestInfo) -> tuple[bool, str]:
     """The Node authorizer's decision and its reason ("" when no rule allows the request at all)."""
+    resource = f"{info.resource}/{info.subresource}" if info.subresource else info.resource
+    if info.is_resource and (info.group, resource) in NODE_FORBIDDEN_READS:
+        return False, ""
     if not info.is_resource or info.verb in READ_VERBS:
         return True, ""  # kubelab lets nodes read everything (see the module docstring)
-    resource = f"{info.resource}/{info.subresource}" if info.subresource else info.resource
     if (info.group, resource) == ("coordination.k8s.io", "leases"):
         return _lease_verdict(node, info)
     return info.verb in NODE_WRITES.get((info.group, resource), frozenset()), ""

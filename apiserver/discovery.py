@@ -68,6 +68,16 @@ def _storage_hash(rt: ResourceType) -> str:
     return hashlib.sha256(f"{rt.group_version}/{rt.kind}".encode()).digest()[:8].hex()
 
 
+# The connect subresources, as kube-apiserver's discovery lists them: (kind, "" for the parent's; verbs).
+CONNECT_SUBRESOURCES: dict[str, tuple[str, tuple[str, ...]]] = {
+    "attach": ("PodAttachOptions", ("create", "get")),
+    "exec": ("PodExecOptions", ("create", "get")),
+    "log": ("", ("get",)),
+    "portforward": ("PodPortForwardOptions", ("create", "get")),
+    "proxy": ("NodeProxyOptions", ("create", "delete", "get", "patch", "update")),
+}
+
+
 def api_resource_list(group_version: str, resources: Iterable[ResourceType]) -> dict[str, Any] | None:
     entries = []
     for rt in resources:
@@ -88,6 +98,10 @@ def api_resource_list(group_version: str, resources: Iterable[ResourceType]) -> 
                 entries.append({"name": f"{rt.plural}/token", "singularName": "", "namespaced": rt.namespaced,
                                 "group": "authentication.k8s.io", "version": "v1", "kind": "TokenRequest",
                                 "verbs": ["create"]})
+            elif sub in CONNECT_SUBRESOURCES:
+                kind, verbs = CONNECT_SUBRESOURCES[sub]
+                entries.append({"name": f"{rt.plural}/{sub}", "singularName": "", "namespaced": rt.namespaced,
+                                "kind": kind or rt.kind, "verbs": list(verbs)})
             elif sub == "finalize":
                 entries.append({"name": f"{rt.plural}/finalize", "singularName": "", "namespaced": rt.namespaced,
                                 "kind": rt.kind, "verbs": ["update"]})

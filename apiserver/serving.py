@@ -42,6 +42,8 @@ log = logging.getLogger(__name__)
 
 # Set in the ASGI scope of requests that came through `kubelab up`'s private socket (its own components).
 INTERNAL_KEY = "kubelab.internal"
+# The connection of an Upgrade request, for the app to take over once authorized (nodeproxy.take_over).
+UPGRADE_TRANSPORT_KEY = "kubelab.upgrade_transport"
 MASTERS_GROUP = "system:masters"
 NODES_GROUP = "system:nodes"
 PROBE_PATHS = frozenset({"/healthz", "/livez", "/readyz"})
@@ -129,7 +131,15 @@ class KubeHttpProtocol(HttpToolsProtocol):
 
     def on_headers_complete(self) -> None:
         self._cancel_header_timer()
+        if self.parser.should_upgrade():
+            # An Upgrade request (WebSocket, SPDY/3.1) is an ordinary request to the app, which may take the
+            # connection over once it has authorized it: the upgrade-aware proxy of pods/exec and the like
+            # (apiserver/nodeproxy.py). uvicorn's own WebSocket support is off (uvicorn_config).
+            self.scope[UPGRADE_TRANSPORT_KEY] = self.transport  # type: ignore[literal-required]
         super().on_headers_complete()
+
+    def _unsupported_upgrade_warning(self) -> None:
+        """Upgrades are the app's (see on_headers_complete), not something to warn about."""
 
     def _count_header_bytes(self, size: int) -> None:
         self._header_bytes += size
@@ -167,7 +177,7 @@ def uvicorn_config(app: ASGIApp, *, options: ServingOptions | None = None, ssl_c
                    graceful_shutdown: int | None = 2, **extra: Any) -> uvicorn.Config:
     """The uvicorn configuration of an API server listener."""
     options = options or ServingOptions()
-    return uvicorn.Config(app, http=protocol_class(options), log_level="warning", access_log=False,
+    return uvicorn.Config(app, http=protocol_class(options), ws="none", log_level="warning", access_log=False,
                           lifespan=lifespan, timeout_keep_alive=math.ceil(options.idle_timeout),
                           timeout_graceful_shutdown=graceful_shutdown, ssl_certfile=ssl_certfile,
                           ssl_keyfile=ssl_keyfile, **extra)

@@ -148,7 +148,10 @@ def cmd_apiserver(args: argparse.Namespace) -> int:
                                 serving=_serving_options(args), etcd_cafile=args.etcd_cafile,
                                 etcd_certfile=args.etcd_certfile, etcd_keyfile=args.etcd_keyfile,
                                 service_account_key_file=args.service_account_signing_key_file,
-                                disable_admission_plugins=disabled))
+                                disable_admission_plugins=disabled,
+                                kubelet_client_certificate=args.kubelet_client_certificate,
+                                kubelet_client_key=args.kubelet_client_key,
+                                kubelet_certificate_authority=args.kubelet_certificate_authority))
     except TokenFileError as exc:
         print(f"kubelab apiserver: {exc}", file=sys.stderr)
         return 2
@@ -414,8 +417,15 @@ def cmd_node(args: argparse.Namespace) -> int:
                 await asyncio.to_thread(dataplane.lab.destroy)  # pods' namespaces, veths, node routes
 
     async def run_node(api: Any, dataplane: Any) -> None:
+        # The kubelet API: on the node's address where the node runs pods (host dataplane); in render mode
+        # nothing runs and the node's address is nobody's, so only with an explicit --kubelet-port.
+        port = args.kubelet_port if args.kubelet_port is not None else \
+            (addressing.KUBELET_PORT if dataplane is not None else None)
         config = NodeConfig(name=args.name, ip=ip, pod_cidr=cidr, cpu=args.cpu, memory=args.memory,
-                            max_pods=args.max_pods)
+                            max_pods=args.max_pods, kubelet_port=port, kubelet_address=args.kubelet_address,
+                            log_root=str(Path(args.data_dir) / "nodes" / args.name / "log" / "pods"),
+                            tls_cert_file=args.tls_cert_file, tls_private_key_file=args.tls_private_key_file,
+                            client_ca_file=args.client_ca_file)
         applier = IptablesApplier(None, backend=args.iptables_backend) if args.iptables else RecordingApplier()
         agent = ProxyAgent(api, ProxyConfig(node_name=args.name, node_ips=(ip,), cluster_cidr=args.cluster_cidr),
                            applier, min_sync_period=args.min_sync_period, sync_period=args.sync_period,
@@ -803,6 +813,11 @@ def build_parser() -> argparse.ArgumentParser:
                         "account or a token volume, for an API server that runs without `kubelab controllers`)")
     _add_serving_flags(p)
     _etcd_tls_args(p)
+    p.add_argument("--kubelet-client-certificate", metavar="FILE",
+                   help="dial kubelets (exec, logs, port-forward) over TLS with this client certificate")
+    p.add_argument("--kubelet-client-key", metavar="FILE", help="the private key of --kubelet-client-certificate")
+    p.add_argument("--kubelet-certificate-authority", metavar="FILE",
+                   help="the CA kubelets' serving certificates must chain to (default: not checked, as kube)")
     p.set_defaults(func=cmd_apiserver)
 
     for name, func, text in (("scheduler", cmd_scheduler, "run only the scheduler"),
@@ -859,6 +874,15 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--metrics-bind-address", default="127.0.0.1:10249", metavar="HOST:PORT",
                    help="serve the proxy's /metrics and /healthz here (kube-proxy's default 127.0.0.1:10249; "
                         "empty: off)")
+    p.add_argument("--kubelet-port", type=int, metavar="PORT",
+                   help="the kubelet API's port, advertised in the Node's daemonEndpoints (default 10250 with "
+                        "--dataplane host; none in render mode unless given; 0: a free port)")
+    p.add_argument("--kubelet-address", metavar="IP",
+                   help="where the kubelet API listens (default: the node's InternalIP)")
+    p.add_argument("--tls-cert-file", metavar="FILE", help="serve the kubelet API over HTTPS with this certificate")
+    p.add_argument("--tls-private-key-file", metavar="FILE", help="the private key of --tls-cert-file")
+    p.add_argument("--client-ca-file", metavar="FILE",
+                   help="with --tls-cert-file: require a client certificate of this CA (the API server's)")
     p.add_argument("--data-dir", default=DEFAULT_DATA_DIR)
     p.set_defaults(func=cmd_node)
 

@@ -71,9 +71,10 @@ NAMESPACES = ResourceType("", "v1", "namespaces", "Namespace", False, models.Nam
                           short_names=("ns",), subresources=("status", "finalize"),
                           verbs=("create", "delete", "get", "list", "patch", "update", "watch"))
 NODES = ResourceType("", "v1", "nodes", "Node", False, models.Node, short_names=("no",),
-                     subresources=("status",))
+                     subresources=("status", "proxy"))
+# attach, exec, log, portforward reach the pod's kubelet (apiserver/routers/proxy.py).
 PODS = ResourceType("", "v1", "pods", "Pod", True, models.Pod, short_names=("po",), categories=("all",),
-                    subresources=("status", "binding"))
+                    subresources=("status", "binding", "attach", "exec", "log", "portforward"))
 SERVICES = ResourceType("", "v1", "services", "Service", True, models.Service, short_names=("svc",),
                         categories=("all",), subresources=("status",),
                         verbs=("create", "delete", "deletecollection", "get", "list", "patch", "update",
@@ -106,6 +107,13 @@ SELFSUBJECTACCESSREVIEWS = ResourceType("authorization.k8s.io", "v1", "selfsubje
 SELFSUBJECTREVIEWS = ResourceType("authentication.k8s.io", "v1", "selfsubjectreviews", "SelfSubjectReview", False,
                                   models.SelfSubjectReview, verbs=("create",))
 SERVED: tuple[ResourceType, ...] = (*BUILTIN, SELFSUBJECTACCESSREVIEWS, SELFSUBJECTREVIEWS)
+# metrics.k8s.io, as metrics-server serves it behind kube-apiserver: read from the kubelets' stats/summary
+# when asked (apiserver/routers/metrics_api.py), never stored; in discovery so that `kubectl top` finds it.
+NODE_METRICS = ResourceType("metrics.k8s.io", "v1beta1", "nodes", "NodeMetrics", False, models.NodeMetrics,
+                            verbs=("get", "list"))
+POD_METRICS = ResourceType("metrics.k8s.io", "v1beta1", "pods", "PodMetrics", True, models.PodMetrics,
+                           verbs=("get", "list"))
+METRICS: tuple[ResourceType, ...] = (NODE_METRICS, POD_METRICS)
 
 
 def by_kind(api_version: str, kind: str) -> ResourceType | None:

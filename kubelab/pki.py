@@ -35,6 +35,8 @@ from .etcd import EtcdTLS
 SERVICE_NAMES = ("kubernetes", "kubernetes.default", "kubernetes.default.svc", "kubernetes.default.svc.cluster.local")
 VALIDITY = datetime.timedelta(days=365)
 ETCD_CLIENT_NAME = "kube-apiserver-etcd-client"  # kubeadm's common name for this certificate
+# kubeadm's apiserver-kubelet-client.crt: the API server's identity towards kubelets (in system:masters).
+KUBELET_CLIENT_NAME = "kube-apiserver-kubelet-client"
 
 
 @dataclass(frozen=True)
@@ -46,26 +48,34 @@ class LabPKI:
     etcd_key_file: Path
     etcd_client_cert_file: Path  # the API server's client certificate for etcd
     etcd_client_key_file: Path
+    kubelet_cert_file: Path  # the kubelets' serving certificate (every node's address)
+    kubelet_key_file: Path
+    kubelet_client_cert_file: Path  # the API server's client certificate for kubelets
+    kubelet_client_key_file: Path
 
     @classmethod
     def under(cls, directory: Path) -> LabPKI:
         return cls(directory / "ca.crt", directory / "apiserver.crt", directory / "apiserver.key",
                    directory / "etcd-server.crt", directory / "etcd-server.key",
-                   directory / "apiserver-etcd-client.crt", directory / "apiserver-etcd-client.key")
+                   directory / "apiserver-etcd-client.crt", directory / "apiserver-etcd-client.key",
+                   directory / "kubelet.crt", directory / "kubelet.key",
+                   directory / "apiserver-kubelet-client.crt", directory / "apiserver-kubelet-client.key")
 
     def etcd_tls(self) -> EtcdTLS:
         return EtcdTLS(self.ca_file, self.etcd_cert_file, self.etcd_key_file, self.etcd_client_cert_file,
                        self.etcd_client_key_file)
 
 
-def ensure_lab_pki(directory: Path, *, ips: list[str], names: list[str] | None = None) -> LabPKI:
+def ensure_lab_pki(directory: Path, *, ips: list[str], names: list[str] | None = None,
+                   kubelet_ips: list[str] | None = None) -> LabPKI:
     """The CA and certificates in `directory`, all made anew unless the ones there are still valid for at
-    least a day and the serving certificate names every one of `ips` and `names` (plus localhost and
-    the Service names)."""
+    least a day, the serving certificate names every one of `ips` and `names` (plus localhost and
+    the Service names) and the kubelets' names every one of `kubelet_ips` (the nodes' addresses)."""
     pki = LabPKI.under(directory)
     wanted_names = {"localhost", *SERVICE_NAMES, *(names or [])}
     wanted_ips = {ipaddress.ip_address(ip) for ip in ["127.0.0.1", *ips]}
-    if _still_good(pki, wanted_names, wanted_ips):
+    node_ips = {ipaddress.ip_address(ip) for ip in ["127.0.0.1", *(kubelet_ips or [])]}
+    if _still_good(pki, wanted_names, wanted_ips, node_ips):
         return pki
     directory.mkdir(parents=True, exist_ok=True)
     now = datetime.datetime.now(datetime.UTC)
@@ -110,6 +120,13 @@ def ensure_lab_pki(directory: Path, *, ips: list[str], names: list[str] | None =
           [ExtendedKeyUsageOID.SERVER_AUTH, ExtendedKeyUsageOID.CLIENT_AUTH], dns={"localhost"}, ips=loopback)
     issue(pki.etcd_client_cert_file, pki.etcd_client_key_file, ETCD_CLIENT_NAME, [ExtendedKeyUsageOID.CLIENT_AUTH],
           dns=set(), ips=set())
+    # The kubelet API (--tls-cert-file): one certificate for every node of the lab, checked by the API
+    # server against the lab CA (--kubelet-certificate-authority); the kubelets want the API server's
+    # client certificate (--client-ca-file, and nothing but this name: kubeletstub/server.py).
+    issue(pki.kubelet_cert_file, pki.kubelet_key_file, "kubelab-kubelet", [ExtendedKeyUsageOID.SERVER_AUTH],
+          dns={"localhost"}, ips=node_ips)
+    issue(pki.kubelet_client_cert_file, pki.kubelet_client_key_file, KUBELET_CLIENT_NAME,
+          [ExtendedKeyUsageOID.CLIENT_AUTH], dns=set(), ips=set())
     _write(pki.ca_file, ca.public_bytes(serialization.Encoding.PEM), 0o644)  # last: it marks the set complete
     return pki
 
@@ -145,13 +162,16 @@ def _write(path: Path, data: bytes, mode: int) -> None:
     tmp.replace(path)
 
 
-def _still_good(pki: LabPKI, names: set[str], ips: set[ipaddress.IPv4Address | ipaddress.IPv6Address]) -> bool:
+def _still_good(pki: LabPKI, names: set[str], ips: set[ipaddress.IPv4Address | ipaddress.IPv6Address],
+                node_ips: set[ipaddress.IPv4Address | ipaddress.IPv6Address]) -> bool:
     soon = datetime.datetime.now(datetime.UTC) + datetime.timedelta(days=1)
     try:
         ca = x509.load_pem_x509_certificate(pki.ca_file.read_bytes())
         certs = []
         for cert_file, key_file in ((pki.cert_file, pki.key_file), (pki.etcd_cert_file, pki.etcd_key_file),
-                                    (pki.etcd_client_cert_file, pki.etcd_client_key_file)):
+                                    (pki.etcd_client_cert_file, pki.etcd_client_key_file),
+                                    (pki.kubelet_cert_file, pki.kubelet_key_file),
+                                    (pki.kubelet_client_cert_file, pki.kubelet_client_key_file)):
             cert = x509.load_pem_x509_certificate(cert_file.read_bytes())
             key = serialization.load_pem_private_key(key_file.read_bytes(), password=None)
             if cert.public_key() != key.public_key() or cert.issuer != ca.subject:
@@ -161,8 +181,10 @@ def _still_good(pki: LabPKI, names: set[str], ips: set[ipaddress.IPv4Address | i
                 return False
             certs.append(cert)
         sans = certs[0].extensions.get_extension_for_class(x509.SubjectAlternativeName).value
+        kubelet_sans = certs[3].extensions.get_extension_for_class(x509.SubjectAlternativeName).value
     except (OSError, ValueError, TypeError, InvalidSignature, x509.ExtensionNotFound):
         return False
     return (all(c.not_valid_after_utc > soon for c in [ca, *certs])
             and names <= set(sans.get_values_for_type(x509.DNSName))
-            and ips <= set(sans.get_values_for_type(x509.IPAddress)))
+            and ips <= set(sans.get_values_for_type(x509.IPAddress))
+            and node_ips <= set(kubelet_sans.get_values_for_type(x509.IPAddress)))

@@ -138,7 +138,8 @@ async def up(options: UpOptions, *, ready: Callable[[dict[str, Any]], None] | No
         # projects) and a certificate for the Service's names and the lab address.
         ips = [addressing.KUBERNETES_SERVICE_IP] + ([addressing.APISERVER_LAB_IP] if netns else []) + (
             [host] if host not in ("0.0.0.0", "", "127.0.0.1") else [])
-        pki = await asyncio.to_thread(ensure_lab_pki, data_dir / "pki", ips=ips)
+        pki = await asyncio.to_thread(ensure_lab_pki, data_dir / "pki", ips=ips,
+                                      kubelet_ips=[addressing.node_ip(i) for i in range(1, options.nodes + 1)])
         etcd_tls = (options.etcd_cafile, options.etcd_certfile, options.etcd_keyfile)
         if options.etcd_servers:
             etcd_servers = options.etcd_servers
@@ -160,12 +161,17 @@ async def up(options: UpOptions, *, ready: Callable[[dict[str, Any]], None] | No
         # address it listens on.
         advertise = ((addressing.APISERVER_LAB_IP, addressing.APISERVER_SECURE_PORT) if netns
                      else (host if host not in ("0.0.0.0", "") else "127.0.0.1", port))
+        # The lab's prefix is chosen now: the API server dials kubelets from its namespace on the lab network.
+        lab_prefix = f"kl-{secrets.token_hex(2)}" if netns else None
+        tls = pki if tokens is not None else None  # the port users reach, and the kubelets: HTTPS with tokens
         app = create_app(Config(etcd_servers, advertise_ip=advertise[0], port=advertise[1],
                                 token_auth_file=str(options.token_auth_file.resolve())
                                 if options.token_auth_file is not None else None, event_ttl=options.event_ttl,
                                 serving=serving_options, etcd_cafile=cafile, etcd_certfile=certfile,
-                                etcd_keyfile=keyfile, service_account_key_file=str(sa_key)))
-        tls = pki if tokens is not None else None  # the port users reach: HTTPS when it asks for tokens
+                                etcd_keyfile=keyfile, service_account_key_file=str(sa_key),
+                                kubelet_netns=f"{lab_prefix}-{APISERVER_NETNS}" if lab_prefix else None,
+                                kubelet_address=None if lab_prefix else "127.0.0.1",
+                                **_kubelet_client_tls(tls)))
         server = api_server(uvicorn_config(app, options=serving_options, host=host, port=port,
                                            ssl_certfile=str(tls.cert_file) if tls else None,
                                            ssl_keyfile=str(tls.key_file) if tls else None), serving_options)
@@ -201,7 +207,8 @@ async def up(options: UpOptions, *, ready: Callable[[dict[str, Any]], None] | No
             if tls is not None:
                 state["ca"] = str(tls.ca_file)
             if options.dataplane == "netns":
-                lab = await _create_lab(data_dir, options)
+                assert lab_prefix is not None
+                lab = await _create_lab(data_dir, options, lab_prefix)
                 state["netnsPrefix"] = lab.prefix
                 state["lab"] = lab.lab_netns
                 # The client reaches LoadBalancer IPs through node-1, as a cloud load balancer forwards to nodes.
@@ -232,7 +239,8 @@ async def up(options: UpOptions, *, ready: Callable[[dict[str, Any]], None] | No
                     for task in (serving, serving_internal, *(t for _, t in extra_serving)):
                         tg.create_task(_watch_apiserver(task), name=f"{task.get_name()}-watchdog")
                     await _run_components(tg, options, private.path, data_dir, state, lab, timer, ready, clients,
-                                          tokens=tokens, root_ca=pki.ca_file.read_text(), app=in_process)
+                                          tokens=tokens, root_ca=pki.ca_file.read_text(), app=in_process,
+                                          pki=tls)
             finally:
                 for api in clients:  # only now: every component using them has stopped
                     with contextlib.suppress(Exception):
@@ -356,7 +364,7 @@ def _apiserver_netns(lab: Any, options: UpOptions) -> str:
     kubernetes Service, and where it dials kubelets from. Replies to pods go back through their nodes
     (each node's pod CIDR via the node's address), as the "dns" namespace has it. Idempotent."""
     pod_routes = {addressing.node_pod_cidr(i): addressing.node_ip(i) for i in range(1, options.nodes + 1)}
-    netns: str = lab.add_client("apiserver", addressing.APISERVER_LAB_IP, routes=pod_routes)
+    netns: str = lab.add_client(APISERVER_NETNS, addressing.APISERVER_LAB_IP, routes=pod_routes)
     return netns
 
 
@@ -422,12 +430,32 @@ def _refuse_second_cluster(data_dir: Path) -> None:
     path.unlink(missing_ok=True)
 
 
-async def _create_lab(data_dir: Path, options: UpOptions) -> Any:
+def _kubelet_client_tls(pki: Any) -> dict[str, Any]:
+    """The API server's side of the kubelet API's TLS (kube-apiserver's --kubelet-client-certificate,
+    --kubelet-client-key, --kubelet-certificate-authority); none without a lab PKI."""
+    if pki is None:
+        return {}
+    return {"kubelet_client_certificate": str(pki.kubelet_client_cert_file),
+            "kubelet_client_key": str(pki.kubelet_client_key_file), "kubelet_certificate_authority": str(pki.ca_file)}
+
+
+def _kubelet_server_tls(pki: Any) -> dict[str, Any]:
+    """The kubelets' side: their serving certificate and the CA their clients' certificates chain to."""
+    if pki is None:
+        return {}
+    return {"tls_cert_file": str(pki.kubelet_cert_file), "tls_private_key_file": str(pki.kubelet_key_file),
+            "client_ca_file": str(pki.ca_file)}
+
+
+APISERVER_NETNS = "apiserver"  # the API server's host on the lab network: <prefix>-apiserver
+
+
+async def _create_lab(data_dir: Path, options: UpOptions, prefix: str) -> Any:
     from kubeletstub.netns import LabNetwork
 
     if os.geteuid() != 0:
         raise PermissionError(NETNS_NEEDS_ROOT)
-    lab = LabNetwork(f"kl-{secrets.token_hex(2)}", data_dir / "netns",
+    lab = LabNetwork(prefix, data_dir / "netns",
                      local_routes=[addressing.covering_cidr(options.lb_pool)] if options.lb_pool else [])
     await asyncio.to_thread(lab.create)
     return lab
@@ -464,7 +492,8 @@ class _Node:
 async def _run_components(tg: asyncio.TaskGroup, options: UpOptions, api_socket: str, data_dir: Path,
                           state: dict[str, Any], lab: Any, timer: Timer,
                           ready: Callable[[dict[str, Any]], None] | None, clients: list[Any], *,
-                          tokens: Any = None, root_ca: str | None = None, app: Any = None) -> None:
+                          tokens: Any = None, root_ca: str | None = None, app: Any = None,
+                          pki: Any = None) -> None:
     import controllers
     import scheduler
     from kubeletstub.dataplane import NetnsDataplane, RenderDataplane
@@ -491,7 +520,13 @@ async def _run_components(tg: asyncio.TaskGroup, options: UpOptions, api_socket:
     def make(node: _Node) -> tuple[Any, Any]:
         kubelet = Kubelet(client(f"kubelet-{node.name}"),
                           NodeConfig(name=node.name, ip=node.ip, pod_cidr=node.pod_cidr, cpu=options.node_cpu,
-                                     memory=options.node_memory, max_pods=options.node_max_pods),
+                                     memory=options.node_memory, max_pods=options.node_max_pods,
+                                     # The kubelet API on the node's address in its namespace; in render mode,
+                                     # whose nodes' addresses exist nowhere, on a free loopback port each.
+                                     kubelet_port=addressing.KUBELET_PORT if lab is not None else 0,
+                                     kubelet_address=None if lab is not None else "127.0.0.1",
+                                     log_root=str(data_dir / "nodes" / node.name / "log" / "pods"),
+                                     **_kubelet_server_tls(pki)),
                           node.dataplane)
         applier = IptablesApplier(node.dataplane.node_netns) if lab is not None else RecordingApplier()
         agent = ProxyAgent(client(f"proxy-{node.name}"),

@@ -4,15 +4,19 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import socket
+from pathlib import Path
 
 from kubelab import kinds
 from kubelab.client import AlreadyExists, ApiClient, Conflict, Informer, NotFound, WorkQueue
 from kubelab.events import EventRecorder
 from kubelab.models import Node, Pod
+from kubelab.netnsthread import run_in_netns
 
 from .dataplane import Dataplane, RenderDataplane
 from .node import NodeConfig, allocatable, build_node, refreshed_status, renew_lease
 from .pods import PodManager
+from .server import KubeletApiConfig, KubeletServer, server_context
 
 log = logging.getLogger(__name__)
 
@@ -116,8 +120,52 @@ class Kubelet:
                 await asyncio.sleep(1)
                 self._routes_changed.set()
 
+    async def serve_api(self) -> KubeletServer | None:
+        """The kubelet API on the node's address and kubelet port, its socket made in the node's network
+        namespace; None when it has none (see NodeConfig). A port of 0 becomes the one the kernel picked,
+        which the Node then advertises."""
+        port = self.config.kubelet_port
+        if port is None:
+            return None
+        address = self.config.kubelet_address or self.config.ip
+
+        def bind() -> socket.socket:
+            sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            try:
+                sock.bind((address, port))
+            except BaseException:
+                sock.close()
+                raise
+            return sock
+
+        sock = await asyncio.to_thread(run_in_netns, self.dataplane.node_netns, bind,
+                                       name=f"kubelet-api-{self.config.name}")
+        tls = None
+        if self.config.tls_cert_file and self.config.tls_private_key_file and self.config.client_ca_file:
+            tls = server_context(self.config.tls_cert_file, self.config.tls_private_key_file, self.config.client_ca_file)
+        # The logs are where the node's runtime writes them; a configured root is for a dataplane without one.
+        runtime = getattr(self.dataplane, "runtime", None)
+        log_root = runtime.log_root if runtime is not None else \
+            Path(self.config.log_root) if self.config.log_root else None
+        server = KubeletServer(KubeletApiConfig(self.config.name, self.manager.cache, self.dataplane, log_root),
+                               ssl_context=tls)
+        await server.start(sock)
+        self.config.kubelet_port = sock.getsockname()[1]
+        log.info("%s: kubelet API on %s://%s:%d", self.config.name, "https" if tls else "http", address,
+                 self.config.kubelet_port)
+        return server
+
     async def run(self) -> None:
         await self.dataplane.start_node()
+        api_server = await self.serve_api()
+        try:
+            await self._run()
+        finally:
+            if api_server is not None:
+                await api_server.close()
+
+    async def _run(self) -> None:
         await self.register()
         async with asyncio.TaskGroup() as tg:
             tg.create_task(self.pods.run(), name=f"kubelet-{self.config.name}-pods")

@@ -55,6 +55,18 @@ class NodeConfig:
     lease_duration: int = 40
     cluster_dns: tuple[str, ...] = (addressing.CLUSTER_DNS_IP,)  # the kubelet's --cluster-dns
     cluster_domain: str = addressing.CLUSTER_DOMAIN  # the kubelet's --cluster-domain
+    # The kubelet API (server.py): its port, advertised in status.daemonEndpoints.kubeletEndpoint (None: no
+    # kubelet API, the default for a node made in code; 0: a free port, advertised once bound; kubelab up and
+    # kubelab node give addressing.KUBELET_PORT where the node's address exists), and the address it binds
+    # (None: the node's InternalIP, in the node's network namespace).
+    kubelet_port: int | None = None
+    kubelet_address: str | None = None
+    log_root: str | None = None  # the container logs (crilog.py's layout); None: no logs to serve
+    # kubelet's --tls-cert-file, --tls-private-key-file and --client-ca-file: with them the kubelet API is
+    # HTTPS and wants the API server's client certificate (server.py).
+    tls_cert_file: str | None = None
+    tls_private_key_file: str | None = None
+    client_ca_file: str | None = None
 
 
 def _ki(text: str) -> str:
@@ -109,7 +121,7 @@ def build_node(config: NodeConfig) -> Node:
                                   conditions=conditions(),
                                   addresses=[NodeAddress(type="InternalIP", address=config.ip),
                                              NodeAddress(type="Hostname", address=config.name)],
-                                  daemon_endpoints={"kubeletEndpoint": {"Port": 10250}},
+                                  daemon_endpoints={"kubeletEndpoint": {"Port": config.kubelet_port or 0}},
                                   node_info=node_info(config), images=[]))
 
 

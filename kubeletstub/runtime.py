@@ -435,6 +435,11 @@ class ContainerRuntime:
 
         return unsubscribe
 
+    def output_open(self, pod_key: str, name: str) -> bool:
+        """Whether any of the running container's output streams is still open (attach ends when none is)."""
+        container = self._containers.get((pod_key, name))
+        return container is not None and container._open_pipes > 0
+
     def stdin_fd(self, pod_key: str, name: str) -> int | None:
         """The descriptor to write the container's stdin to (its terminal with tty), None when the
         container has no stdin (spec `stdin: false`) or it was closed. Blocking: write it with

@@ -5,6 +5,8 @@ from __future__ import annotations
 from fastapi import APIRouter, Request
 from starlette.responses import Response
 
+from kubelab import kinds
+
 from .. import codecs, discovery, errors
 
 router = APIRouter()
@@ -12,6 +14,11 @@ router = APIRouter()
 
 def _resources(request: Request):  # type: ignore[no-untyped-def]
     return request.app.state.resources
+
+
+def _discoverable(request: Request):  # type: ignore[no-untyped-def]
+    """What discovery lists: the stored kinds and metrics.k8s.io (served from the kubelets, metrics_api.py)."""
+    return (*request.app.state.resources, *kinds.METRICS)
 
 
 @router.get("/version")
@@ -28,7 +35,7 @@ async def api(request: Request) -> Response:
 
 @router.get("/apis")
 async def apis(request: Request) -> Response:
-    return codecs.respond(request, discovery.api_group_list(_resources(request)))
+    return codecs.respond(request, discovery.api_group_list(_discoverable(request)))
 
 
 @router.get("/api/{version}")
@@ -41,7 +48,7 @@ async def core_resources(request: Request, version: str) -> Response:
 
 @router.get("/apis/{group}")
 async def group(request: Request, group: str) -> Response:
-    body = discovery.api_group(group, _resources(request))
+    body = discovery.api_group(group, _discoverable(request))
     if body is None:
         raise errors.route_not_found()
     return codecs.respond(request, body)
@@ -49,7 +56,7 @@ async def group(request: Request, group: str) -> Response:
 
 @router.get("/apis/{group}/{version}")
 async def group_resources(request: Request, group: str, version: str) -> Response:
-    body = discovery.api_resource_list(f"{group}/{version}", _resources(request))
+    body = discovery.api_resource_list(f"{group}/{version}", _discoverable(request))
     if body is None:
         raise errors.route_not_found()
     return codecs.respond(request, body)

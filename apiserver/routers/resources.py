@@ -47,7 +47,7 @@ from ..registry.apps import scale_of
 from ..registry.pods import bind
 from ..registry.store import parse_resource_version
 from ..requestinfo import RequestInfo
-from . import reviews, tokenrequest
+from . import metrics_api, proxy, reviews, tokenrequest
 
 log = logging.getLogger(__name__)
 
@@ -81,7 +81,9 @@ def resolve(request: Request, info: RequestInfo) -> Target:
         raise errors.route_not_found()
     rt = next((rt for rt in _resources(request)
                if rt.group == info.group and rt.version == info.version and rt.plural == info.resource), None)
-    if rt is None or len(info.parts) > 3 or "" in info.parts:
+    # nodes/NAME/proxy/PATH...: the rest of the path is the kubelet's (proxy.connect_node).
+    proxying = rt is not None and rt == kinds.NODES and info.subresource == "proxy"
+    if rt is None or (len(info.parts) > 3 and not proxying) or "" in info.parts[:3]:
         raise errors.route_not_found()
     name = info.name or None
     subresource = info.subresource or None
@@ -123,6 +125,12 @@ def routed_methods(target: Target) -> frozenset[str]:
         return frozenset({"POST"})
     if target.subresource == "finalize":
         return frozenset({"PUT"})
+    if target.subresource == "log":
+        return frozenset({"GET"})
+    if target.subresource in proxy.POD_STREAMS:
+        return frozenset({"GET", "POST"})
+    if target.subresource == "proxy":
+        return frozenset({"GET", "POST", "PUT", "PATCH", "DELETE", "HEAD", "OPTIONS"})
     if target.subresource:
         methods = {"GET", "PUT", "PATCH"}
     elif target.name is not None:
@@ -218,6 +226,8 @@ async def dispatch(request: Request, info: RequestInfo) -> Response:
                                          '"Ignore", "Strict", "Warn"')
             requestctx.field_validation.set(mode)
             warnings = requestctx.start()
+            if info.group == metrics_api.GROUP:  # served from the kubelets, not stored (metrics_api.py)
+                return await metrics_api.serve(request, info)
             target = resolve(request, info)
             admit = admission.of(request.scope)
             if admit is not None:
@@ -265,6 +275,12 @@ def _observe_at_end(response: StreamingResponse, metrics: Any, request: Request,
 
 async def _dispatch(request: Request, target: Target, info: RequestInfo) -> Response:
     method = request.method
+    if target.rt == kinds.PODS and target.subresource in proxy.POD_SUBRESOURCES:
+        assert target.namespace is not None and target.name is not None
+        return await proxy.connect_pod(request, target.namespace, target.name, target.subresource)
+    if target.rt == kinds.NODES and target.subresource == "proxy":
+        assert target.name is not None
+        return await proxy.connect_node(request, target.name, info.parts[3:])
     if target.rt == kinds.SELFSUBJECTACCESSREVIEWS:  # answered, never stored
         if method != "POST" or target.name is not None:
             raise errors.method_not_allowed()

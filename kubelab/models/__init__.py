@@ -72,16 +72,17 @@ from .meta import (
     StatusDetails,
     TypedObject,
 )
+from .metrics import ContainerMetrics, NodeMetrics, PodMetrics
 
 __all__ = [
-    "Binding", "ClientIPConfig", "ConfigMap", "Container", "ContainerPort", "ContainerStatus", "Deployment",
+    "Binding", "ClientIPConfig", "ConfigMap", "Container", "ContainerMetrics", "ContainerPort", "ContainerStatus", "Deployment",
     "DeploymentCondition", "DeploymentSpec", "DeploymentStatus", "DeploymentStrategy", "Endpoint",
     "EndpointAddress", "EndpointConditions", "EndpointPort", "EndpointSlice", "EndpointSlicePort",
     "EndpointSubset", "Endpoints", "Event", "EventSource", "IntOrString", "LabelSelector",
     "LabelSelectorRequirement", "Lease", "LeaseSpec", "ListMeta", "LoadBalancerIngress", "LoadBalancerStatus",
     "LocalObjectReference", "Model", "Namespace", "NamespaceSpec", "NamespaceStatus", "Node", "NodeAddress",
-    "NodeCondition", "NodeSpec", "NodeStatus", "NodeSystemInfo", "ObjectMeta", "ObjectReference",
-    "OwnerReference", "Pod", "PodCondition", "PodIP", "PodSpec", "PodStatus", "PodTemplateSpec", "ReplicaSet",
+    "NodeCondition", "NodeMetrics", "NodeSpec", "NodeStatus", "NodeSystemInfo", "ObjectMeta", "ObjectReference",
+    "OwnerReference", "Pod", "PodCondition", "PodIP", "PodMetrics", "PodSpec", "PodStatus", "PodTemplateSpec", "ReplicaSet",
     "ReplicaSetSpec", "ReplicaSetStatus", "ResourceRequirements", "RollingUpdateDeployment", "Scale",
     "ScaleSpec", "ScaleStatus", "Secret", "SelfSubjectAccessReview", "SelfSubjectReview",
     "Service", "ServiceAccount", "ServicePort", "ServiceSpec",

@@ -239,6 +239,11 @@ def test_seed_clusterip_service_on_the_compose_cluster(cluster: ComposeLab, tmp_
 
     assert wait_for("a pod to reach clusterip-svc by name", by_name) in PODS
 
+    # kubectl exec: the API server container dials the pod's node container's kubelet API (InternalIP:10250)
+    # on the compose network, and the command runs in the pod's network namespace there.
+    shown = kubectl(cluster, tmp_path, "exec", "api-1", "--", "ip", "-4", "-o", "addr", "show", "dev", "eth0").stdout
+    assert f"inet {pods['api-1']['ip']}/" in shown
+
 
 def test_three_member_etcd_keeps_the_api_serving_with_one_member_down(lab_space: LabSpace, tmp_path: Path) -> None:
     merged = compose_config([COMPOSE_FILE, ETCD3_FILE])
