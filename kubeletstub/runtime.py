@@ -320,9 +320,9 @@ class ContainerRuntime:
         asyncio.get_running_loop().remove_reader(pipe.fileno())
         pipe.close()
         logfile.end(stream)
+        container._open_pipes -= 1  # before the listeners hear of it: attach ends when none is left open
         for listener in list(container._listeners):
             listener(stream, b"")
-        container._open_pipes -= 1
         self._maybe_done(container, logfile)
 
     def _on_exit(self, container: Container, logfile: ContainerLog) -> None:
