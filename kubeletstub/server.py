@@ -122,6 +122,11 @@ class KubeletServer:
             await self._serve(reader, writer)
         except (ConnectionError, asyncio.IncompleteReadError, TimeoutError, ssl.SSLError):
             pass
+        except asyncio.CancelledError:
+            # Only close() cancels a connection's task, and the task ends here: were the cancellation
+            # re-raised, Python 3.11's start_server callback would log it as an error with a traceback
+            # (it calls task.exception() on a cancelled task) on every Ctrl-C with a stream open.
+            pass
         except Exception:  # one broken request must not take the node's API down
             log.exception("%s: kubelet API request failed", self.config.node_name)
         finally:
