@@ -197,19 +197,27 @@ class KubeletServer:
             return None
         return pod
 
+    async def _stream_pod(self, request: httpwire.Request, writer: asyncio.StreamWriter, namespace: str, name: str,
+                          container: str) -> Pod | None:
+        """The pod an exec or attach is for, or None once kubelet's refusal has been answered."""
+        if request.method not in ("GET", "POST"):
+            await httpwire.respond(writer, 405, "405 method not allowed")
+            return None
+        pod = self._pod(namespace, name)
+        if pod is None:
+            await httpwire.respond(writer, 404, "pod does not exist")
+            return None
+        if container not in _containers(pod):
+            await httpwire.respond(writer, 500, f'container not found ("{container}")')
+            return None
+        return pod
+
     # --- exec -----------------------------------------------------------------------------------
 
     async def _exec(self, request: httpwire.Request, reader: asyncio.StreamReader, writer: asyncio.StreamWriter,
                     namespace: str, name: str, container: str) -> None:
-        if request.method not in ("GET", "POST"):
-            await httpwire.respond(writer, 405, "405 method not allowed")
-            return
-        pod = self._pod(namespace, name)
+        pod = await self._stream_pod(request, writer, namespace, name, container)
         if pod is None:
-            await httpwire.respond(writer, 404, "pod does not exist")
-            return
-        if container not in _containers(pod):
-            await httpwire.respond(writer, 500, f'container not found ("{container}")')
             return
         command = request.query.get("command", [])
         tty = request.flag("tty")
@@ -278,15 +286,8 @@ class KubeletServer:
 
     async def _attach(self, request: httpwire.Request, reader: asyncio.StreamReader, writer: asyncio.StreamWriter,
                       namespace: str, name: str, container: str) -> None:
-        if request.method not in ("GET", "POST"):
-            await httpwire.respond(writer, 405, "405 method not allowed")
-            return
-        pod = self._pod(namespace, name)
+        pod = await self._stream_pod(request, writer, namespace, name, container)
         if pod is None:
-            await httpwire.respond(writer, 404, "pod does not exist")
-            return
-        if container not in _containers(pod):
-            await httpwire.respond(writer, 500, f'container not found ("{container}")')
             return
         tty = request.flag("tty")
         opts = ExecOptions(stdin=request.flag("stdin"), stdout=request.flag("stdout"),
