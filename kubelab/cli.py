@@ -420,7 +420,7 @@ def cmd_node(args: argparse.Namespace) -> int:
         # The kubelet API: on the node's address where the node runs pods (host dataplane); in render mode
         # nothing runs and the node's address is nobody's, so only with an explicit --kubelet-port.
         port = args.kubelet_port if args.kubelet_port is not None else \
-            (addressing.KUBELET_PORT if dataplane is not None else None)
+            (addressing.KUBELET_PORT if args.dataplane == "host" else None)
         config = NodeConfig(name=args.name, ip=ip, pod_cidr=cidr, cpu=args.cpu, memory=args.memory,
                             max_pods=args.max_pods, kubelet_port=port, kubelet_address=args.kubelet_address,
                             log_root=str(Path(args.data_dir) / "nodes" / args.name / "log" / "pods"),
