@@ -44,17 +44,6 @@ log = logging.getLogger(__name__)
 INTERNAL_KEY = "kubelab.internal"
 # The connection of an Upgrade request, for the app to take over once authorized (nodeproxy.take_over).
 UPGRADE_TRANSPORT_KEY = "kubelab.upgrade_transport"
-MASTERS_GROUP = "system:masters"
-NODES_GROUP = "system:nodes"
-PROBE_PATHS = frozenset({"/healthz", "/livez", "/readyz"})
-# LongRunningRequestCheck of kube-apiserver: these verbs and subresources hold a request open by design.
-LONG_RUNNING_VERBS = frozenset({"watch", "proxy"})
-LONG_RUNNING_SUBRESOURCES = frozenset({"attach", "exec", "proxy", "log", "portforward"})
-RETRY_AFTER = "1"
-# APF's list work estimator: a seat per 100 objects a LIST goes through, at most 10.
-OBJECTS_PER_SEAT = 100
-MAX_SEATS = 10
-TOO_MANY_REQUESTS = b"Too many requests, please try again later.\n"
 
 
 @dataclass(frozen=True)
@@ -67,7 +56,7 @@ class ServingOptions:
     max_mutating_requests_inflight: int = 200  # --max-mutating-requests-inflight (0: no limit)
     # Open client connections at most; None: the process's descriptor limit less a reserve for its own use.
     max_connections: int | None = None
-    # LISTs of the most seats (MAX_SEATS: about 1,000 objects or more) served at once; the others queue for
+    # LISTs of the most seats (flowcontrol.MAX_SEATS: about 1,000 objects or more) served at once; the others queue for
     # up to a quarter of the request timeout (APF's queue wait), then get 429.
     big_lists: int = 2
 
