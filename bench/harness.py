@@ -127,6 +127,15 @@ class Lab:
         self.procs[name] = proc
         return proc
 
+    def wait_for_up(self, name: str, timeout: float = 180) -> None:
+        """Until the `kubelab up` spawned as `name` prints that it is up; its log's tail if it dies first."""
+        log, proc = self.base / f"{name}.log", self.procs[name]
+        deadline = time.monotonic() + timeout
+        while b"kubelab is up" not in log.read_bytes():
+            if proc.poll() is not None or time.monotonic() > deadline:
+                raise RuntimeError(f"kubelab up did not come up:\n{log.read_text()[-2000:]}")
+            time.sleep(0.3)
+
     def start_apiserver(self) -> str:
         assert self.etcd is not None
         port = free_port()

@@ -102,13 +102,8 @@ def run(nodes: int, dataplane: str, quick: bool) -> dict[str, Any]:
     port = free_port()
     proc = lab.spawn("up", "up", "--nodes", str(nodes), "--dataplane", dataplane, "--data-dir", str(data_dir),
                      "--listen", f"127.0.0.1:{port}")
-    log = lab.base / "up.log"
     try:
-        deadline = time.monotonic() + 180
-        while b"kubelab is up" not in log.read_bytes():
-            if proc.poll() is not None or time.monotonic() > deadline:
-                raise RuntimeError(f"kubelab up did not come up:\n{log.read_text()[-2000:]}")
-            time.sleep(0.3)
+        lab.wait_for_up("up")
         result = asyncio.run(measure(f"http://127.0.0.1:{port}", nodes, quick))
         result.update(nodes=nodes, dataplane=dataplane, min_sync_period_s=1.0, burst=2)
         return result

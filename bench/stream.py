@@ -185,14 +185,9 @@ def run(quick: bool) -> dict[str, Any]:
     port = free_port()
     proc = lab.spawn("up", "up", "--nodes", "1", "--dataplane", "netns", "--data-dir", str(data_dir),
                      "--listen", f"127.0.0.1:{port}")
-    log = lab.base / "up.log"
     sender: subprocess.Popen[bytes] | None = None
     try:
-        deadline = time.monotonic() + 180
-        while b"kubelab is up" not in log.read_bytes():
-            if proc.poll() is not None or time.monotonic() > deadline:
-                raise RuntimeError(f"kubelab up did not come up:\n{log.read_text()[-2000:]}")
-            time.sleep(0.3)
+        lab.wait_for_up("up")
         state = json.loads((data_dir / "cluster.json").read_text())
         api = httpx.Client(base_url=f"http://127.0.0.1:{port}")
         api.post("/api/v1/namespaces/default/pods", json={
