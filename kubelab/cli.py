@@ -765,8 +765,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--etcd-servers", help="use this etcd (URL[,URL]) instead of starting a private one")
     p.add_argument("--data-dir", default=DEFAULT_DATA_DIR, help="state directory (default .kubelab)")
     p.add_argument("--dataplane", choices=["render", "netns"],
-                   help="netns: a network namespace per node and pod, real iptables and traffic (root); render: "
-                        "rules are rendered but nothing runs (default: netns as root, render otherwise)")
+                   help="netns: a network namespace per node and pod, real iptables and traffic, containers in "
+                        "the pod's namespaces (root); render: rules are rendered, not applied, and containers' "
+                        "commands run as plain processes on this host, without pod network, hostname or volumes "
+                        "(default: netns as root, render otherwise)")
     p.add_argument("--min-sync-period", type=float, default=1.0,
                    help="proxy agents sync at most twice per this many seconds (kube-proxy: 1s)")
     p.add_argument("--delta-sync", action="store_true", help=DELTA_SYNC_HELP)
@@ -860,7 +862,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--iptables", action="store_true", help="apply rules with iptables-restore in this network "
                                                            "namespace (default: render only)")
     p.add_argument("--dataplane", choices=["render", "host"], default="render",
-                   help="render: pods exist only as API objects (default); host: this network namespace is the node "
+                   help="render: no pod network; containers' commands run as plain processes here (default); host: this network namespace is the node "
                         "(a node container): each pod gets a namespace and a routed veth here, other nodes' pod "
                         "CIDRs are routed via their InternalIPs, and pods are removed on exit (root; pair it with "
                         "--iptables)")
