@@ -42,10 +42,9 @@ from collections import deque
 from collections.abc import AsyncGenerator, Callable
 from typing import Any
 
-import orjson
-
 from kubelab.kinds import ResourceType
 
+from .codecs import encode_json
 from .storage import Compacted, Storage, StorageEvent
 
 log = logging.getLogger(__name__)
@@ -87,7 +86,7 @@ class WatchEvent:
 
     def line(self) -> bytes:
         if self._line is None:
-            self._line = orjson.dumps({"type": self.type, "object": self.object}) + b"\n"
+            self._line = encode_json({"type": self.type, "object": self.object})
         return self._line
 
     def __repr__(self) -> str:

@@ -244,6 +244,28 @@ def decode(content_type: str, raw: bytes) -> Any:
     raise errors.unsupported_media_type(BODY_TYPES)
 
 
+# Go's encoding/json Encoder, which kube-apiserver's JSON serializer writes every object and Status with:
+# `<`, `>` and `&` escaped as \u003c, \u003e, \u0026 (its HTML-safe default), U+2028 and U+2029 escaped,
+# and a line feed after the value. Clients compare error bodies verbatim, so the bytes matter. orjson
+# writes those characters raw; outside strings JSON has none of them, so replacing bytes is exact.
+_GO_ESCAPES = ((b"<", b"\\u003c"), (b">", b"\\u003e"), (b"&", b"\\u0026"),
+               ("\u2028".encode(), b"\\u2028"), ("\u2029".encode(), b"\\u2029"))
+
+
+def go_escape(data: bytes) -> bytes:
+    """orjson's output as Go's HTML-safe encoder writes it (no trailing newline)."""
+    for raw, escaped in _GO_ESCAPES:
+        if raw in data:
+            data = data.replace(raw, escaped)
+    return data
+
+
+def encode_json(body: Any) -> bytes:
+    """`body` as kube-apiserver's JSON serializer writes it (json.NewEncoder(w).Encode): Go's escaping and
+    a final line feed. A watch event is one such line."""
+    return go_escape(orjson.dumps(body)) + b"\n"
+
+
 def wants_yaml(request: Request) -> bool:
     accept = request.headers.get("accept") or ""
     return "application/yaml" in accept and "application/json" not in accept
@@ -261,7 +283,7 @@ def respond(request: Request, body: Any, status_code: int = 200, headers: dict[s
             return StreamingResponse(dumped(), status_code=status_code, media_type="application/yaml",
                                      headers=headers)
         return Response(_dump_yaml(body), status_code=status_code, media_type="application/yaml", headers=headers)
-    return Response(orjson.dumps(body), status_code=status_code, media_type="application/json", headers=headers)
+    return Response(encode_json(body), status_code=status_code, media_type="application/json", headers=headers)
 
 
 async def respond_sized(request: Request, body: Any, size: int) -> Response:
@@ -269,7 +291,7 @@ async def respond_sized(request: Request, body: Any, size: int) -> Response:
     answer is encoded off the event loop (offload.py), not in one orjson call holding it."""
     if wants_yaml(request) or not offload.is_heavy(size):
         return respond(request, body)
-    return Response(await offload.run(size, orjson.dumps, body), media_type="application/json")
+    return Response(await offload.run(size, encode_json, body), media_type="application/json")
 
 
 def _dump_yaml(body: Any) -> str:
@@ -277,7 +299,7 @@ def _dump_yaml(body: Any) -> str:
 
 
 def status_response(exc: errors.StatusError) -> Response:
-    return Response(orjson.dumps(exc.status()), status_code=exc.code, media_type="application/json")
+    return Response(encode_json(exc.status()), status_code=exc.code, media_type="application/json")
 
 
 def storage_status(exc: StorageError) -> errors.StatusError:

@@ -25,11 +25,12 @@ class StatusError(Exception):
         self.list_meta: dict[str, Any] = {}
 
     def status(self) -> dict[str, Any]:
+        # metav1.Status's field order, which Go's encoder keeps: details before code.
         body: dict[str, Any] = {"kind": "Status", "apiVersion": "v1", "metadata": dict(self.list_meta),
-                                "status": "Failure",
-                                "message": self.message, "reason": self.reason, "code": self.code}
+                                "status": "Failure", "message": self.message, "reason": self.reason}
         if self.details is not None:
             body["details"] = self.details
+        body["code"] = self.code
         return body
 
 

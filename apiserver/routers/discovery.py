@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import orjson
 from fastapi import APIRouter, Request
 from starlette.responses import Response
 
@@ -23,7 +24,9 @@ def _discoverable(request: Request):  # type: ignore[no-untyped-def]
 
 @router.get("/version")
 async def version(request: Request) -> Response:
-    return codecs.respond(request, discovery.version())
+    # kube-apiserver writes /version with WriteRawJSON: indented by two spaces, no final line feed.
+    body = codecs.go_escape(orjson.dumps(discovery.version(), option=orjson.OPT_INDENT_2))
+    return Response(body, media_type="application/json")
 
 
 @router.get("/api")

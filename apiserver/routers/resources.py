@@ -15,7 +15,6 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from typing import Any
 
-import orjson
 import pydantic
 from fastapi import Request
 from starlette.responses import Response, StreamingResponse
@@ -399,7 +398,7 @@ async def watch(request: Request, target: Target) -> Response:
                         rv = (obj.get("metadata") or {}).get("resourceVersion", "")
                         obj = tables.table(target.rt, [obj], rv, include_object=include_object, with_columns=first)
                         first = False
-                        line = orjson.dumps({"type": event.type, "object": obj}) + b"\n"
+                        line = codecs.encode_json({"type": event.type, "object": obj})
                     else:
                         line = event.line()  # encoded once for every watcher of this event
                     if recorder is not None and event.key:
@@ -410,10 +409,10 @@ async def watch(request: Request, target: Target) -> Response:
         except TimeoutError:
             return
         except errors.StatusError as exc:
-            yield orjson.dumps({"type": "ERROR", "object": exc.status()}) + b"\n"
+            yield codecs.encode_json({"type": "ERROR", "object": exc.status()})
         except Exception as exc:  # end the stream with a Status, never a broken chunk
             log.exception("watch of %s failed", target.rt.plural)
-            yield orjson.dumps({"type": "ERROR", "object": errors.internal(str(exc)).status()}) + b"\n"
+            yield codecs.encode_json({"type": "ERROR", "object": errors.internal(str(exc)).status()})
 
     return StreamingResponse(stream(), media_type="application/json",
                              headers={"Cache-Control": "no-cache, private", "Transfer-Encoding": "chunked"})
