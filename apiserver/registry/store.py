@@ -59,6 +59,13 @@ MAX_FETCH = 10_000
 MAX_REVISION = 2**63 - 1
 
 
+# ObjectMeta's collections are `omitempty` in Go: an object decoded into kube's structs and encoded again
+# loses `annotations: {}`, so kube stores none and a dry-run patch that adds an empty map (kubectl diff's
+# merge of an object with no last-applied annotation) shows no difference. managedFields is left alone:
+# an empty list there is a request (strip them), which the field manager reads.
+_OMITTED_WHEN_EMPTY = ("labels", "annotations", "finalizers", "owner_references")
+
+
 def _parsed_resource_version(text: str) -> int:
     """APIObjectVersioner.ParseResourceVersion: "" and "0" are 0, anything else strconv.ParseUint
     (ASCII digits, uint64), refused as `resourceVersion: Invalid value: "x": strconv.ParseUint: ...`."""
@@ -140,6 +147,10 @@ class Registry:
     def decode(self, rt: ResourceType, body: Any, namespace: str | None) -> TypedObject:
         body = self._check_fields(rt, decoding.check_kind(rt, body))
         obj: TypedObject = decoding.to_model(rt, body)
+        meta = obj.metadata
+        for attr in _OMITTED_WHEN_EMPTY:
+            if getattr(meta, attr) in ({}, []):
+                setattr(meta, attr, None)
         if rt.namespaced:
             body_ns = obj.metadata.namespace
             if body_ns and namespace and body_ns != namespace:

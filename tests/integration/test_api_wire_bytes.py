@@ -32,3 +32,14 @@ def test_version_is_indented_as_write_raw_json_writes_it(api: httpx.Client) -> N
     body = api.get("/version").content
     assert body.startswith(b'{\n  "major": "1",\n  "minor": ')
     assert body.endswith(b'"\n}')
+
+
+def test_empty_metadata_collections_are_not_stored(api: httpx.Client) -> None:
+    """ObjectMeta's labels, annotations, finalizers and ownerReferences are omitempty in Go: sent empty,
+    kube-apiserver stores and returns none of them."""
+    name = unique_name("empty")
+    made = create(api, ns_path("configmaps", "default"), {
+        "apiVersion": "v1", "kind": "ConfigMap",
+        "metadata": {"name": name, "labels": {}, "annotations": {}, "finalizers": [], "ownerReferences": []}})
+    assert not {"labels", "annotations", "finalizers", "ownerReferences"} & set(made["metadata"])
+    api.delete(ns_path("configmaps", "default", name))

@@ -348,3 +348,16 @@ def test_diff(kubectl_for: Callable[[str], Kubectl], ns: str, tmp_path: Path, ve
              not line.startswith(("---", "+++"))]
     assert ("-    app: web" in hunks and "+    app: next" in hunks), result.stdout
     assert kubectl("diff", "-f", path).ok().stdout == ""  # the dry run persisted nothing
+
+
+@pytest.mark.parametrize("version", VERSIONS)
+def test_diff_of_an_object_made_by_server_side_apply_is_empty(kubectl_for: Callable[[str], Kubectl], ns: str,
+                                                               tmp_path: Path, version: str) -> None:
+    """kubectl's client-side diff of an object without a last-applied annotation sends `annotations: {}` in
+    its dry-run patch; kube's structs drop the empty map (omitempty), so there is nothing to show."""
+    kubectl = kubectl_for(version)
+    name = unique_name("ssadiff")
+    path = write(tmp_path, svc(name, ns))
+    kubectl.ok("apply", "--server-side", "-f", path)
+    assert kubectl("diff", "-f", path).ok().stdout == ""
+    assert kubectl("diff", "--server-side", "-f", path).ok().stdout == ""
