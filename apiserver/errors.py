@@ -73,9 +73,11 @@ def conflict(rt: ResourceType, name: str, detail: str, *, subresource: str | Non
         return StatusError(409, "Conflict", f'Operation cannot be fulfilled on {rt.group_resource} {go_quote(name)}: '
                                             f"{detail}", _details(rt, name))
     resource = f"{rt.plural}/{subresource}"
-    details: dict[str, Any] = {"name": name, "kind": resource}
+    details: dict[str, Any] = {"name": name}
     if rt.group:
         details["group"] = rt.group
+    details["kind"] = resource
+    if rt.group:
         resource = f"{resource}.{rt.group}"
     return StatusError(409, "Conflict", f'Operation cannot be fulfilled on {resource} {go_quote(name)}: {detail}', details)
 
@@ -105,11 +107,16 @@ def invalid(rt: ResourceType, name: str, errors: Sequence[FieldError]) -> Status
     text = "; ".join(str(e) for e in errors) if len(errors) > 1 else str(errors[0])
     if len(errors) > 1:
         text = "[" + ", ".join(str(e) for e in errors) + "]"
-    details: dict[str, Any] = {"name": name, "kind": rt.kind,
-                               "causes": [{"reason": e.reason, "message": e.body, "field": e.field} for e in errors]}
+    # StatusDetails' field order (name, group, kind, causes); the message names the GroupKind as Go's
+    # GroupKind.String() does: `Deployment.apps "web" is invalid: ...` (kubectl prints `The Deployment ...`
+    # from details.kind).
+    details: dict[str, Any] = {"name": name}
     if rt.group:
         details["group"] = rt.group
-    return StatusError(422, "Invalid", f'{rt.kind} {go_quote(name)} is invalid: {text}', details)
+    details["kind"] = rt.kind
+    details["causes"] = [{"reason": e.reason, "message": e.body, "field": e.field} for e in errors]
+    qualified = f"{rt.kind}.{rt.group}" if rt.group else rt.kind
+    return StatusError(422, "Invalid", f'{qualified} {go_quote(name)} is invalid: {text}', details)
 
 
 def bad_request(message: str) -> StatusError:

@@ -43,3 +43,16 @@ def test_empty_metadata_collections_are_not_stored(api: httpx.Client) -> None:
         "metadata": {"name": name, "labels": {}, "annotations": {}, "finalizers": [], "ownerReferences": []}})
     assert not {"labels", "annotations", "finalizers", "ownerReferences"} & set(made["metadata"])
     api.delete(ns_path("configmaps", "default", name))
+
+
+def test_invalid_names_the_group_kind_and_orders_details_as_go(api: httpx.Client) -> None:
+    """apierrors.NewInvalid: the message names the GroupKind (`Lease.coordination.k8s.io`), details are
+    name, group, kind, causes."""
+    resp = api.post(ns_path("leases", "default", group="coordination.k8s.io/v1"),
+                    json={"apiVersion": "coordination.k8s.io/v1", "kind": "Lease", "metadata": {"name": "Bad_Name"}})
+    assert resp.status_code == 422
+    assert resp.content.startswith(b'{"kind":"Status","apiVersion":"v1","metadata":{},"status":"Failure",'
+                                   b'"message":"Lease.coordination.k8s.io \\"Bad_Name\\" is invalid: metadata.name: ')
+    assert b'"reason":"Invalid","details":{"name":"Bad_Name","group":"coordination.k8s.io","kind":"Lease",' \
+           b'"causes":[{"reason":"FieldValueInvalid","message":"Invalid value: \\"Bad_Name\\": ' in resp.content
+    assert resp.content.endswith(b'"field":"metadata.name"}]},"code":422}\n')
