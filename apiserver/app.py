@@ -139,7 +139,8 @@ def create_app(config: Config) -> ASGIApp:
         await registry.wait_for_storage()
         import ipaddress
         service_ip = str(ipaddress.ip_network(config.service_cidr)[1])
-        await bootstrap(registry, advertise_ip=config.advertise_ip, port=config.port, service_ip=service_ip)
+        await bootstrap(registry, advertise_ip=config.advertise_ip, port=config.port, service_ip=service_ip,
+                        group_versions=[rt.group_version for rt in (*config.resources, *kinds.METRICS)])
         app.state.counts.prime(config.resources)
         log.info("storage %s ready", ",".join(config.etcd_servers))
         try:

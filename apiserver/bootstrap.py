@@ -1,4 +1,5 @@
-"""What kube-apiserver creates for itself at start: the system namespaces and the `kubernetes` Service.
+"""What kube-apiserver creates for itself at start: the system namespaces, the `kubernetes` Service and one
+"Local" APIService per group version it serves.
 
 The `kubernetes` Service in `default` gets the first address of the service range (10.96.0.1) and
 port 443 (https); its Endpoints and EndpointSlice point at the address the API server serves on, and
@@ -8,9 +9,11 @@ the API server keeps them (the Service has no selector, so no controller touches
 from __future__ import annotations
 
 import logging
+from collections.abc import Iterable
 from typing import Any
 
-from kubelab import kinds
+from kubelab import kinds, timeutil
+from kubelab.selectors import parse_field_selector, parse_label_selector
 
 from . import errors
 from .registry import Registry
@@ -18,13 +21,82 @@ from .registry import Registry
 log = logging.getLogger(__name__)
 
 SYSTEM_NAMESPACES = ("default", "kube-system", "kube-public", "kube-node-lease")
+# kube-apiserver's apiVersionPriorities (group, version priority): where a group sorts in discovery. As in
+# kube, a served group version missing here gets no APIService. metrics.k8s.io is metrics-server's own
+# registration (100, 100); kubelab serves that group itself, so its APIService is Local too.
+API_VERSION_PRIORITIES = {
+    "v1": (18000, 1), "apps/v1": (17800, 15), "events.k8s.io/v1": (17750, 15),
+    "authentication.k8s.io/v1": (17700, 15), "authorization.k8s.io/v1": (17600, 15), "autoscaling/v1": (17500, 15),
+    "batch/v1": (17400, 15), "certificates.k8s.io/v1": (17300, 15), "networking.k8s.io/v1": (17200, 15),
+    "policy/v1": (17100, 15), "rbac.authorization.k8s.io/v1": (17000, 15), "storage.k8s.io/v1": (16800, 15),
+    "apiextensions.k8s.io/v1": (16700, 15), "admissionregistration.k8s.io/v1": (16700, 15),
+    "scheduling.k8s.io/v1": (16600, 15), "coordination.k8s.io/v1": (16500, 15), "node.k8s.io/v1": (16300, 15),
+    "discovery.k8s.io/v1": (16200, 15), "flowcontrol.apiserver.k8s.io/v1": (16100, 21),
+    "metrics.k8s.io/v1beta1": (100, 100),
+}
+AUTOMANAGED_LABEL = "kube-aggregator.kubernetes.io/automanaged"
 
 
-async def bootstrap(registry: Registry, *, advertise_ip: str, port: int, service_ip: str) -> None:
+async def bootstrap(registry: Registry, *, advertise_ip: str, port: int, service_ip: str,
+                    group_versions: Iterable[str] = ()) -> None:
     for name in SYSTEM_NAMESPACES:
         await registry.ensure(kinds.NAMESPACES, {"metadata": {"name": name}})
     await _reconcile_service(registry, service_ip, port)
     await _reconcile_endpoints(registry, advertise_ip, port)
+    await _reconcile_apiservices(registry, group_versions)
+
+
+def local_apiservice(group_version: str) -> dict[str, Any] | None:
+    """The APIService kube-apiserver's autoregister controller keeps for a group version it serves itself
+    (`v1.` for the core group, `v1.apps`, ...), with the status its availability controller gives a local
+    one; None for a group version without a priority."""
+    if group_version not in API_VERSION_PRIORITIES:
+        return None
+    group, _, version = group_version.rpartition("/")
+    group_priority, version_priority = API_VERSION_PRIORITIES[group_version]
+    return {"metadata": {"name": f"{version}.{group}", "labels": {AUTOMANAGED_LABEL: "onstart"}},
+            "spec": {"group": group, "version": version, "groupPriorityMinimum": group_priority,
+                     "versionPriority": version_priority}}
+
+
+async def _reconcile_apiservices(registry: Registry, group_versions: Iterable[str]) -> None:
+    """autoregister's sync on start: create the missing ones, put back a changed spec, delete the
+    `onstart` ones whose group this server no longer serves; then mark them Available (Local)."""
+    wanted = {body["metadata"]["name"]: body for gv in dict.fromkeys(group_versions)
+              if (body := local_apiservice(gv)) is not None}
+    for stored in (await registry.list(kinds.APISERVICES, None, parse_label_selector(None),
+                                              parse_field_selector(None)))[0]:
+        name = stored["metadata"]["name"]
+        if name not in wanted and (stored["metadata"].get("labels") or {}).get(AUTOMANAGED_LABEL) == "onstart":
+            try:
+                await registry.delete(kinds.APISERVICES, None, name)
+            except errors.StatusError as exc:
+                if exc.code != 404:
+                    raise
+    for name, body in wanted.items():
+        try:
+            await registry.create(kinds.APISERVICES, None, body)
+        except errors.StatusError as exc:
+            if exc.code != 409:
+                raise
+
+        def local(current: dict[str, Any], body: dict[str, Any] = body) -> dict[str, Any]:
+            if current.get("spec") == body["spec"]:
+                return current
+            return {**current, "spec": body["spec"]}
+
+        await registry.guaranteed_update(kinds.APISERVICES, None, name, local)
+
+        def available(current: dict[str, Any]) -> dict[str, Any]:
+            conditions = (current.get("status") or {}).get("conditions") or []
+            if any(c.get("type") == "Available" and c.get("status") == "True" and c.get("reason") == "Local"
+                   for c in conditions):
+                return current
+            return {**current, "status": {"conditions": [{
+                "type": "Available", "status": "True", "lastTransitionTime": timeutil.rfc3339(),
+                "reason": "Local", "message": "Local APIServices are always available"}]}}
+
+        await registry.guaranteed_update(kinds.APISERVICES, None, name, available, subresource="status")
 
 
 async def _reconcile_service(registry: Registry, service_ip: str, port: int) -> None:

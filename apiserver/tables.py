@@ -255,6 +255,20 @@ def _lease_row(obj: dict[str, Any]) -> Row:
     return [_meta(obj).get("name"), (obj.get("spec") or {}).get("holderIdentity") or "<unknown>", _age(obj)]
 
 
+def _apiservice_row(obj: dict[str, Any]) -> Row:
+    """kube-aggregator's ConvertToTable: Local or namespace/name; Available's status, with its reason
+    when not True; Unknown without the condition."""
+    service = (obj.get("spec") or {}).get("service")
+    where = f"{service.get('namespace', '')}/{service.get('name', '')}" if service else "Local"
+    available = "Unknown"
+    for condition in (obj.get("status") or {}).get("conditions") or []:
+        if condition.get("type") == "Available":
+            status, reason = condition.get("status") or "", condition.get("reason") or ""
+            available = f"{status} ({reason})" if status != "True" and reason else status
+            break
+    return [_meta(obj).get("name"), where, available, _age(obj)]
+
+
 def _default_row(obj: dict[str, Any]) -> Row:
     return [_meta(obj).get("name"), _meta(obj).get("creationTimestamp")]
 
@@ -287,6 +301,7 @@ PRINTERS: dict[ResourceType, tuple[list[Column], Callable[[dict[str, Any]], Row]
     kinds.CONFIGMAPS: ([NAME, ("Data", "integer", 0, ""), AGE], _configmap_row),
     kinds.SECRETS: ([NAME, ("Type", "string", 0, ""), ("Data", "integer", 0, ""), AGE], _secret_row),
     kinds.SERVICEACCOUNTS: ([NAME, ("Secrets", "integer", 0, ""), AGE], _service_account_row),
+    kinds.APISERVICES: ([NAME, ("Service", "string", 0, ""), ("Available", "string", 0, ""), AGE], _apiservice_row),
 }
 DEFAULT_PRINTER: tuple[list[Column], Callable[[dict[str, Any]], Row]] = (
     [NAME, ("Created At", "date", 0, "")], _default_row)

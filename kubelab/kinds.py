@@ -93,9 +93,14 @@ DEPLOYMENTS = ResourceType("apps", "v1", "deployments", "Deployment", True, mode
                            short_names=("deploy",), categories=("all",), subresources=("status", "scale"))
 REPLICASETS = ResourceType("apps", "v1", "replicasets", "ReplicaSet", True, models.ReplicaSet,
                            short_names=("rs",), categories=("all",), subresources=("status", "scale"))
+# Stored and listed as kube-aggregator stores them; the API server registers one "Local" APIService per
+# group version it serves. Aggregation itself (proxying a group to the Service an APIService names) is
+# not served.
+APISERVICES = ResourceType("apiregistration.k8s.io", "v1", "apiservices", "APIService", False, models.APIService,
+                           categories=("api-extensions",), subresources=("status",))
 
 BUILTIN: tuple[ResourceType, ...] = (NAMESPACES, NODES, PODS, SERVICES, ENDPOINTS, EVENTS, CONFIGMAPS, SECRETS,
-                                     SERVICEACCOUNTS, ENDPOINTSLICES, LEASES, DEPLOYMENTS, REPLICASETS)
+                                     SERVICEACCOUNTS, ENDPOINTSLICES, LEASES, DEPLOYMENTS, REPLICASETS, APISERVICES)
 
 # `kubectl auth can-i` creates one of these and reads the answer back; the API server answers it without
 # storing anything (apiserver/routers/reviews.py), so it is served and discovered but not in BUILTIN, the

@@ -370,6 +370,14 @@ def go_lower(value: str) -> str:
     return value.lower() if value.isascii() else "".join("i" if c == "\u0130" else c.lower() for c in value)
 
 
+def path_segment_name_errors(value: str) -> list[str]:
+    """path.IsValidPathSegmentName: what a name must be to stand as one segment of a URL path (the names
+    of kinds without a stricter rule, such as APIService)."""
+    if value in (".", ".."):
+        return [f"may not be '{value}'"]
+    return [f"may not contain '{bad}'" for bad in ("/", "%") if bad in value]
+
+
 def port_number_errors(value: int) -> list[str]:
     return [] if 1 <= value <= 65535 else ["must be between 1 and 65535, inclusive"]
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from kubelab import kinds
 
+from .apiservices import APIServiceStrategy
 from .apps import ConfigMapStrategy, DeploymentsStrategy, ReplicaSetsStrategy
 from .cluster import NamespaceStrategy, NodeStrategy
 from .events import DEFAULT_EVENT_TTL, EventStrategy, LeaseStrategy
@@ -35,6 +36,7 @@ def default_strategies(*, service_cidr: str | None = None, event_ttl: int = DEFA
         kinds.SERVICEACCOUNTS: ServiceAccountStrategy(kinds.SERVICEACCOUNTS),
         kinds.DEPLOYMENTS: DeploymentsStrategy(kinds.DEPLOYMENTS, pods),
         kinds.REPLICASETS: ReplicaSetsStrategy(kinds.REPLICASETS, pods),
+        kinds.APISERVICES: APIServiceStrategy(kinds.APISERVICES),
     }
 
 

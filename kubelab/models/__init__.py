@@ -1,5 +1,6 @@
 """API object models (pydantic): camelCase on the wire, snake_case in Python, unknown fields kept."""
 
+from .apiregistration import APIService, APIServiceSpec, APIServiceStatus, ServiceReference
 from .apps import (
     ConfigMap,
     Deployment,
@@ -75,6 +76,7 @@ from .meta import (
 from .metrics import ContainerMetrics, NodeMetrics, PodMetrics
 
 __all__ = [
+    "APIService", "APIServiceSpec", "APIServiceStatus",
     "Binding", "ClientIPConfig", "ConfigMap", "Container", "ContainerMetrics", "ContainerPort", "ContainerStatus", "Deployment",
     "DeploymentCondition", "DeploymentSpec", "DeploymentStatus", "DeploymentStrategy", "Endpoint",
     "EndpointAddress", "EndpointConditions", "EndpointPort", "EndpointSlice", "EndpointSlicePort",
@@ -85,7 +87,7 @@ __all__ = [
     "OwnerReference", "Pod", "PodCondition", "PodIP", "PodMetrics", "PodSpec", "PodStatus", "PodTemplateSpec", "ReplicaSet",
     "ReplicaSetSpec", "ReplicaSetStatus", "ResourceRequirements", "RollingUpdateDeployment", "Scale",
     "ScaleSpec", "ScaleStatus", "Secret", "SelfSubjectAccessReview", "SelfSubjectReview",
-    "Service", "ServiceAccount", "ServicePort", "ServiceSpec",
+    "Service", "ServiceAccount", "ServicePort", "ServiceReference", "ServiceSpec",
     "ServiceStatus", "SessionAffinityConfig", "Status", "StatusCause", "StatusDetails", "Taint", "Toleration",
     "TypedObject", "to_wire",
 ]

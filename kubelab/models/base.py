@@ -38,6 +38,7 @@ _SPECIAL_ALIASES = {
     "ip_mode": "ipMode",
     "ip": "ip",
     "continue_": "continue",
+    "insecure_skip_tls_verify": "insecureSkipTLSVerify",
 }
 
 
