@@ -26,7 +26,7 @@ from .dataplane import Dataplane
 from .dns import pod_resolv_conf
 from .envvars import pod_hostname
 from .ipam import PodIPAllocator
-from .podstatus import pod_status
+from .podstatus import pod_status, preserved_conditions
 from .prober import Prober, run_probe
 from .volumes import MountError, VolumeManager
 
@@ -59,7 +59,7 @@ def _conditions(pod: Pod, values: dict[str, tuple[str, str | None, str | None]])
     """Conditions in kubelet's order; lastTransitionTime changes only when a status changes."""
     before = {c.type: c for c in (pod.status.conditions if pod.status else None) or []}
     now = timeutil.rfc3339()
-    result = []
+    result = preserved_conditions(pod.status)
     for type_ in ("PodReadyToStartContainers", "Initialized", "Ready", "ContainersReady"):
         status, reason, message = values[type_]
         old = before.get(type_)

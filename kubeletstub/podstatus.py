@@ -77,6 +77,17 @@ def _status(o: Observed) -> ContainerStatus:
                            state=o.state, last_state=o.last_state)
 
 
+# kubetypes.PodConditionsByKubelet: the conditions kubelet writes; every other one (DisruptionTarget from an
+# eviction, readiness gates' conditions) belongs to someone else and is kept as the API server has it.
+KUBELET_CONDITIONS = frozenset({"PodScheduled", "Ready", "Initialized", "ContainersReady",
+                                "PodReadyToStartContainers"})
+
+
+def preserved_conditions(previous: PodStatus | None) -> list[PodCondition]:
+    """mergePodStatus: the conditions kubelet does not own, first and unchanged."""
+    return [c for c in (previous.conditions if previous else None) or [] if c.type not in KUBELET_CONDITIONS]
+
+
 def pod_status(pod: Pod, *, init: Sequence[Observed], main: Sequence[Observed], ip: str, host_ip: str,
                sandbox_ready: bool, now: str, started: str) -> PodStatus:
     """The whole status; `main` and `init` in the pod's spec order (statuses are written sorted by name for
@@ -86,7 +97,7 @@ def pod_status(pod: Pod, *, init: Sequence[Observed], main: Sequence[Observed], 
     previous = pod.status or PodStatus()
     before = {c.type or "": c for c in previous.conditions or []}
     current = phase(policy, init, main)
-    conditions = []
+    conditions = preserved_conditions(previous)
     conditions.append(_condition(before, "PodReadyToStartContainers", "True" if sandbox_ready else "False",
                                  None, None, now))
     incomplete = [o.name for o in init if not ("terminated" in o.state and o.state["terminated"].get("exitCode") == 0)]
