@@ -94,6 +94,9 @@ def api_resource_list(group_version: str, resources: Iterable[ResourceType]) -> 
             if sub == "binding":
                 entries.append({"name": f"{rt.plural}/binding", "singularName": "", "namespaced": rt.namespaced,
                                 "kind": "Binding", "verbs": ["create"]})
+            elif sub == "eviction":  # pods/eviction, which kubectl drain looks for
+                entries.append({"name": f"{rt.plural}/eviction", "singularName": "", "namespaced": rt.namespaced,
+                                "group": "policy", "version": "v1", "kind": "Eviction", "verbs": ["create"]})
             elif sub == "token":  # serviceaccounts/token
                 entries.append({"name": f"{rt.plural}/token", "singularName": "", "namespaced": rt.namespaced,
                                 "group": "authentication.k8s.io", "version": "v1", "kind": "TokenRequest",

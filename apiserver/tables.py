@@ -269,6 +269,14 @@ def _apiservice_row(obj: dict[str, Any]) -> Row:
     return [_meta(obj).get("name"), where, available, _age(obj)]
 
 
+def _pdb_row(obj: dict[str, Any]) -> Row:
+    """printPodDisruptionBudget: N/A for the bound not set."""
+    spec, status = obj.get("spec") or {}, obj.get("status") or {}
+    least, most = spec.get("minAvailable"), spec.get("maxUnavailable")
+    return [_meta(obj).get("name"), "N/A" if least is None else str(least), "N/A" if most is None else str(most),
+            int(status.get("disruptionsAllowed") or 0), _age(obj)]
+
+
 def _default_row(obj: dict[str, Any]) -> Row:
     return [_meta(obj).get("name"), _meta(obj).get("creationTimestamp")]
 
@@ -301,6 +309,8 @@ PRINTERS: dict[ResourceType, tuple[list[Column], Callable[[dict[str, Any]], Row]
     kinds.CONFIGMAPS: ([NAME, ("Data", "integer", 0, ""), AGE], _configmap_row),
     kinds.SECRETS: ([NAME, ("Type", "string", 0, ""), ("Data", "integer", 0, ""), AGE], _secret_row),
     kinds.SERVICEACCOUNTS: ([NAME, ("Secrets", "integer", 0, ""), AGE], _service_account_row),
+    kinds.PODDISRUPTIONBUDGETS: ([NAME, ("Min Available", "string", 0, ""), ("Max Unavailable", "string", 0, ""),
+                                  ("Allowed Disruptions", "integer", 0, ""), AGE], _pdb_row),
     kinds.APISERVICES: ([NAME, ("Service", "string", 0, ""), ("Available", "string", 0, ""), AGE], _apiservice_row),
 }
 DEFAULT_PRINTER: tuple[list[Column], Callable[[dict[str, Any]], Row]] = (

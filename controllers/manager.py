@@ -20,6 +20,7 @@ from kubelab.models import (
     Namespace,
     Node,
     Pod,
+    PodDisruptionBudget,
     ReplicaSet,
     Service,
     ServiceAccount,
@@ -44,6 +45,8 @@ class SharedInformers:
         self.serviceaccounts: Informer[ServiceAccount] = Informer(api, kinds.SERVICEACCOUNTS,
                                                                   name="controllers-serviceaccounts")
         self.configmaps: Informer[ConfigMap] = Informer(api, kinds.CONFIGMAPS, name="controllers-configmaps")
+        self.budgets: Informer[PodDisruptionBudget] = Informer(api, kinds.PODDISRUPTIONBUDGETS,
+                                                               name="controllers-poddisruptionbudgets")
         self._pods_by_ns: dict[str, dict[str, Pod]] = {}
         self._slices_by_ns: dict[str, dict[str, EndpointSlice]] = {}
         self.pods.add_handler(lambda e, old, new: self._index(self._pods_by_ns, old, new))
@@ -58,7 +61,7 @@ class SharedInformers:
 
     def all(self) -> list[Informer[Any]]:
         return [self.services, self.pods, self.endpoints, self.slices, self.nodes, self.namespaces, self.deployments,
-                self.replicasets, self.serviceaccounts, self.configmaps]
+                self.replicasets, self.serviceaccounts, self.configmaps, self.budgets]
 
     def pods_in(self, namespace: str) -> list[Pod]:
         return list(self._pods_by_ns.get(namespace, {}).values())
@@ -120,6 +123,7 @@ async def run(api: ApiClient, *, workers: int = 2, node_monitor_grace_period: fl
     called once the caches have synced (`kubelab up` prints it)."""
     from . import garbagecollector
     from .deployment import DeploymentController
+    from .disruption import DisruptionController
     from .endpoints import EndpointsController
     from .endpointslices import EndpointSliceController
     from .loadbalancer import LoadBalancerController, Pool
@@ -156,8 +160,9 @@ async def run(api: ApiClient, *, workers: int = 2, node_monitor_grace_period: fl
         ServiceAccountsController(api, informers.namespaces, informers.serviceaccounts)]
     if root_ca is not None:
         namespaced.append(RootCACertPublisher(api, informers.namespaces, informers.configmaps, ca=root_ca))
+    disruption = DisruptionController(api, informers.pods, informers.budgets)
     if metrics is not None:
-        for queue in ([q for _, q in controllers] + [lb_queue, gc.queue] + [w.queue for w in workloads]
+        for queue in ([q for _, q in controllers] + [lb_queue, gc.queue, disruption.queue] + [w.queue for w in workloads]
                       + [c.queue for c in namespaced]):
             queue.metrics = metrics.for_queue(queue.name)
     if lb_controller is not None:
@@ -192,6 +197,7 @@ async def run(api: ApiClient, *, workers: int = 2, node_monitor_grace_period: fl
                                             grace_period=node_monitor_grace_period)
         tg.create_task(lifecycle.run(), name="node-lifecycle-controller")
         tg.create_task(NamespaceController(api, informers.namespaces).run(), name="namespace-controller")
+        tg.create_task(disruption.run(workers), name=disruption.name)
         for each in namespaced:
             tg.create_task(each.run(), name=each.name)
         for workload in workloads:

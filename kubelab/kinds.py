@@ -74,7 +74,7 @@ NODES = ResourceType("", "v1", "nodes", "Node", False, models.Node, short_names=
                      subresources=("status", "proxy"))
 # attach, exec, log, portforward reach the pod's kubelet (apiserver/routers/proxy.py).
 PODS = ResourceType("", "v1", "pods", "Pod", True, models.Pod, short_names=("po",), categories=("all",),
-                    subresources=("status", "binding", "attach", "exec", "log", "portforward"))
+                    subresources=("status", "binding", "eviction", "attach", "exec", "log", "portforward"))
 SERVICES = ResourceType("", "v1", "services", "Service", True, models.Service, short_names=("svc",),
                         categories=("all",), subresources=("status",),
                         verbs=("create", "delete", "deletecollection", "get", "list", "patch", "update",
@@ -93,6 +93,8 @@ DEPLOYMENTS = ResourceType("apps", "v1", "deployments", "Deployment", True, mode
                            short_names=("deploy",), categories=("all",), subresources=("status", "scale"))
 REPLICASETS = ResourceType("apps", "v1", "replicasets", "ReplicaSet", True, models.ReplicaSet,
                            short_names=("rs",), categories=("all",), subresources=("status", "scale"))
+PODDISRUPTIONBUDGETS = ResourceType("policy", "v1", "poddisruptionbudgets", "PodDisruptionBudget", True,
+                                    models.PodDisruptionBudget, short_names=("pdb",), subresources=("status",))
 # Stored and listed as kube-aggregator stores them; the API server registers one "Local" APIService per
 # group version it serves. Aggregation itself (proxying a group to the Service an APIService names) is
 # not served.
@@ -100,7 +102,8 @@ APISERVICES = ResourceType("apiregistration.k8s.io", "v1", "apiservices", "APISe
                            categories=("api-extensions",), subresources=("status",))
 
 BUILTIN: tuple[ResourceType, ...] = (NAMESPACES, NODES, PODS, SERVICES, ENDPOINTS, EVENTS, CONFIGMAPS, SECRETS,
-                                     SERVICEACCOUNTS, ENDPOINTSLICES, LEASES, DEPLOYMENTS, REPLICASETS, APISERVICES)
+                                     SERVICEACCOUNTS, ENDPOINTSLICES, LEASES, DEPLOYMENTS, REPLICASETS, APISERVICES,
+                                     PODDISRUPTIONBUDGETS)
 
 # `kubectl auth can-i` creates one of these and reads the answer back; the API server answers it without
 # storing anything (apiserver/routers/reviews.py), so it is served and discovered but not in BUILTIN, the

@@ -24,7 +24,8 @@ ROOTS = {
     "v1/ConfigMap": "V1ConfigMap", "v1/Secret": "V1Secret", "v1/ServiceAccount": "V1ServiceAccount",
     "discovery.k8s.io/v1/EndpointSlice": "V1EndpointSlice", "coordination.k8s.io/v1/Lease": "V1Lease",
     "apps/v1/Deployment": "V1Deployment", "apps/v1/ReplicaSet": "V1ReplicaSet", "autoscaling/v1/Scale": "V1Scale",
-    "apiregistration.k8s.io/v1/APIService": "V1APIService", "meta/v1/DeleteOptions": "V1DeleteOptions",
+    "apiregistration.k8s.io/v1/APIService": "V1APIService", "policy/v1/PodDisruptionBudget": "V1PodDisruptionBudget",
+    "policy/v1/Eviction": "V1Eviction", "meta/v1/DeleteOptions": "V1DeleteOptions",
 }
 PRIMITIVES = {"str": "string", "int": "integer", "bool": "boolean", "float": "number", "datetime": "string",
               "date": "string", "object": "any", "bytearray": "string", "bytes": "string",
@@ -58,7 +59,8 @@ CORE_TYPES = {"V1PodTemplateSpec"}  # reached only from apps/v1 kinds here, but 
 PACKAGES = {"v1": "io.k8s.api.core.v1", "discovery.k8s.io/v1": "io.k8s.api.discovery.v1",
             "coordination.k8s.io/v1": "io.k8s.api.coordination.v1", "apps/v1": "io.k8s.api.apps.v1",
             "autoscaling/v1": "io.k8s.api.autoscaling.v1", "meta/v1": "io.k8s.apimachinery.pkg.apis.meta.v1",
-            "apiregistration.k8s.io/v1": "io.k8s.kube-aggregator.pkg.apis.apiregistration.v1"}
+            "apiregistration.k8s.io/v1": "io.k8s.kube-aggregator.pkg.apis.apiregistration.v1",
+            "policy/v1": "io.k8s.api.policy.v1"}
 INT_OR_STRING = "io.k8s.apimachinery.pkg.util.intstr.IntOrString"
 FORMATS = {"int": "int32", "float": "double", "datetime": "date-time", "bytearray": "byte"}
 

@@ -11,6 +11,7 @@ from .cluster import NamespaceStrategy, NodeStrategy
 from .events import DEFAULT_EVENT_TTL, EventStrategy, LeaseStrategy
 from .networking import EndpointSliceStrategy, EndpointsStrategy
 from .pods import PodStrategy
+from .policy import PodDisruptionBudgetStrategy
 from .secrets import SecretStrategy, ServiceAccountStrategy
 from .services import ServiceStrategy
 from .store import Registry, WatchEvent
@@ -37,6 +38,7 @@ def default_strategies(*, service_cidr: str | None = None, event_ttl: int = DEFA
         kinds.DEPLOYMENTS: DeploymentsStrategy(kinds.DEPLOYMENTS, pods),
         kinds.REPLICASETS: ReplicaSetsStrategy(kinds.REPLICASETS, pods),
         kinds.APISERVICES: APIServiceStrategy(kinds.APISERVICES),
+        kinds.PODDISRUPTIONBUDGETS: PodDisruptionBudgetStrategy(kinds.PODDISRUPTIONBUDGETS),
     }
 
 

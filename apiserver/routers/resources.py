@@ -46,7 +46,7 @@ from ..registry.apps import scale_of
 from ..registry.pods import bind
 from ..registry.store import parse_resource_version
 from ..requestinfo import RequestInfo
-from . import metrics_api, proxy, reviews, tokenrequest
+from . import eviction, metrics_api, proxy, reviews, tokenrequest
 
 log = logging.getLogger(__name__)
 
@@ -120,7 +120,7 @@ def routed_methods(target: Target) -> frozenset[str]:
     """The methods kube's installer registers for a path: a collection serves list/watch, create and
     deletecollection; an object get, update, patch and delete; status and scale get, update and patch;
     binding only create, finalize only update; each only where the kind has the verb."""
-    if target.subresource in ("binding", "token"):
+    if target.subresource in ("binding", "eviction", "token"):
         return frozenset({"POST"})
     if target.subresource == "finalize":
         return frozenset({"PUT"})
@@ -299,6 +299,9 @@ async def _dispatch(request: Request, target: Target, info: RequestInfo) -> Resp
         if target.name is not None:
             if target.rt == kinds.PODS and target.subresource == "binding":
                 return await bind_pod(request, target)
+            if target.rt == kinds.PODS and target.subresource == "eviction":
+                assert target.namespace is not None
+                return await eviction.evict(request, target.namespace, target.name)
             if target.rt == kinds.SERVICEACCOUNTS and target.subresource == "token":
                 assert target.namespace is not None
                 return await tokenrequest.create_token(request, target.namespace, target.name)

@@ -74,17 +74,18 @@ from .meta import (
     TypedObject,
 )
 from .metrics import ContainerMetrics, NodeMetrics, PodMetrics
+from .policy import Eviction, PodDisruptionBudget, PodDisruptionBudgetSpec, PodDisruptionBudgetStatus
 
 __all__ = [
     "APIService", "APIServiceSpec", "APIServiceStatus",
     "Binding", "ClientIPConfig", "ConfigMap", "Container", "ContainerMetrics", "ContainerPort", "ContainerStatus", "Deployment",
     "DeploymentCondition", "DeploymentSpec", "DeploymentStatus", "DeploymentStrategy", "Endpoint",
     "EndpointAddress", "EndpointConditions", "EndpointPort", "EndpointSlice", "EndpointSlicePort",
-    "EndpointSubset", "Endpoints", "Event", "EventSource", "IntOrString", "LabelSelector",
+    "EndpointSubset", "Endpoints", "Event", "EventSource", "Eviction", "IntOrString", "LabelSelector",
     "LabelSelectorRequirement", "Lease", "LeaseSpec", "ListMeta", "LoadBalancerIngress", "LoadBalancerStatus",
     "LocalObjectReference", "Model", "Namespace", "NamespaceSpec", "NamespaceStatus", "Node", "NodeAddress",
     "NodeCondition", "NodeMetrics", "NodeSpec", "NodeStatus", "NodeSystemInfo", "ObjectMeta", "ObjectReference",
-    "OwnerReference", "Pod", "PodCondition", "PodIP", "PodMetrics", "PodSpec", "PodStatus", "PodTemplateSpec", "ReplicaSet",
+    "OwnerReference", "Pod", "PodCondition", "PodDisruptionBudget", "PodDisruptionBudgetSpec", "PodDisruptionBudgetStatus", "PodIP", "PodMetrics", "PodSpec", "PodStatus", "PodTemplateSpec", "ReplicaSet",
     "ReplicaSetSpec", "ReplicaSetStatus", "ResourceRequirements", "RollingUpdateDeployment", "Scale",
     "ScaleSpec", "ScaleStatus", "Secret", "SelfSubjectAccessReview", "SelfSubjectReview",
     "Service", "ServiceAccount", "ServicePort", "ServiceReference", "ServiceSpec",

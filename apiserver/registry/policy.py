@@ -1,0 +1,87 @@
+"""policy/v1 PodDisruptionBudgets: validation as ValidatePodDisruptionBudget has it, generation counting
+spec changes (the disruption controller's observedGeneration, which an eviction compares against)."""
+
+from __future__ import annotations
+
+import re
+
+from kubelab import validation
+from kubelab.models import PodDisruptionBudget, TypedObject
+from kubelab.selectors import SelectorError, selector_from_label_selector
+from kubelab.validation import FieldError, invalid, not_supported
+
+from .strategy import Strategy
+
+PERCENT = re.compile(r"[0-9]+%")
+PERCENT_MESSAGE = "a valid percent string must be a numeric string followed by an ending '%' (e.g. '1%',  or '93%')"
+EVICTION_POLICIES = ["AlwaysAllow", "IfHealthyBudget"]
+
+
+def _int_or_string(value: int | str) -> validation.GoLiteral:
+    """intstr.IntOrString as field.Invalid prints it (%#v of the struct)."""
+    if isinstance(value, str):
+        return validation.GoLiteral(f"intstr.IntOrString{{Type:1, IntVal:0, StrVal:{validation.go_quote(value)}}}")
+    return validation.GoLiteral(f"intstr.IntOrString{{Type:0, IntVal:{value}, StrVal:\"\"}}")
+
+
+def _int_or_percent_errors(value: int | str | None, path: str) -> list[FieldError]:
+    """ValidatePositiveIntOrPercent, then IsNotMoreThan100Percent."""
+    if value is None:
+        return []
+    if isinstance(value, str):
+        if not PERCENT.fullmatch(value):
+            return [invalid(path, _int_or_string(value), PERCENT_MESSAGE)]
+        if int(value[:-1]) > 100:
+            return [invalid(path, _int_or_string(value), "must not be greater than 100%")]
+        return []
+    return [invalid(path, value, "must be greater than or equal to 0")] if value < 0 else []
+
+
+class PodDisruptionBudgetStrategy(Strategy):
+    def prepare_create(self, obj: TypedObject) -> None:
+        super().prepare_create(obj)
+        assert isinstance(obj, PodDisruptionBudget)
+        obj.metadata.generation = 1
+        obj.status = None  # podDisruptionBudgetStrategy.PrepareForCreate: the controller writes status
+
+    def prepare_update(self, new: TypedObject, old: TypedObject, subresource: str | None) -> None:
+        super().prepare_update(new, old, subresource)
+        assert isinstance(new, PodDisruptionBudget) and isinstance(old, PodDisruptionBudget)
+        generation = old.metadata.generation or 1
+        if subresource is None and (new.spec.to_dict() if new.spec else None) != (old.spec.to_dict() if old.spec
+                                                                                   else None):
+            generation += 1
+        new.metadata.generation = generation
+
+    def validate_create(self, obj: TypedObject) -> list[FieldError]:
+        assert isinstance(obj, PodDisruptionBudget)
+        return self.validate_meta(obj) + validate_spec(obj)
+
+    def validate_update(self, new: TypedObject, old: TypedObject, subresource: str | None = None
+                        ) -> list[FieldError]:
+        assert isinstance(new, PodDisruptionBudget)
+        if subresource == "status":
+            return self.validate_meta_update(new, old)
+        return super().validate_update(new, old, subresource) + validate_spec(new)
+
+
+def validate_spec(pdb: PodDisruptionBudget) -> list[FieldError]:
+    """ValidatePodDisruptionBudgetSpec, in its order and words."""
+    spec = pdb.spec
+    if spec is None:
+        return []
+    errs: list[FieldError] = []
+    if spec.min_available is not None and spec.max_unavailable is not None:
+        errs.append(invalid("spec", validation.GoLiteral("policy.PodDisruptionBudgetSpec{...}"),
+                            "minAvailable and maxUnavailable cannot be both set"))
+    errs += _int_or_percent_errors(spec.min_available, "spec.minAvailable")
+    errs += _int_or_percent_errors(spec.max_unavailable, "spec.maxUnavailable")
+    if spec.selector is not None:
+        try:
+            selector_from_label_selector(spec.selector)
+        except SelectorError as exc:
+            errs.append(invalid("spec.selector", str(exc), "invalid label selector"))
+    policy = spec.unhealthy_pod_eviction_policy
+    if policy is not None and policy not in EVICTION_POLICIES:
+        errs.append(not_supported("spec.unhealthyPodEvictionPolicy", policy, EVICTION_POLICIES))
+    return errs
