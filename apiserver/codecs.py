@@ -299,7 +299,10 @@ def _dump_yaml(body: Any) -> str:
 
 
 def status_response(exc: errors.StatusError) -> Response:
-    return Response(encode_json(exc.status()), status_code=exc.code, media_type="application/json")
+    # responsewriters.ErrorNegotiated: a Status that says when to retry says it in Retry-After too.
+    retry = (exc.details or {}).get("retryAfterSeconds")
+    headers = {"Retry-After": str(retry)} if isinstance(retry, int) and retry > 0 else None
+    return Response(encode_json(exc.status()), status_code=exc.code, media_type="application/json", headers=headers)
 
 
 def storage_status(exc: StorageError) -> errors.StatusError:

@@ -82,6 +82,10 @@ def test_good_numbers_still_work(api: httpx.Client, ns: str) -> None:
                          "Timeout")
     assert body["message"].startswith("Timeout: Too large resource version: 18446744073709551615, current: ")
     assert body["details"]["causes"] == [{"reason": "ResourceVersionTooLarge", "message": "Too large resource version"}]
+    # The watch cache's wait says when to try again (retryAfterSeconds 1), in the header too.
+    waited = api.get(cms(ns), params={"resourceVersion": "18446744073709551615"})
+    assert (waited.status_code, waited.json()["details"].get("retryAfterSeconds"), waited.headers.get("retry-after")) \
+        == (504, 1, "1")
     watched = api.get(cms(ns), params={"watch": "true", "resourceVersion": "18446744073709551615"})
     assert watched.status_code == 200 and watched.json()["type"] == "ERROR", watched.text
     assert watched.json()["object"]["code"] == 504, watched.text
