@@ -36,6 +36,7 @@ from kubelab.models import Pod
 
 from . import crilog, envvars, etchosts, podstatus
 from .podstatus import Observed
+from .prober import Run
 from .runtime import Container, ContainerRuntime, ContainerSpec, Mount
 
 log = logging.getLogger(__name__)
@@ -72,10 +73,11 @@ class _Backoff:
 class ContainerManager:
     def __init__(self, api: ApiClient, runtime: ContainerRuntime, events: EventRecorder, *, node_ip: str,
                  allocatable: Mapping[str, str], requeue: Callable[[str], None],
-                 readiness: Callable[[str, str], bool], volume_mounts: VolumeMounts | None = None,
+                 readiness: Callable[[str, str, str | None], bool], volume_mounts: VolumeMounts | None = None,
                  netns: Callable[[str], str | None] = lambda key: None,
                  resolv_conf: Callable[[Pod], str | None] = lambda pod: None,
-                 cluster_domain: str = "cluster.local") -> None:
+                 cluster_domain: str = "cluster.local",
+                 started: Callable[[str, str, str | None], bool] = lambda key, name, cid: True) -> None:
         self.api = api
         self.runtime = runtime
         self.events = events
@@ -83,6 +85,7 @@ class ContainerManager:
         self.allocatable = allocatable
         self.requeue = requeue
         self.readiness = readiness
+        self.started = started
         self.volume_mounts = volume_mounts or (lambda pod, c: [])
         self.netns = netns
         self.resolv_conf = resolv_conf
@@ -90,6 +93,7 @@ class ContainerManager:
         self._backoff: dict[tuple[str, str], _Backoff] = {}
         self._waiting: dict[tuple[str, str], tuple[str, str]] = {}
         self._builtin: dict[str, tuple[str, str]] = {}  # pod key -> (startedAt, container ID prefix)
+        self._builtin_mono: dict[str, float] = {}  # pod key -> when this kubelet saw its built-in server start
         self._timers: dict[tuple[str, str], asyncio.TimerHandle] = {}
         # A run's terminated state, read once (its termination message file goes with the pod).
         self._terminations: dict[tuple[str, str], dict[str, Any]] = {}
@@ -103,6 +107,7 @@ class ContainerManager:
         assert spec is not None
         if key not in self._builtin:
             self._builtin[key] = _builtin_identity(pod)
+            self._builtin_mono[key] = time.monotonic()
         policy = spec.restart_policy or "Always"
         for c in spec.init_containers or []:
             cur = self.runtime.container(key, c.name or "")
@@ -294,7 +299,8 @@ class ContainerManager:
             else:
                 state = {"waiting": {"reason": "PodInitializing" if not init_ok else "ContainerCreating"}}
             main.append(Observed(name=c.name or "", image=podstatus.container_image(c), state=state,
-                                 ready=self.readiness(pod.key, c.name or ""),
+                                 ready=self.readiness(pod.key, c.name or "", f"containerd://{cid}"),
+                                 started=self.started(pod.key, c.name or "", f"containerd://{cid}"),
                                  container_id=None if "waiting" in state else f"containerd://{cid}"))
         return init, main
 
@@ -315,7 +321,8 @@ class ContainerManager:
             if cur.started_at and cur.exit_code is None:
                 return Observed(name=name, image=image, state={"running": {"startedAt": cur.started_at}},
                                 last_state=last, restart_count=cur.spec.restart, container_id=cur.container_id,
-                                ready=True if init else self.readiness(pod.key, name))
+                                ready=True if init else self.readiness(pod.key, name, cur.container_id),
+                                started=True if init else self.started(pod.key, name, cur.container_id))
             return Observed(name=name, image=image, state={"waiting": {"reason": "ContainerCreating"}},
                             last_state=last, restart_count=cur.spec.restart)
         term = self._terminated(c, cur)
@@ -351,7 +358,29 @@ class ContainerManager:
             text = tail_log(run.log_path, FALLBACK_LOG_LINES, FALLBACK_LOG_BYTES)
         return text.decode("utf-8", "replace")
 
+    def current_run(self, pod_key: str, name: str) -> Run | None:
+        """The running run of a container, for its probes: the runtime's, or the built-in server's (which
+        runs from the pod's start)."""
+        cur = self.runtime.container(pod_key, name)
+        if cur is not None:
+            return Run(cur.container_id, cur.started_mono) if cur.running else None
+        builtin = self._builtin.get(pod_key)
+        if builtin is None:
+            return None
+        return Run(f"containerd://{builtin[1]}", self._builtin_mono.get(pod_key, 0.0))
+
     # --- stopping -------------------------------------------------------------------------------
+
+    async def kill(self, pod: Pod, name: str, *, container_id: str, message: str, grace: float) -> bool:
+        """kubelet's killContainer for one container of a running pod (a failed liveness or startup probe):
+        the `Killing` event with `message`, SIGTERM, SIGKILL after `grace` seconds. The sync that its exit
+        causes restarts it as the restart policy says. False when that run is no longer the current one."""
+        cur = self.runtime.container(pod.key, name)
+        if cur is None or cur.container_id != container_id or not cur.running:
+            return False
+        self.events.event(pod, "Normal", "Killing", message, field_path=self._field_path(pod, name))
+        await self.runtime.stop(pod.key, name, grace)
+        return True
 
     async def stop_all(self, pod: Pod, grace: float) -> None:
         key = pod.key
@@ -373,6 +402,7 @@ class ContainerManager:
             for k in [k for k in self._backoff if k[0] == uid]:
                 self._backoff.pop(k)
         self._builtin.pop(pod_key, None)
+        self._builtin_mono.pop(pod_key, None)
         for k in [k for k in self._terminations if k[0] == pod_key]:
             self._terminations.pop(k)
 

@@ -53,6 +53,9 @@ READ_CHUNK = 64 * 1024
 DRAIN_TIMEOUT = 2.0
 START_ERROR_EXIT = 128
 START_TIMEOUT = 60.0  # seconds the launcher may take to set a container up and exec
+# Found on kubelab's PATH: the command entering a container gets the container's environment, whose PATH
+# (the user's to set) may not lead to it.
+NSENTER = shutil.which("nsenter") or "/usr/bin/nsenter"
 
 
 class ContainerRuntimeError(RuntimeError):
@@ -93,6 +96,7 @@ class Container:
     container_id: str
     log_path: Path
     started_at: str = ""
+    started_mono: float = 0.0  # time.monotonic() of started_at (probes' initialDelaySeconds count from it)
     finished_at: str = ""
     finished_mono: float = 0.0
     exit_code: int | None = None
@@ -289,6 +293,7 @@ class ContainerRuntime:
             container.reason, container.message = "StartError", error.decode(errors="replace")
             return container
         container.started_at = timeutil.rfc3339()
+        container.started_mono = time.monotonic()
         if self.namespaces:
             container.init_pid = await _first_child(popen.pid, container._exited)
         return container
@@ -483,7 +488,7 @@ class ContainerRuntime:
             return list(cmd), env, cwd
         # `-w` alone: the command's own working directory (its workingDir), found inside its mount
         # namespace and root; nsenter 2.38 opens a named one before entering them.
-        argv = ["nsenter", "-t", str(container.init_pid or container.pid), "-n", "-u", "-m", "-p", "-r", "-w",
+        argv = [NSENTER, "-t", str(container.init_pid or container.pid), "-n", "-u", "-m", "-p", "-r", "-w",
                 "--", *cmd]
         return argv, env, "/"
 
