@@ -499,6 +499,7 @@ class PodManager:
             await self.containers.stop_all_of(key)
             if uid:
                 self.volumes.teardown(self.runtime.pod_dir(uid))
+                self.volumes.forget(uid)
             await self.runtime.remove_pod(key, uid, grace=0, keep_logs=keep_logs)
         if not keep_logs:
             self._uids.pop(key, None)
