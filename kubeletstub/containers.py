@@ -76,7 +76,7 @@ class ContainerManager:
                  readiness: Callable[[str, str, str | None], bool], volume_mounts: VolumeMounts | None = None,
                  netns: Callable[[str], str | None] = lambda key: None,
                  resolv_conf: Callable[[Pod], str | None] = lambda pod: None,
-                 cluster_domain: str = "cluster.local",
+                 cluster_domain: str = "cluster.local", node_name: str = "",
                  started: Callable[[str, str, str | None], bool] = lambda key, name, cid: True) -> None:
         self.api = api
         self.runtime = runtime
@@ -90,6 +90,7 @@ class ContainerManager:
         self.netns = netns
         self.resolv_conf = resolv_conf
         self.cluster_domain = cluster_domain
+        self.node_name = node_name
         self._backoff: dict[tuple[str, str], _Backoff] = {}
         self._waiting: dict[tuple[str, str], tuple[str, str]] = {}
         self._builtin: dict[str, tuple[str, str]] = {}  # pod key -> (startedAt, container ID prefix)
@@ -173,7 +174,9 @@ class ContainerManager:
         path = self._field_path(pod, name)
         raw_pod = pod.to_dict()
         raw_c = c.to_dict()
-        hostname = envvars.pod_hostname(raw_pod)
+        # A hostNetwork pod shares the node's network and UTS namespaces: the node's name is its hostname.
+        host_network = bool(pod.spec and pod.spec.host_network)
+        hostname = self.node_name if host_network and self.node_name else envvars.pod_hostname(raw_pod)
         try:
             env = await self._environment(pod, raw_pod, raw_c, ip, hostname)
         except envvars.EnvError as exc:

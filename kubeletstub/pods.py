@@ -47,6 +47,10 @@ def declared_ports(pod: Pod) -> list[tuple[int, str]]:
     return sorted(set(ports))
 
 
+def _host_network(pod: Pod) -> bool:
+    return bool(pod.spec and pod.spec.host_network)
+
+
 def _containers(pod: Pod) -> list[Container]:
     return sorted((pod.spec.containers if pod.spec else None) or [], key=lambda c: c.name or "")
 
@@ -188,7 +192,7 @@ class PodManager:
                                            started=self.prober.started,
                                            volume_mounts=lambda pod, c: self.volumes.mounts(
                                                pod, c, self.runtime.pod_dir(pod.metadata.uid or "")),
-                                           netns=dataplane.pod_netns, cluster_domain=dns[1] if dns else "cluster.local",
+                                           netns=dataplane.pod_netns, node_name=node_name, cluster_domain=dns[1] if dns else "cluster.local",
                                            resolv_conf=lambda pod: pod_resolv_conf(pod, *self.dns) if self.dns else None)
         self._uids: dict[str, str] = {}  # pod key -> uid, to find its files once the pod is gone
         self._mounted: set[str] = set()  # pods whose volumes are set up
@@ -199,7 +203,7 @@ class PodManager:
     def adopt(self, pods: list[Pod]) -> None:
         """After a restart: keep the addresses pods already have, so they never change under them."""
         for pod in pods:
-            if pod.pod_ip:
+            if pod.pod_ip and not _host_network(pod):
                 self.ipam.reserve(pod.key, pod.pod_ip)
             if pod.metadata.uid and self.runtime.has_pod(pod.key):
                 self._uids[pod.key] = pod.metadata.uid  # its files are found again when it goes
@@ -307,7 +311,7 @@ class PodManager:
         if key not in self._running or not self.dataplane.pod_running(key):
             await self._start(pod)
             pod = self.cache.get(key, pod)  # _start may have written a Pending status
-        ip = self.ipam.ip_of(key)
+        ip = self._pod_ip(pod)
         assert ip is not None
         if await self._mount_volumes(pod, ip):
             await self.containers.sync(pod, ip)
@@ -362,6 +366,11 @@ class PodManager:
             old.cancel()
         self._refresh_timers[key] = asyncio.get_running_loop().call_later(VOLUME_REFRESH_PERIOD, self.requeue, key)
 
+    def _pod_ip(self, pod: Pod) -> str | None:
+        """The pod's IP: from the node's pod CIDR, or for a hostNetwork pod the node's InternalIP (kubelet
+        reports podIP = hostIP for those)."""
+        return self.node_ip if _host_network(pod) else self.ipam.ip_of(pod.key)
+
     def _status(self, pod: Pod, ip: str) -> PodStatus:
         init, main = self.containers.observed(pod, builtin_running=True)
         now = timeutil.rfc3339()
@@ -378,16 +387,18 @@ class PodManager:
         first = key not in self._running
         if first and (pod.status is None or pod.status.phase != "Pending" or not pod.status.container_statuses):
             await self._write_status(pod, pending_status(pod))
-        ip = self.ipam.ip_of(key) or self.ipam.allocate(key)
+        host_network = _host_network(pod)
+        ip = self.node_ip if host_network else self.ipam.ip_of(key) or self.ipam.allocate(key)
         resolv_conf = pod_resolv_conf(pod, self.dns[0], self.dns[1]) if self.dns else None
         builtin = [c.name or "" for c in _containers(pod) if not (c.command or c.args)]
         # The built-in server logs its requests into the log of the (first) container it stands for.
         request_log = str(crilog.container_log_path(
             self.runtime.log_root, pod.metadata.namespace or "", pod.metadata.name or "", pod.metadata.uid or "",
             builtin[0], 0)) if builtin else None
-        await self.dataplane.start_pod(key, ip, declared_ports(pod), resolv_conf=resolv_conf, request_log=request_log)
+        await self.dataplane.start_pod(key, ip, declared_ports(pod), resolv_conf=resolv_conf, request_log=request_log,
+                                       host_network=host_network)
         self._uids[key] = pod.metadata.uid or ""
-        await self.runtime.run_sandbox(key, pod_hostname(pod.to_dict()))
+        await self.runtime.run_sandbox(key, self.node_name if host_network else pod_hostname(pod.to_dict()))
         if first:
             for c in _containers(pod):
                 if c.command or c.args:
@@ -476,7 +487,7 @@ class PodManager:
         never.spec.restart_policy = "Never"
         now = timeutil.rfc3339()
         init, main = self.containers.observed(never, builtin_running=False, builtin_finished=now)
-        return pod_status(pod, init=init, main=main, ip=self.ipam.ip_of(pod.key) or pod.pod_ip,
+        return pod_status(pod, init=init, main=main, ip=self._pod_ip(pod) or pod.pod_ip,
                           host_ip=self.node_ip, sandbox_ready=False, now=now, started=now)
 
     async def _stop(self, key: str, *, keep_logs: bool = False) -> None:
