@@ -1,7 +1,7 @@
 """Probes as kubelet's prober workers run them (pkg/kubelet/prober/worker.go): readiness, liveness and
 startup; httpGet, tcpSocket and exec; on kubelet's schedule (§8.3 of the reference).
 
-httpGet and tcpSocket probes start from the node, as kubelet's do: `python -m kubeletstub.probe` runs
+httpGet, tcpSocket and grpc probes start from the node, as kubelet's do: `python -m kubeletstub.probe` runs
 inside the node's network namespace and connects to the pod IP. exec probes run their command inside
 the container, as CRI ExecSync does: its namespaces and root, its environment and working directory
 (`containerexec.ExecTarget`), killed after timeoutSeconds (kubelet's ExecProbeTimeout).
@@ -68,8 +68,9 @@ CurrentRun = Callable[[str, str], Run | None]
 
 @dataclass(frozen=True)
 class ProbeSpec:
-    kind: str  # http | tcp | exec
-    target: tuple[str, ...]  # http: (url, header=value...), tcp: (host, port), exec: command
+    kind: str  # http | tcp | grpc | exec
+    target: tuple[str, ...]  # http: (url, header=value...), tcp: (host, port), grpc: (host, port, service),
+    # exec: command
     initial_delay: float = 0.0
     period: float = 10.0
     timeout: float = 1.0
@@ -138,6 +139,12 @@ def probe_spec(probe: dict[str, Any], container: Container, pod_ip: str) -> Prob
         if port is None:
             return None
         return ProbeSpec("tcp", (sock.get("host") or pod_ip, str(port)), **common)
+    if "grpc" in probe:
+        grpc = probe["grpc"] or {}
+        port = grpc.get("port")
+        if not isinstance(port, int):
+            return None
+        return ProbeSpec("grpc", (pod_ip, str(port), str(grpc.get("service") or "")), **common)
     if "exec" in probe:
         command = (probe["exec"] or {}).get("command") or []
         return ProbeSpec("exec", tuple(str(c) for c in command), **common) if command else None
@@ -145,9 +152,11 @@ def probe_spec(probe: dict[str, Any], container: Container, pod_ip: str) -> Prob
 
 
 def probe_argv(spec: ProbeSpec, node_argv: NodeArgv) -> list[str] | None:
-    """The command that performs one httpGet or tcpSocket probe from the node, or None where the
+    """The command that performs one httpGet, tcpSocket or grpc probe from the node, or None where the
     dataplane cannot run it (render mode)."""
     module = [sys.executable, "-m", "kubeletstub.probe"]
+    if spec.kind == "grpc":
+        return node_argv([*module, "grpc", *spec.target, str(spec.timeout)])
     if spec.kind == "http":
         return node_argv([*module, "http", spec.target[0], str(spec.timeout), *spec.target[1:]])
     return node_argv([*module, "tcp", spec.target[0], spec.target[1], str(spec.timeout)])

@@ -7,6 +7,7 @@ environment and working directory, as CRI ExecSync runs them."""
 from __future__ import annotations
 
 import json
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -102,3 +103,30 @@ def test_an_exec_probe_runs_with_the_containers_environment_and_working_director
         volumes=[{"name": "work", "emptyDir": {}}], terminationGracePeriodSeconds=1)
     wait_for("envprobe Ready", lambda: app_status(cluster, "envprobe").get("ready") is True)
     cluster.kubectl("delete", "pod", "envprobe", "--wait=true")
+
+
+HEALTH_SERVER = """
+from concurrent import futures
+import grpc
+def check(request, context):
+    return b"\\x08\\x01" if request == b"" else b"\\x08\\x02"  # SERVING for the server, NOT_SERVING for "db"
+server = grpc.server(futures.ThreadPoolExecutor(max_workers=2))
+server.add_generic_rpc_handlers((grpc.method_handlers_generic_handler(
+    "grpc.health.v1.Health", {"Check": grpc.unary_unary_rpc_method_handler(check)}),))
+server.add_insecure_port("0.0.0.0:19090")
+server.start()
+server.wait_for_termination()
+"""
+
+
+def test_grpc_probes_ask_the_standard_health_service(cluster: Cluster) -> None:
+    apply_pod(cluster, "grpcprobe", {
+        "command": [sys.executable, "-c", HEALTH_SERVER], "ports": [{"containerPort": 19090}],
+        "readinessProbe": {"grpc": {"port": 19090}, "periodSeconds": 1},
+        "livenessProbe": {"grpc": {"port": 19090, "service": "db"}, "periodSeconds": 1, "failureThreshold": 1000}},
+        terminationGracePeriodSeconds=1)
+    wait_for("grpcprobe Ready", lambda: app_status(cluster, "grpcprobe").get("ready") is True)
+    wait_for("the db service's liveness failures", lambda: 'Unhealthy Liveness probe failed: service unhealthy '
+             '(responded with "NOT_SERVING")' in events(cluster, "grpcprobe"))
+    assert app_status(cluster, "grpcprobe")["restartCount"] == 0
+    cluster.kubectl("delete", "pod", "grpcprobe", "--wait=true")
