@@ -4,7 +4,8 @@ startup; httpGet, tcpSocket and exec; on kubelet's schedule (§8.3 of the refere
 httpGet, tcpSocket and grpc probes start from the node, as kubelet's do: `python -m kubeletstub.probe` runs
 inside the node's network namespace and connects to the pod IP. exec probes run their command inside
 the container, as CRI ExecSync does: its namespaces and root, its environment and working directory
-(`containerexec.ExecTarget`), killed after timeoutSeconds (kubelet's ExecProbeTimeout).
+(`containerexec.ExecTarget`), killed after timeoutSeconds (kubelet's ExecProbeTimeout; plus a second for
+the spawn).
 
 One worker per container and probe type. Like kubelet's, a worker follows the container's current run
 (its container ID): a new run starts over from the probe type's initial result (readiness: failure,
@@ -40,6 +41,10 @@ log = logging.getLogger(__name__)
 
 _SOURCE_ROOT = str(Path(__file__).resolve().parents[1])
 _PROBE_ENV = {"PYTHONPATH": _SOURCE_ROOT, "PATH": "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"}
+# An exec probe's command is killed timeoutSeconds after it started, as kubelet's ExecSync deadline; the
+# start (a process spawned from the event loop, then nsenter) is allowed this long on top, so that a loaded
+# node does not fail probes, and kill containers, for its own slowness.
+EXEC_LAUNCH_ALLOWANCE = 1.0
 # While a worker has nothing to probe (no run yet, or the startup probe has not passed), it looks again
 # this often, so that a container that starts is probed without waiting a whole period.
 IDLE_POLL = 0.5
@@ -264,8 +269,8 @@ class Prober:
             target = self.pod_target(pod_key, container, spec.target)
             if target is None:
                 return None
-            ok, output = await run_probe(target.argv, spec.timeout, env=target.env, cwd=target.cwd,
-                                         hard_timeout=True)
+            ok, output = await run_probe(target.argv, spec.timeout + EXEC_LAUNCH_ALLOWANCE, env=target.env,
+                                         cwd=target.cwd, hard_timeout=True)
             if not ok and output.startswith("command timed out after"):
                 output = timed_out_message(spec.target)
             return ok, output

@@ -74,7 +74,9 @@ def test_with_restart_policy_never_a_failed_liveness_probe_fails_the_pod(cluster
 def test_a_startup_probe_holds_readiness_and_liveness_until_it_passes(cluster: Cluster, tmp_path: Path) -> None:
     # The gate is a file on the host, which a container sees (kubelab has no images): the test opens it.
     gate = tmp_path / "started"
-    probe = {"exec": {"command": ["test", "-f", str(gate)]}, "periodSeconds": 1}
+    # A generous timeout: on a loaded machine a probe that outlived 1 s would fail, and the liveness probe
+    # (failureThreshold 1) would kill the container for it.
+    probe = {"exec": {"command": ["test", "-f", str(gate)]}, "periodSeconds": 1, "timeoutSeconds": 30}
     apply_pod(cluster, "slowstart", {
         "command": ["sleep", "3600"],
         "startupProbe": {**probe, "failureThreshold": 600},
