@@ -11,6 +11,7 @@ on the host's filesystem (`ip netns exec <pod netns> <command>`; kubelab has no 
 from __future__ import annotations
 
 import os
+import secrets
 import shutil
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -65,8 +66,8 @@ def container_path(pod: Pod, container: str) -> str:
 
 
 def missing_binary(command: Sequence[str], path: str) -> tuple[int, str] | None:
-    """runc's refusal of an exec that cannot start, as (exit code, message): 127 when the binary is not
-    found, 126 when it is not executable (POSIX shells' and docker's codes); None when it can start."""
+    """runc's refusal of an exec that cannot start, as (exit code a shell would give, runc's message): 127
+    when the binary is not found, 126 when it is not executable; None when it can start."""
     name = command[0]
     if "/" in name:
         if not os.path.exists(name):
@@ -79,6 +80,9 @@ def missing_binary(command: Sequence[str], path: str) -> tuple[int, str] | None:
     return None
 
 
-def oci_message(detail: str) -> str:
-    """How containerd words a failed exec start (runc's error, wrapped)."""
-    return f"OCI runtime exec failed: exec failed: unable to start container process: {detail}: unknown"
+def oci_message(detail: str, exec_id: str | None = None) -> str:
+    """How containerd words a failed exec start (runc's error, wrapped in the CRI plugin's ExecSync/Exec
+    errors with the exec process's ID)."""
+    exec_id = exec_id or secrets.token_hex(32)
+    return (f'failed to exec in container: failed to start exec "{exec_id}": OCI runtime exec failed: exec failed: '
+            f"unable to start container process: {detail}: unknown")

@@ -9,33 +9,34 @@ looks like for the pod's status. The runtime (`runtime.py`) runs them; this modu
   10 s doubling to 5 min (reset once a run lasted 10 min), waiting as CrashLoopBackOff meanwhile.
 - A container without a command is kubelab's built-in server (run by the dataplane with the pod's
   network): it is reported running from when the pod started.
-- Environment (`envvars.py`) is resolved from the API when a container starts: a missing ConfigMap or
+- Environment (`envvars.py`, read through `containerfiles.py`) is resolved from the API when a container starts: a missing ConfigMap or
   Secret leaves it waiting as CreateContainerConfigError and is tried again.
 - terminationMessagePath (default /dev/termination-log) is a file per run bind-mounted there; its first
   4096 bytes become state.terminated.message, or with FallbackToLogsOnError and an empty file and a
-  failure, the last 80 lines (at most 2048 bytes) of the log.
+  failure, the last 80 lines (at most 2048 bytes) of the log (`containerfiles.py` writes and reads them).
+- A container whose liveness or startup probe failed (`prober.py`) is killed (`kill`) and then restarted
+  like one that exited.
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import secrets
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
-from kubelab import kinds, timeutil
-from kubelab.client import ApiClient, NotFound
+from kubelab import timeutil
+from kubelab.client import ApiClient
 from kubelab.events import EventRecorder
 from kubelab.models import Container as ContainerModel
 from kubelab.models import Pod
 
-from . import crilog, envvars, etchosts, podstatus
+from . import containerfiles, envvars, podstatus
 from .podstatus import Observed
+from .prober import Run
 from .runtime import Container, ContainerRuntime, ContainerSpec, Mount
 
 log = logging.getLogger(__name__)
@@ -46,10 +47,6 @@ BACKOFF_MAX = 300.0
 # starts over at 10 s.
 BACKOFF_RESET = 2 * BACKOFF_MAX
 CONFIG_ERROR_RETRY = 5.0
-DEFAULT_TERMINATION_MESSAGE_PATH = "/dev/termination-log"
-MAX_TERMINATION_MESSAGE = 4096
-FALLBACK_LOG_LINES = 80
-FALLBACK_LOG_BYTES = 2048
 
 # (pod key, container name, pod uid) -> mounts for its volumes; provided by the volume manager.
 VolumeMounts = Callable[[Pod, ContainerModel], list[Mount]]
@@ -72,10 +69,11 @@ class _Backoff:
 class ContainerManager:
     def __init__(self, api: ApiClient, runtime: ContainerRuntime, events: EventRecorder, *, node_ip: str,
                  allocatable: Mapping[str, str], requeue: Callable[[str], None],
-                 readiness: Callable[[str, str], bool], volume_mounts: VolumeMounts | None = None,
+                 readiness: Callable[[str, str, str | None], bool], volume_mounts: VolumeMounts | None = None,
                  netns: Callable[[str], str | None] = lambda key: None,
                  resolv_conf: Callable[[Pod], str | None] = lambda pod: None,
-                 cluster_domain: str = "cluster.local") -> None:
+                 cluster_domain: str = "cluster.local", node_name: str = "",
+                 started: Callable[[str, str, str | None], bool] = lambda key, name, cid: True) -> None:
         self.api = api
         self.runtime = runtime
         self.events = events
@@ -83,13 +81,16 @@ class ContainerManager:
         self.allocatable = allocatable
         self.requeue = requeue
         self.readiness = readiness
+        self.started = started
         self.volume_mounts = volume_mounts or (lambda pod, c: [])
         self.netns = netns
         self.resolv_conf = resolv_conf
         self.cluster_domain = cluster_domain
+        self.node_name = node_name
         self._backoff: dict[tuple[str, str], _Backoff] = {}
         self._waiting: dict[tuple[str, str], tuple[str, str]] = {}
         self._builtin: dict[str, tuple[str, str]] = {}  # pod key -> (startedAt, container ID prefix)
+        self._builtin_mono: dict[str, float] = {}  # pod key -> when this kubelet saw its built-in server start
         self._timers: dict[tuple[str, str], asyncio.TimerHandle] = {}
         # A run's terminated state, read once (its termination message file goes with the pod).
         self._terminations: dict[tuple[str, str], dict[str, Any]] = {}
@@ -103,6 +104,7 @@ class ContainerManager:
         assert spec is not None
         if key not in self._builtin:
             self._builtin[key] = _builtin_identity(pod)
+            self._builtin_mono[key] = time.monotonic()
         policy = spec.restart_policy or "Always"
         for c in spec.init_containers or []:
             cur = self.runtime.container(key, c.name or "")
@@ -168,9 +170,12 @@ class ContainerManager:
         path = self._field_path(pod, name)
         raw_pod = pod.to_dict()
         raw_c = c.to_dict()
-        hostname = envvars.pod_hostname(raw_pod)
+        # A hostNetwork pod shares the node's network and UTS namespaces: the node's name is its hostname.
+        host_network = bool(pod.spec and pod.spec.host_network)
+        hostname = self.node_name if host_network and self.node_name else envvars.pod_hostname(raw_pod)
         try:
-            env = await self._environment(pod, raw_pod, raw_c, ip, hostname)
+            env = await containerfiles.resolve_environment(self.api, pod, raw_pod, raw_c, ip=ip, hostname=hostname,
+                                                           node_ip=self.node_ip, allocatable=self.allocatable)
         except envvars.EnvError as exc:
             message = str(exc)
             if self._waiting.get((key, name)) != ("CreateContainerConfigError", message):
@@ -191,11 +196,14 @@ class ContainerManager:
             self._waiting[(key, name)] = ("CreateContainerError", message)
             return
         try:
-            mounts = self._pod_files(pod, raw_pod, ip, hostname) + list(self.volume_mounts(pod, c))
+            pod_files = containerfiles.write_pod_files(
+                self.runtime.pod_dir(uid), raw_pod, ip=ip, hostname=hostname, cluster_domain=self.cluster_domain,
+                resolv_conf=self.resolv_conf(pod))
+            mounts = pod_files + list(self.volume_mounts(pod, c))
         except ValueError as exc:  # a subPath that leaves its volume
             self._waiting[(key, name)] = ("CreateContainerConfigError", str(exc))
             return
-        term_path = _extra(c, "terminationMessagePath") or DEFAULT_TERMINATION_MESSAGE_PATH
+        term_path = _extra(c, "terminationMessagePath") or containerfiles.DEFAULT_TERMINATION_MESSAGE_PATH
         term_file = self.runtime.pod_dir(uid) / "containers" / name / f"{restart}.termination-log"
         term_file.parent.mkdir(parents=True, exist_ok=True)
         term_file.write_bytes(b"")
@@ -216,59 +224,6 @@ class ContainerManager:
             self.events.event(pod, "Warning", "Failed", f"Error: {started.message}", field_path=path)
         else:
             self.events.event(pod, "Normal", "Started", f"Started container {name}", field_path=path)
-
-    def _pod_files(self, pod: Pod, raw_pod: dict[str, Any], ip: str, hostname: str) -> list[Mount]:
-        """/etc/hosts, /etc/hostname and /etc/resolv.conf of the pod, written in its directory."""
-        pod_dir = self.runtime.pod_dir(pod.metadata.uid or "")
-        pod_dir.mkdir(parents=True, exist_ok=True)
-        files = {"hosts": etchosts.hosts_file(raw_pod, ip=ip, hostname=hostname, cluster_domain=self.cluster_domain),
-                 "hostname": hostname + "\n"}
-        resolv = self.resolv_conf(pod)
-        if resolv is not None:
-            files["resolv.conf"] = resolv
-        mounts = []
-        for name, text in files.items():
-            path = pod_dir / f"etc-{name}"
-            path.write_text(text)
-            path.chmod(0o644)
-            mounts.append(Mount(str(path), f"/etc/{name}"))
-        return mounts
-
-    async def _environment(self, pod: Pod, raw_pod: dict[str, Any], raw_c: dict[str, Any], ip: str,
-                           hostname: str) -> dict[str, str]:
-        namespace = pod.metadata.namespace or "default"
-        wanted: dict[str, set[str]] = {"configmap": set(), "secret": set()}
-        for source in raw_c.get("envFrom") or []:
-            if source.get("configMapRef"):
-                wanted["configmap"].add(source["configMapRef"].get("name") or "")
-            if source.get("secretRef"):
-                wanted["secret"].add(source["secretRef"].get("name") or "")
-        for var in raw_c.get("env") or []:
-            ref = var.get("valueFrom") or {}
-            if ref.get("configMapKeyRef"):
-                wanted["configmap"].add(ref["configMapKeyRef"].get("name") or "")
-            if ref.get("secretKeyRef"):
-                wanted["secret"].add(ref["secretKeyRef"].get("name") or "")
-        objects: dict[str, dict[str, Any]] = {"configmap": {}, "secret": {}}
-        for kind, names in wanted.items():
-            rt = kinds.CONFIGMAPS if kind == "configmap" else kinds.SECRETS
-            for name in names:
-                try:
-                    objects[kind][name] = await self.api.request("GET", rt.path(namespace, name))
-                except NotFound:
-                    objects[kind][name] = None
-        services: list[dict[str, Any]] = []
-        enable_links = (raw_pod.get("spec") or {}).get("enableServiceLinks", True) is not False
-        if enable_links:
-            services += (await self.api.request("GET", kinds.SERVICES.path(namespace))).get("items") or []
-        if namespace != "default" or not enable_links:
-            with contextlib.suppress(NotFound):
-                services.append(await self.api.request("GET", kinds.SERVICES.path("default", "kubernetes")))
-        for svc in services:
-            svc.setdefault("metadata", {}).setdefault("namespace", namespace)
-        return envvars.container_env(raw_pod, raw_c, config_maps=objects["configmap"], secrets=objects["secret"],
-                                     services=services, pod_ip=ip, host_ip=self.node_ip, hostname=hostname,
-                                     allocatable=self.allocatable)
 
     # --- observing ------------------------------------------------------------------------------
 
@@ -294,7 +249,8 @@ class ContainerManager:
             else:
                 state = {"waiting": {"reason": "PodInitializing" if not init_ok else "ContainerCreating"}}
             main.append(Observed(name=c.name or "", image=podstatus.container_image(c), state=state,
-                                 ready=self.readiness(pod.key, c.name or ""),
+                                 ready=self.readiness(pod.key, c.name or "", f"containerd://{cid}"),
+                                 started=self.started(pod.key, c.name or "", f"containerd://{cid}"),
                                  container_id=None if "waiting" in state else f"containerd://{cid}"))
         return init, main
 
@@ -315,7 +271,8 @@ class ContainerManager:
             if cur.started_at and cur.exit_code is None:
                 return Observed(name=name, image=image, state={"running": {"startedAt": cur.started_at}},
                                 last_state=last, restart_count=cur.spec.restart, container_id=cur.container_id,
-                                ready=True if init else self.readiness(pod.key, name))
+                                ready=True if init else self.readiness(pod.key, name, cur.container_id),
+                                started=True if init else self.started(pod.key, name, cur.container_id))
             return Observed(name=name, image=image, state={"waiting": {"reason": "ContainerCreating"}},
                             last_state=last, restart_count=cur.spec.restart)
         term = self._terminated(c, cur)
@@ -334,24 +291,38 @@ class ContainerManager:
         cached = self._terminations.get((run.spec.pod_key, run.container_id))
         if cached is not None:
             return dict(cached)
-        message = run.message if run.reason == "StartError" else self._termination_message(c, run)
+        message = run.message if run.reason == "StartError" else containerfiles.termination_message(
+            run.spec.termination_file, run.log_path, exit_code=run.exit_code,
+            policy=_extra(c, "terminationMessagePolicy"))
         data = podstatus.terminated(exit_code=run.exit_code if run.exit_code is not None else 0, reason=run.reason,
                                     started=run.started_at, finished=run.finished_at, container_id=run.container_id,
                                     message=message)
         self._terminations[(run.spec.pod_key, run.container_id)] = data
         return dict(data)
 
-    def _termination_message(self, c: ContainerModel, run: Container) -> str:
-        path = run.spec.termination_file
-        text = b""
-        if path:
-            with contextlib.suppress(OSError), open(path, "rb") as f:
-                text = f.read(MAX_TERMINATION_MESSAGE)
-        if not text and run.exit_code != 0 and _extra(c, "terminationMessagePolicy") == "FallbackToLogsOnError":
-            text = tail_log(run.log_path, FALLBACK_LOG_LINES, FALLBACK_LOG_BYTES)
-        return text.decode("utf-8", "replace")
+    def current_run(self, pod_key: str, name: str) -> Run | None:
+        """The running run of a container, for its probes: the runtime's, or the built-in server's (which
+        runs from the pod's start)."""
+        cur = self.runtime.container(pod_key, name)
+        if cur is not None:
+            return Run(cur.container_id, cur.started_mono) if cur.running else None
+        builtin = self._builtin.get(pod_key)
+        if builtin is None:
+            return None
+        return Run(f"containerd://{builtin[1]}", self._builtin_mono.get(pod_key, 0.0))
 
     # --- stopping -------------------------------------------------------------------------------
+
+    async def kill(self, pod: Pod, name: str, *, container_id: str, message: str, grace: float) -> bool:
+        """kubelet's killContainer for one container of a running pod (a failed liveness or startup probe):
+        the `Killing` event with `message`, SIGTERM, SIGKILL after `grace` seconds. The sync that its exit
+        causes restarts it as the restart policy says. False when that run is no longer the current one."""
+        cur = self.runtime.container(pod.key, name)
+        if cur is None or cur.container_id != container_id or not cur.running:
+            return False
+        self.events.event(pod, "Normal", "Killing", message, field_path=self._field_path(pod, name))
+        await self.runtime.stop(pod.key, name, grace)
+        return True
 
     async def stop_all(self, pod: Pod, grace: float) -> None:
         key = pod.key
@@ -373,6 +344,7 @@ class ContainerManager:
             for k in [k for k in self._backoff if k[0] == uid]:
                 self._backoff.pop(k)
         self._builtin.pop(pod_key, None)
+        self._builtin_mono.pop(pod_key, None)
         for k in [k for k in self._terminations if k[0] == pod_key]:
             self._terminations.pop(k)
 
@@ -386,24 +358,6 @@ def _builtin_identity(pod: Pod) -> tuple[str, str]:
         if status.name in commandless and running and status.container_id:
             return str(running.get("startedAt") or timeutil.rfc3339()), status.container_id.removeprefix("containerd://")
     return timeutil.rfc3339(), secrets.token_hex(32)
-
-
-def tail_log(path: Path, lines: int, limit: int) -> bytes:
-    """The last `lines` lines (at most `limit` bytes) of a CRI log file's content."""
-    try:
-        with open(path, "rb") as f:
-            f.seek(0, 2)
-            size = f.tell()
-            f.seek(max(0, size - 64 * 1024))
-            raw = f.read()
-    except OSError:
-        return b""
-    out = []
-    for line in raw.splitlines()[-lines:]:
-        with contextlib.suppress(ValueError):
-            parsed = crilog.parse_line(line)
-            out.append(parsed.content + (b"" if parsed.partial else b"\n"))
-    return b"".join(out)[-limit:]
 
 
 # Where the ServiceAccount admission plugin mounts a pod's token (kube's kube-api-access-<5> volume).

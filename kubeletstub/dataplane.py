@@ -32,7 +32,8 @@ class Dataplane(Protocol):
     async def start_node(self) -> None: ...
 
     async def start_pod(self, pod_key: str, ip: str, ports: Sequence[tuple[int, str]], *,
-                        resolv_conf: str | None = None, request_log: str | None = None) -> None: ...
+                        resolv_conf: str | None = None, request_log: str | None = None,
+                        host_network: bool = False) -> None: ...
 
     async def stop_pod(self, pod_key: str) -> None: ...
 
@@ -80,7 +81,8 @@ class RenderDataplane:
         return None
 
     async def start_pod(self, pod_key: str, ip: str, ports: Sequence[tuple[int, str]], *,
-                        resolv_conf: str | None = None, request_log: str | None = None) -> None:
+                        resolv_conf: str | None = None, request_log: str | None = None,
+                        host_network: bool = False) -> None:
         self._pods.add(pod_key)
 
     async def stop_pod(self, pod_key: str) -> None:
@@ -115,18 +117,25 @@ class NetnsDataplane:
         self.runtime = node_runtime(root or lab.state_dir / "nodes" / node, namespaces=True)
 
     def pod_netns(self, pod_key: str) -> str | None:
+        """The pod's network namespace: its own, or for a hostNetwork pod the node's (None when the node is
+        the current namespace, which containers then stay in)."""
         pod = self.lab.pod(self.node, pod_key)
-        return pod.netns if pod is not None else None
+        return pod.netns or None if pod is not None else None
 
     async def start_node(self) -> None:
         await asyncio.to_thread(self.lab.add_node, self.node, self.ip, self.pod_cidr)
 
     async def start_pod(self, pod_key: str, ip: str, ports: Sequence[tuple[int, str]], *,
-                        resolv_conf: str | None = None, request_log: str | None = None) -> None:
+                        resolv_conf: str | None = None, request_log: str | None = None,
+                        host_network: bool = False) -> None:
         from .podprocess import ServedPort
 
         served = [ServedPort(port, "UDP" if proto == "UDP" else "TCP") for port, proto in ports
                   if proto in ("TCP", "UDP")]
+        if host_network:  # the node's namespace and address: kubelet sets up no pod network for these
+            await asyncio.to_thread(self.lab.add_host_network_pod, self.node, pod_key, ports=served,
+                                    request_log=request_log)
+            return
         await asyncio.to_thread(self.lab.add_pod, self.node, pod_key, ip, ports=served, resolv_conf=resolv_conf,
                                 request_log=request_log)
 
@@ -149,7 +158,9 @@ class NetnsDataplane:
 
     def pod_argv(self, pod_key: str, cmd: Sequence[str]) -> list[str] | None:
         pod = self.lab.pod(self.node, pod_key)
-        return ["ip", "netns", "exec", pod.netns, *cmd] if pod is not None else None
+        if pod is None:
+            return None
+        return ["ip", "netns", "exec", pod.netns, *cmd] if pod.netns else list(cmd)
 
 
 HOST_NETNS_PREFIX = "kl"  # pods of `kubelab node --dataplane host` live in kl-<node>_<namespace>_<pod>

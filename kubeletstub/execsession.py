@@ -284,16 +284,14 @@ class ExecSession:
         await self.send(channels.ERROR, status)
 
 
-async def refuse_exec(streams: Channels, opts: ExecOptions, command: Sequence[str], *, code: int,
-                      message: str) -> None:
-    """An exec the runtime cannot start: runc's message on the command's stderr (stdout with a tty) and
-    its exit code, as containerd reports a missing binary."""
+async def refuse_exec(streams: Channels, opts: ExecOptions, command: Sequence[str], *, message: str) -> None:
+    """An exec the runtime cannot start (a missing binary), as kubelet on containerd answers it: no output
+    and no exit code, an InternalError Status on the error channel (kubelet's `error executing command in
+    container: ` around containerd's words), which kubectl prints as `error: Internal error occurred: ...`
+    and exits 1. (Docker's shim ran the failure as a process that exited 126/127 instead.)"""
     session = ExecSession(streams, [], command, opts)
-    channel = channels.STDOUT if opts.tty or not opts.stderr else channels.STDERR
     try:
-        if opts.stdout or opts.stderr:
-            await session.send(channel, (message + "\r\n" if opts.tty else message + "\n").encode())
-        await session.finish(channels.exit_status(code, command))
+        await session.finish(channels.internal_error_status(f"error executing command in container: {message}"))
     except (ClientGone, ConnectionError):
         pass
     finally:

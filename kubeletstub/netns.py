@@ -172,7 +172,9 @@ class NodeNet:
 
 @dataclass(frozen=True)
 class PodNet:
-    """A pod's namespace, address, host-side veth and server process (None if it has no ports)."""
+    """A pod's namespace, address, host-side veth and server process (None if it has no ports). A
+    hostNetwork pod has none of its own: its namespace is the node's ("" when that is the current one),
+    its address the node's, and no veth."""
 
     node: str
     key: str  # "namespace/name"
@@ -181,6 +183,7 @@ class PodNet:
     gateway: str
     host_ifname: str  # the veth end in the node namespace
     server: PodProcess | None = None
+    host_network: bool = False
 
     @property
     def name(self) -> str:
@@ -195,6 +198,7 @@ class PodNet:
             "gateway": self.gateway,
             "hostIfname": self.host_ifname,
             "server": self.server.to_json() if self.server is not None else None,
+            "hostNetwork": self.host_network,
         }
 
     @classmethod
@@ -208,6 +212,7 @@ class PodNet:
             gateway=data["gateway"],
             host_ifname=data["hostIfname"],
             server=PodProcess.from_json(server) if server else None,
+            host_network=bool(data.get("hostNetwork")),
         )
 
 
@@ -705,6 +710,52 @@ class LabNetwork:
                     raise
         return pod
 
+    def add_host_network_pod(
+        self,
+        node: str,
+        pod_key: str,
+        *,
+        ports: Sequence[ServedPort | int] = (),
+        timeout: float = 10.0,
+        request_log: str | None = None,
+    ) -> PodNet:
+        """A hostNetwork pod on `node`: no namespace, veth or route of its own (kubelet gives it no
+        sandbox network); its server, with `ports`, listens in the node's namespace, on the node's
+        addresses. Idempotent; on failure nothing is left."""
+        _, pod_name = split_pod_key(pod_key)
+        served = tuple(p if isinstance(p, ServedPort) else ServedPort(p) for p in ports)
+        with self._node_lock(node):
+            with self._state_lock:
+                self._require_created()
+                me = self._nodes.get(node)
+                if me is None:
+                    raise DataplaneError(f"unknown node {node}")
+                existing = self._pods.get((node, pod_key))
+                if existing is not None:
+                    if existing.host_network:
+                        return existing
+                    raise DataplaneError(f"pod {pod_key} exists on {node} with a network of its own")
+            pod = PodNet(node=node, key=pod_key, netns=me.netns or "", ip=me.ip, gateway="", host_ifname="",
+                         host_network=True)
+            if served:
+                log_path = self.log_dir / f"{self.pod_netns(node, pod_key)}.log"
+                with _translated(f"start pod {pod_key}"):
+                    server = start_pod_process(pod.netns or None, pod_name, served, pod_ip=me.ip, log_path=log_path,
+                                               timeout=timeout, request_log=request_log)
+                pod = replace(pod, server=server)
+            try:
+                with self._state_lock:
+                    self._pods[(node, pod_key)] = pod
+                    self._save()
+            except BaseException:
+                with self._state_lock:
+                    self._pods.pop((node, pod_key), None)
+                if pod.server is not None:
+                    with contextlib.suppress(Exception):
+                        stop_pod_process(pod.server)
+                raise
+        return pod
+
     def remove_pod(self, node: str, pod_key: str) -> None:
         """Stop the pod's server and remove its namespace, veth and route. Idempotent."""
         with self._node_lock(node):
@@ -769,6 +820,14 @@ class LabNetwork:
         with _translated(f"remove pod {pod.key} from {pod.node}"):
             if pod.server is not None:
                 stop_pod_process(pod.server)
+        if pod.host_network:  # the node's namespace is not the pod's to remove
+            with self._state_lock:
+                self._pods.pop((pod.node, pod.key), None)
+                self._save()
+            if pod.server is not None and pod.server.log_path is not None:
+                Path(pod.server.log_path).unlink(missing_ok=True)
+            return
+        with _translated(f"remove pod {pod.key} from {pod.node}"):
             # Deleting the host end deletes the pod's eth0, the /32 route and that veth's copy of the
             # gateway address synchronously, so the same pod can be re-added at once.
             _delete_link(node.netns, pod.host_ifname)

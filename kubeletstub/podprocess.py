@@ -94,7 +94,7 @@ _children_lock = threading.Lock()
 
 
 def pod_server_argv(
-    netns: str,
+    netns: str | None,
     pod_name: str,
     ports: Sequence[ServedPort],
     *,
@@ -102,8 +102,9 @@ def pod_server_argv(
     parent_pid: int | None = None,
     request_log: str | None = None,
 ) -> list[str]:
-    """The argv that runs a pod's server inside `netns` (no shell involved)."""
-    argv = ["ip", "netns", "exec", netns, sys.executable, "-m", PODSERVER_MODULE, "--name", pod_name]
+    """The argv that runs a pod's server inside `netns` (None: the current one; no shell involved)."""
+    argv = ["ip", "netns", "exec", netns] if netns is not None else []
+    argv += [sys.executable, "-m", PODSERVER_MODULE, "--name", pod_name]
     for port in ports:
         argv += ["--port", port.as_arg()]
     if pod_ip is not None:
@@ -116,7 +117,7 @@ def pod_server_argv(
 
 
 def start_pod_process(
-    netns: str,
+    netns: str | None,
     pod_name: str,
     ports: Sequence[ServedPort],
     *,
@@ -162,7 +163,7 @@ def start_pod_process(
     proc = PodProcess(
         pid=popen.pid,
         start_time=stat[1] if stat is not None else 0,
-        netns=netns,
+        netns=netns or "",
         pod_name=pod_name,
         ports=tuple(ports),
         log_path=os.fspath(log_path) if log_path is not None else None,

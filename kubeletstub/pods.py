@@ -21,13 +21,14 @@ from kubelab.events import EventRecorder
 from kubelab.models import Container, ContainerStatus, Pod, PodCondition, PodIP, PodStatus
 
 from . import crilog
+from .containerexec import ExecTarget
 from .containers import ContainerManager
 from .dataplane import Dataplane
 from .dns import pod_resolv_conf
 from .envvars import pod_hostname
 from .ipam import PodIPAllocator
 from .podstatus import pod_status, preserved_conditions
-from .prober import Prober, run_probe
+from .prober import Prober, ProbeSpec, run_probe
 from .volumes import MountError, VolumeManager
 
 log = logging.getLogger(__name__)
@@ -44,6 +45,10 @@ def declared_ports(pod: Pod) -> list[tuple[int, str]]:
             if p.container_port:
                 ports.append((p.container_port, p.protocol or "TCP"))
     return sorted(set(ports))
+
+
+def _host_network(pod: Pod) -> bool:
+    return bool(pod.spec and pod.spec.host_network)
 
 
 def _containers(pod: Pod) -> list[Container]:
@@ -152,6 +157,8 @@ BUILTIN_PULLED = ('Container image "{image}" already present on machine (kubelab
 VOLUME_REFRESH_PERIOD = 60.0
 # Seconds between attempts to set up a pod's volumes (kubelet retries with its own back-off).
 MOUNT_RETRY_DELAY = 3.0
+# kubelet's minimumGracePeriodInSeconds: a container killed for a failed probe gets at least this long.
+MINIMUM_GRACE = 2.0
 # Seconds before a termination that failed (its status write or its final DELETE) is tried again.
 TERMINATE_RETRY_DELAY = 1.0
 
@@ -173,15 +180,19 @@ class PodManager:
         self._running: set[str] = set()
         self._terminating: dict[str, asyncio.Task[None]] = {}
         self._refused: set[str] = set()  # pods left alone for their names, each logged once
-        self.prober = Prober(dataplane.node_argv, self.container_argv, self.requeue, self._probe_failed)
         self.runtime = dataplane.runtime
+        self.prober = Prober(dataplane.node_argv, self.container_target, self.requeue, self._probe_failed,
+                             current_run=lambda key, name: self.containers.current_run(key, name),
+                             on_unhealthy=self._unhealthy)
+        self._killing: dict[tuple[str, str], asyncio.Task[None]] = {}
         self.runtime.on_exit = self.requeue
         self.volumes = VolumeManager(api, node_ip=node_ip, allocatable=allocatable or {})
         self.containers = ContainerManager(api, self.runtime, events, node_ip=node_ip, allocatable=allocatable or {},
                                            requeue=self.requeue, readiness=self.prober.readiness,
+                                           started=self.prober.started,
                                            volume_mounts=lambda pod, c: self.volumes.mounts(
                                                pod, c, self.runtime.pod_dir(pod.metadata.uid or "")),
-                                           netns=dataplane.pod_netns, cluster_domain=dns[1] if dns else "cluster.local",
+                                           netns=dataplane.pod_netns, node_name=node_name, cluster_domain=dns[1] if dns else "cluster.local",
                                            resolv_conf=lambda pod: pod_resolv_conf(pod, *self.dns) if self.dns else None)
         self._uids: dict[str, str] = {}  # pod key -> uid, to find its files once the pod is gone
         self._mounted: set[str] = set()  # pods whose volumes are set up
@@ -192,26 +203,70 @@ class PodManager:
     def adopt(self, pods: list[Pod]) -> None:
         """After a restart: keep the addresses pods already have, so they never change under them."""
         for pod in pods:
-            if pod.pod_ip:
+            if pod.pod_ip and not _host_network(pod):
                 self.ipam.reserve(pod.key, pod.pod_ip)
             if pod.metadata.uid and self.runtime.has_pod(pod.key):
                 self._uids[pod.key] = pod.metadata.uid  # its files are found again when it goes
 
-    def container_argv(self, pod_key: str, container: str, cmd: Sequence[str]) -> list[str] | None:
-        """Where exec probes and preStop hooks run: inside the container when it runs a command of its own
-        (its namespaces and root), else in the pod's network namespace on the node's filesystem (the
-        built-in server's world)."""
+    def container_target(self, pod_key: str, container: str, cmd: Sequence[str]) -> ExecTarget | None:
+        """Where exec probes and preStop hooks run, as CRI ExecSync runs them: inside the container when it
+        runs a command of its own (its namespaces and root, its environment and working directory), else
+        in the pod's network namespace on the node's filesystem (the built-in server's world)."""
         try:
-            argv, _env, _cwd = self.runtime.exec_command(pod_key, container, cmd)
+            argv, env, cwd = self.runtime.exec_command(pod_key, container, cmd)
         except LookupError:
-            return self.dataplane.pod_argv(pod_key, cmd)
-        return argv
+            pod_argv = self.dataplane.pod_argv(pod_key, cmd)
+            return ExecTarget(pod_argv) if pod_argv is not None else None
+        return ExecTarget(argv, env, cwd)
 
-    def _probe_failed(self, pod_key: str, container: str, output: str) -> None:
+    def _probe_failed(self, pod_key: str, container: str, probe: str, output: str) -> None:
         pod = self.cache.get(pod_key)
         if pod is not None:
-            self.events.event(pod, "Warning", "Unhealthy", f"Readiness probe failed: {output}",
+            self.events.event(pod, "Warning", "Unhealthy", f"{probe} probe failed: {output}",
                               field_path=f"spec.containers{{{container}}}")
+
+    def _unhealthy(self, pod_key: str, container: str, probe: str, container_id: str, spec: ProbeSpec) -> None:
+        """A liveness or startup probe failed failureThreshold times: kubelet kills the container (its
+        SyncPod's computePodActions), with the pod's terminationGracePeriodSeconds or the probe's own, at
+        least 2 s, and starts it again if the restart policy says so. A pod being deleted is left to its
+        termination (kubelet stops those probes then)."""
+        pod = self.cache.get(pod_key)
+        ident = (pod_key, container)
+        if pod is None or pod.metadata.deletion_timestamp or pod_key in self._terminating or ident in self._killing:
+            return
+        spec_c = next((c for c in (pod.spec.containers if pod.spec else None) or [] if c.name == container), None)
+        if spec_c is None or not (spec_c.command or spec_c.args):
+            # The built-in server runs for the whole pod (the dataplane's): it is not restarted on its own.
+            log.info("%s: %s probe of %s/%s failed; the built-in server is not restarted", self.node_name, probe,
+                     pod_key, container)
+            return
+        policy = (pod.spec.restart_policy if pod.spec else None) or "Always"
+        message = f"Container {container} failed {probe.lower()} probe"
+        if policy != "Never":
+            message += ", will be restarted"
+        grace = spec.termination_grace
+        if grace is None:
+            given = pod.spec.termination_grace_period_seconds if pod.spec else None
+            grace = float(30 if given is None else given)
+        task = asyncio.get_running_loop().create_task(
+            self._kill(pod, spec_c, container_id=container_id, message=message, grace=grace),
+            name=f"kill-{pod_key}-{container}")
+        self._killing[ident] = task
+        task.add_done_callback(lambda t: self._killing.pop(ident, None) if self._killing.get(ident) is t else None)
+
+    async def _kill(self, pod: Pod, container: Container, *, container_id: str, message: str, grace: float) -> None:
+        """killContainer: the preStop hook, then SIGTERM with what is left of the grace period (at least
+        kubelet's minimum of 2 s), SIGKILL after it."""
+        began = asyncio.get_running_loop().time()
+        current = self.containers.current_run(pod.key, container.name or "")
+        if current is None or current.container_id != container_id:
+            return
+        try:
+            await asyncio.wait_for(self._pre_stop_one(pod, container, grace), timeout=max(grace, 0))
+        except TimeoutError:
+            log.info("%s: preStop of %s/%s outlived its grace period", self.node_name, pod.key, container.name)
+        left = max(grace - (asyncio.get_running_loop().time() - began), MINIMUM_GRACE)
+        await self.containers.kill(pod, container.name or "", container_id=container_id, message=message, grace=left)
 
     def _runnable(self, pod: Pod) -> bool:
         """A pod's namespace and name become a network namespace's name, a file under /var/run/netns,
@@ -256,7 +311,7 @@ class PodManager:
         if key not in self._running or not self.dataplane.pod_running(key):
             await self._start(pod)
             pod = self.cache.get(key, pod)  # _start may have written a Pending status
-        ip = self.ipam.ip_of(key)
+        ip = self._pod_ip(pod)
         assert ip is not None
         if await self._mount_volumes(pod, ip):
             await self.containers.sync(pod, ip)
@@ -311,6 +366,11 @@ class PodManager:
             old.cancel()
         self._refresh_timers[key] = asyncio.get_running_loop().call_later(VOLUME_REFRESH_PERIOD, self.requeue, key)
 
+    def _pod_ip(self, pod: Pod) -> str | None:
+        """The pod's IP: from the node's pod CIDR, or for a hostNetwork pod the node's InternalIP (kubelet
+        reports podIP = hostIP for those)."""
+        return self.node_ip if _host_network(pod) else self.ipam.ip_of(pod.key)
+
     def _status(self, pod: Pod, ip: str) -> PodStatus:
         init, main = self.containers.observed(pod, builtin_running=True)
         now = timeutil.rfc3339()
@@ -327,16 +387,18 @@ class PodManager:
         first = key not in self._running
         if first and (pod.status is None or pod.status.phase != "Pending" or not pod.status.container_statuses):
             await self._write_status(pod, pending_status(pod))
-        ip = self.ipam.ip_of(key) or self.ipam.allocate(key)
+        host_network = _host_network(pod)
+        ip = self.node_ip if host_network else self.ipam.ip_of(key) or self.ipam.allocate(key)
         resolv_conf = pod_resolv_conf(pod, self.dns[0], self.dns[1]) if self.dns else None
         builtin = [c.name or "" for c in _containers(pod) if not (c.command or c.args)]
         # The built-in server logs its requests into the log of the (first) container it stands for.
         request_log = str(crilog.container_log_path(
             self.runtime.log_root, pod.metadata.namespace or "", pod.metadata.name or "", pod.metadata.uid or "",
             builtin[0], 0)) if builtin else None
-        await self.dataplane.start_pod(key, ip, declared_ports(pod), resolv_conf=resolv_conf, request_log=request_log)
+        await self.dataplane.start_pod(key, ip, declared_ports(pod), resolv_conf=resolv_conf, request_log=request_log,
+                                       host_network=host_network)
         self._uids[key] = pod.metadata.uid or ""
-        await self.runtime.run_sandbox(key, pod_hostname(pod.to_dict()))
+        await self.runtime.run_sandbox(key, self.node_name if host_network else pod_hostname(pod.to_dict()))
         if first:
             for c in _containers(pod):
                 if c.command or c.args:
@@ -402,16 +464,20 @@ class PodManager:
             self.requeue(key)
 
     async def _pre_stop(self, pod: Pod) -> None:
-        """lifecycle.preStop: `sleep` (PodLifecycleSleepAction) or `exec` inside the pod's namespace."""
+        """lifecycle.preStop of every container, one after the other."""
         for c in _containers(pod):
-            hook = ((c.model_extra or {}).get("lifecycle") or {}).get("preStop") or {}
-            if "sleep" in hook:
-                await asyncio.sleep(float((hook["sleep"] or {}).get("seconds") or 0))
-            elif "exec" in hook:
-                command = (hook["exec"] or {}).get("command") or []
-                argv = self.container_argv(pod.key, c.name or "", [str(a) for a in command]) if command else None
-                if argv is not None:
-                    await run_probe(argv, float(pod.metadata.deletion_grace_period_seconds or 30))
+            await self._pre_stop_one(pod, c, float(pod.metadata.deletion_grace_period_seconds or 30))
+
+    async def _pre_stop_one(self, pod: Pod, c: Container, timeout: float) -> None:
+        """lifecycle.preStop: `sleep` (PodLifecycleSleepAction) or `exec` inside the container."""
+        hook = ((c.model_extra or {}).get("lifecycle") or {}).get("preStop") or {}
+        if "sleep" in hook:
+            await asyncio.sleep(float((hook["sleep"] or {}).get("seconds") or 0))
+        elif "exec" in hook:
+            command = (hook["exec"] or {}).get("command") or []
+            target = self.container_target(pod.key, c.name or "", [str(a) for a in command]) if command else None
+            if target is not None:
+                await run_probe(target.argv, timeout, env=target.env, cwd=target.cwd)
 
     def _final_status(self, pod: Pod) -> PodStatus:
         """After every container stopped: each terminated (the built-in server exits 0 on SIGTERM), the
@@ -421,11 +487,13 @@ class PodManager:
         never.spec.restart_policy = "Never"
         now = timeutil.rfc3339()
         init, main = self.containers.observed(never, builtin_running=False, builtin_finished=now)
-        return pod_status(pod, init=init, main=main, ip=self.ipam.ip_of(pod.key) or pod.pod_ip,
+        return pod_status(pod, init=init, main=main, ip=self._pod_ip(pod) or pod.pod_ip,
                           host_ip=self.node_ip, sandbox_ready=False, now=now, started=now)
 
     async def _stop(self, key: str, *, keep_logs: bool = False) -> None:
         self.prober.stop(key)
+        for ident in [k for k in self._killing if k[0] == key]:
+            self._killing.pop(ident).cancel()
         if key in self._running or self.dataplane.pod_running(key):
             await self.dataplane.stop_pod(key)
             log.info("%s: pod %s stopped", self.node_name, key)
@@ -442,6 +510,7 @@ class PodManager:
             await self.containers.stop_all_of(key)
             if uid:
                 self.volumes.teardown(self.runtime.pod_dir(uid))
+                self.volumes.forget(uid)
             await self.runtime.remove_pod(key, uid, grace=0, keep_logs=keep_logs)
         if not keep_logs:
             self._uids.pop(key, None)

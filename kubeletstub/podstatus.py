@@ -25,6 +25,7 @@ class Observed:
     last_state: dict[str, Any] = field(default_factory=dict)
     restart_count: int = 0
     ready: bool = False
+    started: bool = True                      # its startup probe passed (or it has none)
     container_id: str | None = None
     will_restart: bool = False                # terminated, and the restart policy brings it back
 
@@ -71,9 +72,10 @@ def _condition(before: Mapping[str, PodCondition], type_: str, status: str, reas
 
 
 def _status(o: Observed) -> ContainerStatus:
-    running = "running" in o.state
+    # kubelet's prober manager: started once running and past its startup probe; ready only once started.
+    started = "running" in o.state and o.started
     return ContainerStatus(name=o.name, image=o.image, image_id="", container_id=o.container_id,
-                           ready=o.ready and running, started=running, restart_count=o.restart_count,
+                           ready=o.ready and started, started=started, restart_count=o.restart_count,
                            state=o.state, last_state=o.last_state)
 
 
@@ -109,7 +111,7 @@ def pod_status(pod: Pod, *, init: Sequence[Observed], main: Sequence[Observed], 
                                      f"containers with incomplete status: [{' '.join(incomplete)}]", now))
     else:
         conditions.append(_condition(before, "Initialized", "True", None, None, now))
-    unready = [o.name for o in main if not (o.ready and "running" in o.state)]
+    unready = [o.name for o in main if not (o.ready and o.started and "running" in o.state)]
     if current == "Succeeded":
         ready: tuple[str, str | None, str | None] = ("False", "PodCompleted", None)
     elif current == "Failed":

@@ -6,137 +6,56 @@ A container is its command exec'd by `kubeletstub.containerinit` in the pod's ne
 sandbox's UTS namespace and a mount namespace of its own, in a session of its own (its process group is
 the container: when its main process exits, whatever it left behind is SIGKILLed, as runc's PID
 namespace does). Every container asks the kernel to SIGKILL it when the kubelab process dies
-(PR_SET_PDEATHSIG, in containerinit; see `_spawn` for why not `kubelab.processes.spawn`). Without namespaces (`namespaces=False`, no root) the command runs as a plain
+(PR_SET_PDEATHSIG, in containerinit; see `spawn_launcher` for why not `kubelab.processes.spawn`). Without namespaces (`namespaces=False`, no root) the command runs as a plain
 process on the host with its environment and working directory only.
 
 No thread or process per container copies output: stdout and stderr are pipes read on the event loop
 (`loop.add_reader`), 64 KiB at a time, into `containerlogs.ContainerLog`; an exit is a pidfd becoming
 readable on the same loop. Signals go through the pidfd, so a recycled PID is never signalled.
 
-`exec_command` gives the argv/env/cwd that runs a command *inside* a running container (the stream
-engineer's exec uses it).
+The records it keeps are in `runtimetypes.py`; attach and exec into a running container (its output,
+stdin, terminal, and `exec_command`: the argv/env/cwd that runs a command inside it) in `containerio.py`,
+which ContainerRuntime inherits.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-import ctypes
-import fcntl
 import json
 import logging
 import os
 import secrets
 import shutil
 import signal
-import struct
 import subprocess
 import sys
-import termios
 import time
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from kubelab import timeutil, validation
 
 from . import crilog
+from .containerio import ContainerStreams, spawn_in_container
 from .containerlogs import ContainerLog
+from .procutil import MNT_DETACH, comm, first_child, libc, mounts_under, read_all, signal_init, spawn_launcher
+from .runtimetypes import Container, ContainerRuntimeError, ContainerSpec, Mount, Sandbox
 
 log = logging.getLogger(__name__)
 
-_SOURCE_ROOT = str(Path(__file__).resolve().parents[1])
 READ_CHUNK = 64 * 1024
 # After a container's main process exits, its pipes are given this long to reach EOF (a process that left
 # the container's process group may hold them) before they are closed regardless.
 DRAIN_TIMEOUT = 2.0
 START_ERROR_EXIT = 128
 START_TIMEOUT = 60.0  # seconds the launcher may take to set a container up and exec
+__all__ = ["Container", "ContainerRuntime", "ContainerRuntimeError", "ContainerSpec", "Mount", "Sandbox",
+           "spawn_in_container"]
 
 
-class ContainerRuntimeError(RuntimeError):
-    """A sandbox or container could not be started."""
-
-
-@dataclass(frozen=True)
-class Mount:
-    source: str
-    target: str
-    read_only: bool = False
-    kind: str = "bind"  # or "tmpfs"
-
-
-@dataclass
-class ContainerSpec:
-    """What to run: resolved by the kubelet (env, argv, volumes' host paths)."""
-
-    pod_key: str
-    pod_uid: str
-    name: str
-    restart: int
-    argv: list[str]
-    env: dict[str, str]
-    working_dir: str | None = None
-    mounts: list[Mount] = field(default_factory=list)
-    netns: str | None = None  # name under /var/run/netns
-    termination_file: str | None = None  # host path of the file bind-mounted at terminationMessagePath
-    stdin: bool = False  # keep a stdin open for attach (kubectl run -i / attach)
-    tty: bool = False    # a pseudo-terminal for stdin, stdout and stderr (its output is logged as stdout)
-
-
-@dataclass
-class Container:
-    """One run of a container (CRI ContainerStatus)."""
-
-    spec: ContainerSpec
-    container_id: str
-    log_path: Path
-    started_at: str = ""
-    finished_at: str = ""
-    finished_mono: float = 0.0
-    exit_code: int | None = None
-    reason: str = ""
-    message: str = ""
-    pid: int = 0
-    pgid: int = 0
-    init_pid: int = 0  # the command: PID 1 of the container's PID namespace (a child of `pid`, unshare)
-    spec_path: Path | None = None
-    _popen: subprocess.Popen[bytes] | None = None
-    _pidfd: int = -1
-    _open_pipes: int = 0
-    _streams: list[tuple[Any, crilog.Stream]] = field(default_factory=list)
-    _stdin: Any = None  # the write end of stdin (a pipe's, or the terminal's master)
-    _listeners: list[Callable[[crilog.Stream, bytes], None]] = field(default_factory=list)
-    _exited: asyncio.Event = field(default_factory=asyncio.Event)
-    _done: asyncio.Event = field(default_factory=asyncio.Event)
-
-    @property
-    def running(self) -> bool:
-        return self.exit_code is None and bool(self.started_at)
-
-    @property
-    def done(self) -> bool:
-        return self._done.is_set()
-
-    async def wait(self) -> None:
-        await self._done.wait()
-
-
-@dataclass
-class Sandbox:
-    pod_key: str
-    hostname: str
-    pid: int = 0
-    pidfd: int = -1
-    popen: subprocess.Popen[bytes] | None = None
-
-    @property
-    def uts_path(self) -> str | None:
-        return f"/proc/{self.pid}/ns/uts" if self.pid else None
-
-
-class ContainerRuntime:
+class ContainerRuntime(ContainerStreams):
     """Containers of one node. `root` holds the pods' files (kubelet's /var/lib/kubelet/pods), `log_root`
     their logs (kubelet's /var/log/pods)."""
 
@@ -182,12 +101,12 @@ class ContainerRuntime:
         box = Sandbox(pod_key, hostname)
         if self.namespaces:
             argv = [sys.executable, "-m", "kubeletstub.containerinit", "--sandbox", hostname, str(os.getpid())]
-            popen = _spawn(argv, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+            popen = spawn_launcher(argv, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
             box.popen, box.pid = popen, popen.pid
             box.pidfd = os.pidfd_open(popen.pid)
             # The namespace exists once the pause process runs `sleep` (it unshares before exec).
             deadline = time.monotonic() + 10
-            while not _comm(popen.pid).startswith("sleep"):
+            while not comm(popen.pid).startswith("sleep"):
                 if popen.poll() is not None or time.monotonic() > deadline:
                     self._kill_sandbox(box)
                     raise ContainerRuntimeError(f"pod sandbox of {pod_key} did not start")
@@ -252,7 +171,7 @@ class ContainerRuntime:
             stdio = {"stdin": subprocess.PIPE if spec.stdin else subprocess.DEVNULL, "stdout": subprocess.PIPE,
                      "stderr": subprocess.PIPE}
         try:
-            popen = _spawn(argv, pass_fds=(err_w,), **stdio)
+            popen = spawn_launcher(argv, pass_fds=(err_w,), **stdio)
         except OSError as exc:
             for fd in (err_r, err_w, master, slave):
                 if fd >= 0:
@@ -273,7 +192,7 @@ class ContainerRuntime:
         container._popen, container.pid, container.pgid = popen, popen.pid, popen.pid
         container._pidfd = os.pidfd_open(popen.pid)
         try:
-            error = await asyncio.wait_for(_read_all(err_r), START_TIMEOUT)
+            error = await asyncio.wait_for(read_all(err_r), START_TIMEOUT)
         except TimeoutError:
             # The launcher is stuck before exec (a mount that hangs): it goes, and the run is a StartError.
             with contextlib.suppress(ProcessLookupError, PermissionError):
@@ -289,8 +208,9 @@ class ContainerRuntime:
             container.reason, container.message = "StartError", error.decode(errors="replace")
             return container
         container.started_at = timeutil.rfc3339()
+        container.started_mono = time.monotonic()
         if self.namespaces:
-            container.init_pid = await _first_child(popen.pid, container._exited)
+            container.init_pid = await first_child(popen.pid, container._exited)
         return container
 
     def _fail(self, container: Container, message: str) -> None:
@@ -372,7 +292,7 @@ class ContainerRuntime:
             if container is not None and not container.done and container._exited.is_set():
                 await container.wait()
             return
-        _signal_init(container, signal.SIGTERM)
+        signal_init(container, signal.SIGTERM)
         try:
             await asyncio.wait_for(container._exited.wait(), timeout=max(grace, 0))
         except TimeoutError:
@@ -412,197 +332,7 @@ class ContainerRuntime:
         """Remove every pod's files and logs: what a previous run left (killed, its containers died with
         it), or this one's at the end. Memory-backed emptyDirs are unmounted first. Blocks."""
         pods = self.root / "pods"
-        for mount_point in _mounts_under(pods):
-            _libc.umount2(str(mount_point).encode(), MNT_DETACH)
+        for mount_point in mounts_under(pods):
+            libc.umount2(str(mount_point).encode(), MNT_DETACH)
         shutil.rmtree(pods, ignore_errors=True)
         shutil.rmtree(self.log_root, ignore_errors=True)
-
-    # --- attach ------------------------------------------------------------------------------------
-
-    def subscribe(self, pod_key: str, name: str, listener: Callable[[crilog.Stream, bytes], None]
-                  ) -> Callable[[], None]:
-        """Call `listener(stream, chunk)` with the running container's output as it is read (b"" when a
-        stream ends), on the event loop; it must not block. Returns the unsubscribe function. Raises
-        LookupError when the container is not running."""
-        container = self._containers.get((pod_key, name))
-        if container is None or not container.running:
-            raise LookupError(f"container {name} of {pod_key} is not running")
-        container._listeners.append(listener)
-
-        def unsubscribe() -> None:
-            with contextlib.suppress(ValueError):
-                container._listeners.remove(listener)
-
-        return unsubscribe
-
-    def output_open(self, pod_key: str, name: str) -> bool:
-        """Whether any of the running container's output streams is still open (attach ends when none is)."""
-        container = self._containers.get((pod_key, name))
-        return container is not None and container._open_pipes > 0
-
-    def stdin_fd(self, pod_key: str, name: str) -> int | None:
-        """The descriptor to write the container's stdin to (its terminal with tty), None when the
-        container has no stdin (spec `stdin: false`) or it was closed. Blocking: write it with
-        loop.add_writer or from a thread."""
-        container = self._containers.get((pod_key, name))
-        if container is None or container._stdin is None or container._stdin.closed:
-            return None
-        return int(container._stdin.fileno())
-
-    def close_stdin(self, pod_key: str, name: str) -> None:
-        """End of input (stdinOnce, or the client closed stdin): the pipe closed, or ^D on a terminal."""
-        container = self._containers.get((pod_key, name))
-        if container is None or container._stdin is None or container._stdin.closed:
-            return
-        if container.spec.tty:
-            with contextlib.suppress(OSError):
-                os.write(container._stdin.fileno(), b"\x04")
-        else:
-            container._stdin.close()
-
-    def resize(self, pod_key: str, name: str, *, width: int, height: int) -> None:
-        """Terminal resize (the resize channel of attach and exec -t)."""
-        container = self._containers.get((pod_key, name))
-        if container is None or not container.spec.tty or container._stdin is None or container._stdin.closed:
-            return
-        fcntl.ioctl(container._stdin.fileno(), termios.TIOCSWINSZ, struct.pack("HHHH", height, width, 0, 0))
-
-    # --- exec --------------------------------------------------------------------------------------
-
-    def exec_command(self, pod_key: str, name: str, cmd: Sequence[str]) -> tuple[list[str], dict[str, str], str]:
-        """(argv, env, cwd) that runs `cmd` inside the running container `name` of `pod_key`: the same
-        network, UTS and mount namespaces and root (nsenter into its main process), its environment and
-        working directory. Raises LookupError when the container is not running. `spawn_in_container`
-        starts it."""
-        container = self._containers.get((pod_key, name))
-        if container is None or not container.running or not container.pid:
-            raise LookupError(f"container {name} of {pod_key} is not running")
-        env = dict(container.spec.env)
-        cwd = container.spec.working_dir or "/"
-        if not self.namespaces:
-            return list(cmd), env, cwd
-        # `-w` alone: the command's own working directory (its workingDir), found inside its mount
-        # namespace and root; nsenter 2.38 opens a named one before entering them.
-        argv = ["nsenter", "-t", str(container.init_pid or container.pid), "-n", "-u", "-m", "-p", "-r", "-w",
-                "--", *cmd]
-        return argv, env, "/"
-
-
-def spawn_in_container(runtime: ContainerRuntime, pod_key: str, name: str, cmd: Sequence[str],
-                       **popen_kwargs: Any) -> subprocess.Popen[bytes]:
-    """Start `cmd` inside a running container (kubectl exec): from the event loop's thread, in a session
-    of its own; stdin/stdout/stderr as given in `popen_kwargs`. A missing binary exits 127 with nsenter's
-    message on stderr ("failed to execute ...: No such file or directory"), 126 when not executable."""
-    argv, env, cwd = runtime.exec_command(pod_key, name, cmd)
-    return subprocess.Popen(argv, env=env, cwd=cwd, close_fds=True, start_new_session=True, **popen_kwargs)
-
-
-def _spawn(argv: Sequence[str], **kwargs: Any) -> subprocess.Popen[bytes]:
-    """Start a launcher from the event loop's thread, without a preexec_fn: then subprocess uses vfork,
-    and no fork handler runs in the child (gRPC's, of the etcd client in `kubelab up`, crashed children
-    forked with a preexec_fn under load: SIGSEGV before exec). The launcher asks for PR_SET_PDEATHSIG
-    itself; the kernel ties it to the forking thread, and the event loop's thread lives as long as
-    kubelab does."""
-    return subprocess.Popen(argv, env=_launcher_env(), close_fds=True, start_new_session=True, **kwargs)
-
-
-_libc = ctypes.CDLL(None, use_errno=True)
-MNT_DETACH = 2
-
-
-def _mounts_under(path: Path) -> list[Path]:
-    """Mount points below `path` (deepest first), from /proc/self/mounts."""
-    prefix = str(path.resolve()) + "/"
-    found = []
-    try:
-        with open("/proc/self/mounts") as f:
-            for line in f:
-                target = line.split()[1].replace("\\040", " ")
-                if target.startswith(prefix):
-                    found.append(Path(target))
-    except OSError:
-        return []
-    return sorted(found, key=lambda p: len(p.parts), reverse=True)
-
-
-def _signal_init(container: Container, signum: int) -> None:
-    """Signal the container's command: PID 1 of its namespace (which, as in any container, ignores a
-    signal it has no handler for), else the main process."""
-    target = container.init_pid or container.pid
-    try:
-        fd = os.pidfd_open(target)
-    except ProcessLookupError:
-        return
-    try:
-        # Checked through the pidfd: the command is still the child of the container's main process.
-        if target == container.pid or _parent(target) == container.pid:
-            with contextlib.suppress(ProcessLookupError):
-                signal.pidfd_send_signal(fd, signum)
-    finally:
-        os.close(fd)
-
-
-def _parent(pid: int) -> int:
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as f:
-            raw = f.read().decode(errors="replace")
-    except OSError:
-        return 0
-    return int(raw[raw.rindex(")") + 2:].split()[1])
-
-
-async def _first_child(pid: int, exited: asyncio.Event) -> int:
-    """The PID of `pid`'s first child (unshare forks the command right after exec), 0 if it exits first."""
-    for _ in range(400):
-        try:
-            with open(f"/proc/{pid}/task/{pid}/children") as f:  # noqa: ASYNC230 - procfs: never blocks
-                children = f.read().split()
-        except OSError:
-            return 0
-        if children:
-            return int(children[0])
-        if exited.is_set():
-            return 0
-        await asyncio.sleep(0.005)
-    return 0
-
-
-def _launcher_env() -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if k in ("PATH", "LANG", "LC_ALL")}
-    env["PYTHONPATH"] = _SOURCE_ROOT
-    return env
-
-
-def _comm(pid: int) -> str:
-    try:
-        with open(f"/proc/{pid}/comm") as f:
-            return f.read().strip()
-    except OSError:
-        return ""
-
-
-async def _read_all(fd: int) -> bytes:
-    """Everything written to pipe `fd` until every writer closed it (on the event loop); closes `fd`."""
-    loop = asyncio.get_running_loop()
-    done: asyncio.Future[bytes] = loop.create_future()
-    chunks: list[bytes] = []
-    os.set_blocking(fd, False)
-
-    def readable() -> None:
-        try:
-            data = os.read(fd, 4096)
-        except BlockingIOError:
-            return
-        if data:
-            chunks.append(data)
-            return
-        loop.remove_reader(fd)
-        if not done.done():
-            done.set_result(b"".join(chunks))
-
-    loop.add_reader(fd, readable)
-    try:
-        return await done
-    finally:
-        loop.remove_reader(fd)
-        os.close(fd)

@@ -239,8 +239,8 @@ class KubeletServer:
             return
         refusal = containerexec.missing_binary(command, containerexec.container_path(pod, container))
         if refusal is not None:
-            code, detail = refusal
-            await refuse_exec(streams, opts, command, code=code, message=containerexec.oci_message(detail))
+            _code, detail = refusal
+            await refuse_exec(streams, opts, command, message=containerexec.oci_message(detail))
             return
         await ExecSession(streams, target.argv, command, opts, env=target.env, cwd=target.cwd).run()
 

@@ -1,5 +1,11 @@
 """The kubelet's Summary API (`/stats/summary`, k8s.io/kubelet/pkg/apis/stats/v1alpha1): CPU and memory
-of every pod's processes, and the node's as their sum, for metrics.k8s.io and `kubectl top`.
+of every pod's processes, and of the node, for metrics.k8s.io and `kubectl top`.
+
+The node's figures are its own readings, as kubelet takes them from cAdvisor's root container: the
+machine's busy CPU time from /proc/stat (everything but idle and iowait) and its memory from
+/proc/meminfo (workingSetBytes MemTotal - MemAvailable, availableBytes MemAvailable, usageBytes
+MemTotal - MemFree, rssBytes AnonPages). Nodes of one lab share a machine, so they report the same; a
+node in a container of its own reads what that container's /proc shows.
 
 A pod's processes are those in its network namespace (its server, its containers' commands, what
 `kubectl exec` started there), found by the namespace's inode in /proc/<pid>/ns/net. CPU is utime+stime
@@ -36,6 +42,42 @@ FIRST_WINDOW = 1.0  # seconds between two samples when there is no earlier one t
 class Usage:
     cpu_ns: int      # cumulative CPU time of the processes
     rss_bytes: int
+
+
+@dataclass(frozen=True, slots=True)
+class MachineUsage:
+    cpu_ns: int            # cumulative busy CPU time of all CPUs
+    working_set_bytes: int
+    usage_bytes: int
+    available_bytes: int
+    rss_bytes: int
+
+
+def parse_machine(proc_stat: str, meminfo: str) -> MachineUsage | None:
+    """The machine's readings from the text of /proc/stat and /proc/meminfo; None when unreadable."""
+    cpu = next((line.split()[1:] for line in proc_stat.splitlines() if line.startswith("cpu ")), None)
+    memory: dict[str, int] = {}
+    for line in meminfo.splitlines():
+        name, _, rest = line.partition(":")
+        fields = rest.split()
+        if fields and is_ascii_digits(fields[0]):
+            memory[name] = int(fields[0]) * 1024  # kB
+    if cpu is None or len(cpu) < 8 or not all(is_ascii_digits(f) for f in cpu[:8]) or \
+            not {"MemTotal", "MemFree", "MemAvailable"} <= memory.keys():
+        return None
+    user, nice, system, _idle, _iowait, irq, softirq, steal = (int(f) for f in cpu[:8])
+    total = memory["MemTotal"]
+    return MachineUsage(cpu_ns=(user + nice + system + irq + softirq + steal) * CLOCK_TICK_NS,
+                        working_set_bytes=total - memory["MemAvailable"], usage_bytes=total - memory["MemFree"],
+                        available_bytes=memory["MemAvailable"], rss_bytes=memory.get("AnonPages", 0))
+
+
+def machine_usage() -> MachineUsage | None:
+    try:
+        with open("/proc/stat") as stat, open("/proc/meminfo") as meminfo:
+            return parse_machine(stat.read(), meminfo.read())
+    except OSError:
+        return None
 
 
 def _netns_inode(name: str) -> int | None:
@@ -96,22 +138,23 @@ class StatsProvider:
         self.node_name = node_name
         self.dataplane = dataplane
         self.started = timeutil.rfc3339()
-        self._last: tuple[float, dict[str, Usage]] | None = None
+        self._last: tuple[float, dict[str, Usage], MachineUsage | None] | None = None
 
-    def _sample(self, pods: Mapping[str, Pod]) -> dict[str, Usage]:
+    def _sample(self, pods: Mapping[str, Pod]) -> tuple[dict[str, Usage], MachineUsage | None]:
         inodes = {key: pod_processes(self.dataplane, pod) for key, pod in pods.items()}
         totals = usage_by_netns(i for i in inodes.values() if i is not None)
-        return {key: totals.get(inode, Usage(0, 0)) for key, inode in inodes.items() if inode is not None}
+        return ({key: totals.get(inode, Usage(0, 0)) for key, inode in inodes.items() if inode is not None},
+                machine_usage())
 
     async def summary(self, pods: Mapping[str, Pod]) -> dict[str, Any]:
         snapshot = dict(pods)
         if self._last is None:
-            self._last = (time.monotonic(), await asyncio.to_thread(self._sample, snapshot))
+            self._last = (time.monotonic(), *await asyncio.to_thread(self._sample, snapshot))
             await asyncio.sleep(FIRST_WINDOW)
-        then, before = self._last
-        current = await asyncio.to_thread(self._sample, snapshot)
+        then, before, machine_before = self._last
+        current, machine = await asyncio.to_thread(self._sample, snapshot)
         now_mono = time.monotonic()
-        self._last = (now_mono, current)
+        self._last = (now_mono, current, machine)
         elapsed = max(now_mono - then, 1e-3)
         now = timeutil.rfc3339()
         pod_stats = []
@@ -131,6 +174,13 @@ class StatsProvider:
                                          "uid": pod.metadata.uid},
                               "startTime": started, "containers": containers,
                               "cpu": _cpu(now, usage.cpu_ns, rate), "memory": _memory(now, usage.rss_bytes)})
+        node_memory = _memory(now, node_rss)
+        if machine is not None:  # the node's own readings; the pods' sum only where /proc tells nothing
+            earlier_cpu = machine_before.cpu_ns if machine_before is not None else machine.cpu_ns
+            node_cpu, node_rate = machine.cpu_ns, max(0, int((machine.cpu_ns - earlier_cpu) / elapsed))
+            node_memory = {"time": now, "availableBytes": machine.available_bytes, "usageBytes": machine.usage_bytes,
+                           "workingSetBytes": machine.working_set_bytes, "rssBytes": machine.rss_bytes,
+                           "pageFaults": 0, "majorPageFaults": 0}
         return {"node": {"nodeName": self.node_name, "startTime": self.started,
-                         "cpu": _cpu(now, node_cpu, node_rate), "memory": _memory(now, node_rss)},
+                         "cpu": _cpu(now, node_cpu, node_rate), "memory": node_memory},
                 "pods": pod_stats, "windowSeconds": round(elapsed, 3)}

@@ -10,12 +10,14 @@ downwardapi, projected; pkg/volume/util/atomic_writer.go), under the pod's direc
   that is not optional fails the mount (FailedMount, retried); optional ones give an empty volume.
 - projected serviceAccountToken: a bound token from the TokenRequest API (`POST .../serviceaccounts/
   <sa>/token`, boundObjectRef the pod, expirationSeconds default 3607), failing the mount while the API
-  refuses it, as kubelet does.
+  refuses it, as kubelet does. Tokens are kept as kubelet's token manager keeps them (pkg/kubelet/token):
+  one per pod, account, audience and lifetime, asked for again once it is older than 80 % of its
+  lifetime (past expiry - 20 % of expirationSeconds, less a jitter of up to 10 s) or than 24 h.
 These volumes are always mounted read-only in containers, as kubelet mounts them.
 
 The contents are written when the pod starts, and written again (a new payload, ``..data`` swapped in
 one rename, as kubelet's sync does every minute) when a ConfigMap, Secret or the pod's metadata they
-come from changed; a projected token is not renewed yet (kubelet renews it at 80% of its lifetime).
+come from changed, or a projected token was renewed.
 """
 
 from __future__ import annotations
@@ -26,8 +28,10 @@ import ctypes
 import datetime
 import os
 import posixpath
+import random
 import shutil
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -44,6 +48,38 @@ _PLUGINS = {"emptyDir": "kubernetes.io~empty-dir", "configMap": "kubernetes.io~c
             "secret": "kubernetes.io~secret", "downwardAPI": "kubernetes.io~downward-api",
             "projected": "kubernetes.io~projected"}
 _READ_ONLY = ("configMap", "secret", "downwardAPI", "projected")
+# kubelet's token manager: a token is renewed past 80 % of its lifetime or 24 h, whichever comes first,
+# less a random jitter of up to 10 s (so that a node's pods do not all ask at once).
+TOKEN_MAX_TTL = 24 * 3600.0
+TOKEN_MAX_JITTER = 10.0
+
+
+@dataclass(frozen=True)
+class IssuedToken:
+    """A token the TokenRequest API gave: its text, when it expires, the lifetime it was issued for."""
+
+    token: str
+    expiration: datetime.datetime
+    expiration_seconds: int
+
+
+def token_needs_refresh(issued: IssuedToken, now: datetime.datetime, jitter: float = 0.0) -> bool:
+    """kubelet's requiresRefresh: older than 24 h, or within 20 % of its lifetime of expiring (both less
+    `jitter` seconds)."""
+    issued_at = issued.expiration - datetime.timedelta(seconds=issued.expiration_seconds)
+    if now > issued_at + datetime.timedelta(seconds=TOKEN_MAX_TTL - jitter):
+        return True
+    return now > issued.expiration - datetime.timedelta(seconds=issued.expiration_seconds * 20 // 100 + jitter)
+
+
+def _expiration(status: Mapping[str, Any], seconds: int, now: datetime.datetime) -> datetime.datetime:
+    """status.expirationTimestamp of a TokenRequest answer (RFC 3339), else now + the lifetime asked."""
+    raw = status.get("expirationTimestamp")
+    if isinstance(raw, str):
+        with contextlib.suppress(ValueError):
+            parsed = datetime.datetime.fromisoformat(raw)
+            return parsed if parsed.tzinfo else parsed.replace(tzinfo=datetime.UTC)
+    return now + datetime.timedelta(seconds=seconds)
 
 
 class MountError(ValueError):
@@ -148,10 +184,21 @@ def _downward(pod: Mapping[str, Any], container_of: Mapping[str, Mapping[str, An
 class VolumeManager:
     """Sets up and tears down the volumes of the pods on one node."""
 
-    def __init__(self, api: ApiClient, *, node_ip: str, allocatable: Mapping[str, str]) -> None:
+    def __init__(self, api: ApiClient, *, node_ip: str, allocatable: Mapping[str, str],
+                 clock: Callable[[], datetime.datetime] | None = None,
+                 jitter: Callable[[], float] | None = None) -> None:
         self.api = api
         self.node_ip = node_ip
         self.allocatable = allocatable
+        self.clock = clock or (lambda: datetime.datetime.now(datetime.UTC))
+        self.jitter = jitter or (lambda: random.uniform(0, TOKEN_MAX_JITTER))
+        # (pod uid, account, audiences, expirationSeconds) -> the token kubelet's token manager caches
+        self._tokens: dict[tuple[str, str, tuple[str, ...], int], IssuedToken] = {}
+
+    def forget(self, pod_uid: str) -> None:
+        """The pod is gone: its tokens with it."""
+        for key in [k for k in self._tokens if k[0] == pod_uid]:
+            del self._tokens[key]
 
     async def _get(self, rt: Any, namespace: str, name: str) -> dict[str, Any] | None:
         try:
@@ -173,21 +220,35 @@ class VolumeManager:
         return {k: base64.b64decode(v) for k, v in (obj.get("data") or {}).items()}
 
     async def _token(self, pod: Pod, source: Mapping[str, Any]) -> bytes:
+        """The pod's token for this source: the cached one while it is fresh, else a new one."""
         namespace = pod.metadata.namespace or "default"
         sa = (pod.spec.model_extra or {}).get("serviceAccountName") if pod.spec else None
         sa = sa or "default"
+        audiences = [str(source["audience"])] if source.get("audience") else []
+        seconds = int(source.get("expirationSeconds") or TOKEN_EXPIRATION)
+        key = (pod.metadata.uid or "", sa, tuple(audiences), seconds)
+        cached = self._tokens.get(key)
+        now = self.clock()
+        if cached is not None and not token_needs_refresh(cached, now, self.jitter()):
+            return cached.token.encode()
         body = {"apiVersion": "authentication.k8s.io/v1", "kind": "TokenRequest",
-                "spec": {"audiences": [source["audience"]] if source.get("audience") else [],
-                         "expirationSeconds": int(source.get("expirationSeconds") or TOKEN_EXPIRATION),
+                "spec": {"audiences": audiences,
+                         "expirationSeconds": seconds,
                          "boundObjectRef": {"kind": "Pod", "apiVersion": "v1", "name": pod.metadata.name,
                                             "uid": pod.metadata.uid}}}
         try:
             answer = await self.api.request("POST", kinds.SERVICEACCOUNTS.path(namespace, sa, "token"), body=body)
         except ApiError as exc:
+            if cached is not None and now < cached.expiration:
+                return cached.token.encode()  # kubelet keeps serving a token that is still valid
             raise MountError(f'failed to fetch token: {exc}') from exc
-        token = ((answer or {}).get("status") or {}).get("token")
+        status = (answer or {}).get("status") or {}
+        token = status.get("token")
         if not token:
             raise MountError("failed to fetch token: the TokenRequest answer has no token")
+        issued_seconds = ((answer or {}).get("spec") or {}).get("expirationSeconds")
+        self._tokens[key] = IssuedToken(str(token), _expiration(status, seconds, now),
+                                        int(issued_seconds) if isinstance(issued_seconds, int) else seconds)
         return str(token).encode()
 
     async def _files(self, pod: Pod, raw: Mapping[str, Any], volume: Mapping[str, Any], ip: str
@@ -226,9 +287,9 @@ class VolumeManager:
 
     async def setup(self, pod: Pod, pod_dir: Path, ip: str, *, refresh: bool = False) -> bool:
         """Every volume of the pod in place; raises MountError naming the first that is not. With
-        `refresh`, only the volumes kubelet keeps up to date (configMap, secret, downwardAPI, projected
-        without a token: a token is requested once) are written again, where their content changed.
-        Returns whether the pod has any such volume."""
+        `refresh`, the volumes kubelet keeps up to date (configMap, secret, downwardAPI, projected, whose
+        tokens are renewed when due) are written again, where their content changed. Returns whether
+        the pod has any such volume."""
         raw = pod.to_dict()
         refreshable = False
         for volume in (pod.spec.volumes if pod.spec else None) or []:
@@ -236,9 +297,7 @@ class VolumeManager:
             name = volume.get("name")
             if kind is None:
                 continue  # hostPath, PVCs...: not kubelab's (the container sees the host's files anyway)
-            has_token = kind == "projected" and any(
-                "serviceAccountToken" in src for src in (volume.get("projected") or {}).get("sources") or [])
-            if kind != "emptyDir" and not has_token:
+            if kind != "emptyDir":
                 refreshable = True
             elif refresh:
                 continue
