@@ -57,6 +57,22 @@ def _status_ip_errors(status: PodStatus | None) -> list[FieldError]:
     return errs
 
 
+def default_probe(probe: dict[str, Any]) -> None:
+    """SetDefaults_Probe (a zero is unset in Go), SetDefaults_HTTPGetAction and SetDefaults_GRPCAction:
+    what `kubectl describe` then shows as `timeout=1s period=10s #success=1 #failure=3`."""
+    for field, default in (("timeoutSeconds", 1), ("periodSeconds", 10), ("successThreshold", 1),
+                           ("failureThreshold", 3)):
+        if not probe.get(field):
+            probe[field] = default
+    http = probe.get("httpGet")
+    if isinstance(http, dict):
+        http["path"] = http.get("path") or "/"
+        http["scheme"] = http.get("scheme") or "HTTP"
+    grpc = probe.get("grpc")
+    if isinstance(grpc, dict) and grpc.get("service") is None:
+        grpc["service"] = ""
+
+
 class PodStrategy(Strategy):
     def set_defaults(self, obj: TypedObject) -> None:
         assert isinstance(obj, Pod)
@@ -85,6 +101,9 @@ class PodStrategy(Strategy):
                     extra["imagePullPolicy"] = "Always" if tagless or c.image.endswith(":latest") else "IfNotPresent"
                 extra.setdefault("terminationMessagePath", "/dev/termination-log")
                 extra.setdefault("terminationMessagePolicy", "File")
+                for probe in (c.liveness_probe, c.readiness_probe, extra.get("startupProbe")):
+                    if isinstance(probe, dict):
+                        default_probe(probe)
 
     def prepare_create(self, obj: TypedObject) -> None:
         super().prepare_create(obj)
