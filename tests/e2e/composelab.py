@@ -1,8 +1,8 @@
 """docker-compose without Docker: a compose file's services run as local processes, each in a network
 namespace of its own on an emulated compose network (tests/e2e/test_compose.py).
 
-There is no container engine on these machines, so this plays Docker's part as faithfully as one
-machine allows, from the output of the real `docker-compose config` (which also validates the file):
+This plays Docker's part, without a container engine, as faithfully as one machine allows (the real
+thing, with Docker and images built offline, is tests/e2e/test_compose_docker.py), from the output of the real `docker-compose config` (which also validates the file):
 
 - **The network.** A lab namespace holds a bridge carrying the network's gateway address: the docker
   host's side of the bridge. Each service ("container") gets a namespace with eth0 on that bridge at

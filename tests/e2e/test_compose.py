@@ -7,7 +7,8 @@ its own on an emulated compose network (tests/e2e/composelab.py says how, and wh
 Against that cluster the first seed's Service scenario runs with the real kubectl through the
 published port: three pods Running on the node containers, the Endpoints, kube-proxy's chains in a
 node's own iptables, curl to the ClusterIP from a node reaching every pod, and a pod finding the
-Service by name through cluster DNS.
+Service by name through cluster DNS. It needs no Docker; the same file brought up by a
+real Docker engine is tests/e2e/test_compose_docker.py.
 """
 
 from __future__ import annotations
