@@ -16,7 +16,9 @@ registry; the base image, the .debs, the wheels and Docker's layer cache are kep
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import os
+import re
 import shlex
 import shutil
 import signal
@@ -35,6 +37,7 @@ BASE_IMAGE = "kubelab-base:bookworm"
 DOCKERD_FLAGS = ("--iptables=false", "--ip-forward=false", "--ip-masq=false", "--bridge=none")
 DOCKER_TOOLS = ("dockerd", "docker", "docker-compose", "debootstrap")
 STOP_TIMEOUT = 60.0
+ENGINE_LOCK = "/run/kubelab-compose-e2e.lock"
 
 
 class DockerError(RuntimeError):
@@ -43,12 +46,17 @@ class DockerError(RuntimeError):
 
 @dataclass(frozen=True)
 class HostNetwork:
-    """What Docker may change in the host's network namespace."""
+    """What Docker may change in the host's network namespace, and only that (other tests on the
+    machine may add links of their own meanwhile)."""
 
     forward_policy: str
     ip_forward: str
-    links: frozenset[str]
-    chains: frozenset[str]  # "table chain" for every chain of filter and nat
+    links: frozenset[str]  # docker0 and the compose networks' bridges (br-<network id>)
+    chains: frozenset[str]  # "table chain" of Docker's chains (DOCKER, DOCKER-USER, DOCKER-ISOLATION-...)
+
+
+def _docker_link(name: str) -> bool:
+    return name == "docker0" or re.fullmatch(r"br-[0-9a-f]{12}", name) is not None
 
 
 def host_network() -> HostNetwork:
@@ -58,17 +66,17 @@ def host_network() -> HostNetwork:
         done = subprocess.run(["iptables", "-w", "-t", table, "-S"], check=True, capture_output=True, text=True)
         for line in done.stdout.splitlines():
             words = line.split()
-            if words[:1] in (["-N"], ["-P"]):
+            if words[:1] == ["-N"] and words[1].startswith("DOCKER"):
                 chains.add(f"{table} {words[1]}")
             if words[:2] == ["-P", "FORWARD"] and table == "filter":
                 policy = words[2]
-    links = frozenset(p.name for p in Path("/sys/class/net").iterdir())
+    links = frozenset(p.name for p in Path("/sys/class/net").iterdir() if _docker_link(p.name))
     return HostNetwork(policy, Path("/proc/sys/net/ipv4/ip_forward").read_text().strip(), links, frozenset(chains))
 
 
 def restore_host_network(before: HostNetwork) -> None:
-    """Undo what Docker does to a host: FORWARD policy, ip_forward, DOCKER* chains, docker0 and the
-    compose networks' bridges (br-<id>) it left."""
+    """Undo what Docker does to a host: FORWARD policy, ip_forward, DOCKER* chains (and the host's
+    jumps into them), docker0 and the compose networks' bridges it left."""
     now = host_network()
     if now.forward_policy != before.forward_policy and before.forward_policy:
         subprocess.run(["iptables", "-w", "-P", "FORWARD", before.forward_policy], check=False)
@@ -87,8 +95,7 @@ def restore_host_network(before: HostNetwork) -> None:
         for table, chain in sorted(added):
             subprocess.run(["iptables", "-w", "-t", table, flag, chain], check=False, capture_output=True)
     for link in sorted(now.links - before.links):
-        if link == "docker0" or link.startswith(("br-", "veth")):
-            subprocess.run(["ip", "link", "delete", link], check=False, capture_output=True)
+        subprocess.run(["ip", "link", "delete", link], check=False, capture_output=True)
 
 
 @dataclass
@@ -120,9 +127,19 @@ def engine() -> Iterator[Engine]:
     """A Docker engine: the machine's if one runs, else a dockerd of our own, stopped at the end with
     the host's network checked and put back."""
     base_env = {**os.environ, "PATH": _docker_path()}
-    if subprocess.run(["docker", "info"], check=False, capture_output=True, env=base_env).returncode == 0:
-        yield Engine(base_env, started=False)
-        return
+    # One at a time per machine: two dockerds on one data root (/var/lib/docker, kept for its cache)
+    # would fight over containerd's database, and the compose network's subnet is fixed.
+    with open(ENGINE_LOCK, "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if subprocess.run(["docker", "info"], check=False, capture_output=True, env=base_env).returncode == 0:
+            yield Engine(base_env, started=False)
+        else:
+            with _own_dockerd(base_env) as eng:
+                yield eng
+
+
+@contextlib.contextmanager
+def _own_dockerd(base_env: dict[str, str]) -> Iterator[Engine]:
     before = host_network()
     work = Path(tempfile.mkdtemp(prefix="kubelab-dockerd-"))
     socket = work / "docker.sock"
