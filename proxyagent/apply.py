@@ -19,6 +19,8 @@ import shutil
 from collections.abc import Sequence
 from typing import Protocol
 
+from kubelab.netnsthread import run_in_netns
+
 from .canonical import canonical_sort
 from .render import JUMP_RULES
 
@@ -231,11 +233,27 @@ class IptablesApplier:
 
     async def enable_route_localnet(self) -> None:
         """net.ipv4.conf.all.route_localnet=1, which NodePorts on 127.0.0.1 need (kube-proxy sets it
-        when --iptables-localhost-nodeports is on; the KUBE-FIREWALL rule closes the hole it opens)."""
-        argv = ["sysctl", "-q", "-w", "net.ipv4.conf.all.route_localnet=1"]
-        code, _, err = await self._run(["ip", "netns", "exec", self.netns, *argv] if self.netns else argv)
-        if code != 0:
-            raise ApplyError(f"could not set route_localnet: {err.strip()}", exit_code=code)
+        when --iptables-localhost-nodeports is on; the KUBE-FIREWALL rule closes the hole it opens).
+        Written to /proc/sys as kube-proxy's sysctl package does, not with the sysctl binary, which a
+        node image need not have; left alone when it already holds 1, so a container whose /proc/sys
+        is read-only but whose runtime set it (compose's `sysctls:`) passes."""
+        try:
+            await asyncio.to_thread(run_in_netns, self.netns, _route_localnet_on, name="route-localnet")
+        except OSError as exc:
+            raise ApplyError(f"could not set route_localnet: {exc.strerror or exc}; set "
+                             "net.ipv4.conf.all.route_localnet=1 for the container (compose `sysctls:`)") from exc
+
+
+ROUTE_LOCALNET = "/proc/sys/net/ipv4/conf/all/route_localnet"
+
+
+def _route_localnet_on() -> None:
+    """In the calling thread's network namespace (/proc/sys/net is the opener's)."""
+    with open(ROUTE_LOCALNET) as f:
+        if f.read().strip() == "1":
+            return
+    with open(ROUTE_LOCALNET, "w") as f:
+        f.write("1")
 
 
 def _restore_error(stderr: str, payload: str) -> str:

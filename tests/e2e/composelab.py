@@ -1,8 +1,8 @@
 """docker-compose without Docker: a compose file's services run as local processes, each in a network
 namespace of its own on an emulated compose network (tests/e2e/test_compose.py).
 
-There is no container engine on these machines, so this plays Docker's part as faithfully as one
-machine allows, from the output of the real `docker-compose config` (which also validates the file):
+This plays Docker's part, without a container engine, as faithfully as one machine allows (the real
+thing, with Docker and images built offline, is tests/e2e/test_compose_docker.py), from the output of the real `docker-compose config` (which also validates the file):
 
 - **The network.** A lab namespace holds a bridge carrying the network's gateway address: the docker
   host's side of the bridge. Each service ("container") gets a namespace with eth0 on that bridge at
@@ -196,7 +196,8 @@ def kubelab_image(context: Path, dockerfile: str = "Dockerfile") -> Image:
         elif word == "ENV":
             for item in shlex.split(rest):
                 key, _, value = item.partition("=")
-                env[key] = value
+                if key != "PATH":  # the image's virtualenv on PATH: this checkout's .venv stands in (below)
+                    env[key] = value
         elif word == "WORKDIR":
             workdir = rest
     # python:3.11-slim-bookworm has python and sh, `pip install .` adds the kubelab console script, and
@@ -221,8 +222,13 @@ def etcd_image(name: str) -> Image:
                  {"/usr/local/bin/etcd": find_etcd(), "/usr/local/bin/etcdctl": etcdctl})
 
 
-def image_of(service: dict[str, Any]) -> Image:
+def image_of(service: dict[str, Any], services: dict[str, Any] | None = None) -> Image:
+    """The stand-in for a service's image: this repository's build, or etcd's. A service that names
+    the image another one builds (`image:` without `build:`) runs that build, as Docker would."""
     build = service.get("build")
+    if build is None and service.get("image"):
+        build = next((s["build"] for s in (services or {}).values()
+                      if s.get("build") is not None and s.get("image") == service["image"]), None)
     if build is not None:
         context = Path(build["context"] if isinstance(build, dict) else build)
         if context.resolve() != REPO:
@@ -369,7 +375,7 @@ class ComposeLab:
         services = {}
         for name in self._start_order(specs):
             ip = fixed.get(name) or next(free)
-            services[name] = Service(name, specs[name], image_of(specs[name]), ip)
+            services[name] = Service(name, specs[name], image_of(specs[name], specs), ip)
         return services
 
     @staticmethod

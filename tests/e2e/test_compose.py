@@ -7,7 +7,8 @@ its own on an emulated compose network (tests/e2e/composelab.py says how, and wh
 Against that cluster the first seed's Service scenario runs with the real kubectl through the
 published port: three pods Running on the node containers, the Endpoints, kube-proxy's chains in a
 node's own iptables, curl to the ClusterIP from a node reaching every pod, and a pod finding the
-Service by name through cluster DNS.
+Service by name through cluster DNS. It needs no Docker; the same file brought up by a
+real Docker engine is tests/e2e/test_compose_docker.py.
 """
 
 from __future__ import annotations
@@ -87,6 +88,32 @@ def test_compose_file_keeps_the_lab_plan(config: dict[str, Any]) -> None:
     assert services["apiserver"]["depends_on"] == {"etcd": {"condition": "service_healthy"}}
     for name in ("scheduler", "controllers", "dns", *NODES):
         assert services[name]["depends_on"] == {"apiserver": {"condition": "service_healthy"}}, name
+
+
+def test_one_image_built_once_and_nodes_least_privileged(config: dict[str, Any]) -> None:
+    services = config["services"]
+    # kubelab:dev is built by one service and run by the others (not built seven times); the base and
+    # etcd images are variables whose defaults are the official images (an offline site sets them).
+    assert [name for name, spec in services.items() if spec.get("build")] == ["apiserver"]
+    assert services["apiserver"]["build"]["args"] == {"BASE_IMAGE": "python:3.11-slim-bookworm"}
+    assert {spec["image"] for name, spec in services.items() if name != "etcd"} == {"kubelab:dev"}
+    assert services["etcd"]["image"] == "gcr.io/etcd-development/etcd:v3.5.17"
+    for node in NODES:
+        spec = services[node]
+        # Not privileged (a host whose bounding set lacks a capability cannot start it): the
+        # capabilities named, and every sysctl the node checks set by Docker, as /proc/sys is read-only.
+        assert not spec.get("privileged"), node
+        assert set(spec["cap_add"]) == {"NET_ADMIN", "SYS_ADMIN", "NET_RAW"}, node
+        sysctls = spec["sysctls"]
+        assert sysctls["net.ipv4.conf.all.route_localnet"] == "1", node  # NodePorts on 127.0.0.1
+        assert sysctls["net.ipv4.conf.eth0.send_redirects"] == "0", node
+        # The kubelet API serves HTTPS with compose/pki's kubelet certificate.
+        argv = [str(w) for w in spec["command"]]
+        assert _flag(argv, "--tls-cert-file") == "/etc/kubelab/pki/kubelet.crt", node
+        assert _flag(argv, "--client-ca-file") == "/etc/kubelab/pki/ca.crt", node
+    apiserver = [str(w) for w in services["apiserver"]["command"]]
+    assert _flag(apiserver, "--service-account-signing-key-file") == "/etc/kubelab/pki/sa.key"
+    assert _flag(apiserver, "--kubelet-client-certificate") == "/etc/kubelab/pki/apiserver-kubelet-client.crt"
 
 
 def test_three_member_etcd_file_is_valid_on_top() -> None:
