@@ -93,9 +93,13 @@ DEPLOYMENTS = ResourceType("apps", "v1", "deployments", "Deployment", True, mode
                            short_names=("deploy",), categories=("all",), subresources=("status", "scale"))
 REPLICASETS = ResourceType("apps", "v1", "replicasets", "ReplicaSet", True, models.ReplicaSet,
                            short_names=("rs",), categories=("all",), subresources=("status", "scale"))
+JOBS = ResourceType("batch", "v1", "jobs", "Job", True, models.Job, categories=("all",), subresources=("status",))
+CRONJOBS = ResourceType("batch", "v1", "cronjobs", "CronJob", True, models.CronJob, short_names=("cj",),
+                        categories=("all",), subresources=("status",))
 
 BUILTIN: tuple[ResourceType, ...] = (NAMESPACES, NODES, PODS, SERVICES, ENDPOINTS, EVENTS, CONFIGMAPS, SECRETS,
-                                     SERVICEACCOUNTS, ENDPOINTSLICES, LEASES, DEPLOYMENTS, REPLICASETS)
+                                     SERVICEACCOUNTS, ENDPOINTSLICES, LEASES, DEPLOYMENTS, REPLICASETS,
+                                     JOBS, CRONJOBS)
 
 # `kubectl auth can-i` creates one of these and reads the answer back; the API server answers it without
 # storing anything (apiserver/routers/reviews.py), so it is served and discovered but not in BUILTIN, the

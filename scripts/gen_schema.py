@@ -25,6 +25,7 @@ ROOTS = {
     "discovery.k8s.io/v1/EndpointSlice": "V1EndpointSlice", "coordination.k8s.io/v1/Lease": "V1Lease",
     "apps/v1/Deployment": "V1Deployment", "apps/v1/ReplicaSet": "V1ReplicaSet", "autoscaling/v1/Scale": "V1Scale",
     "meta/v1/DeleteOptions": "V1DeleteOptions",
+    "batch/v1/Job": "V1Job", "batch/v1/CronJob": "V1CronJob",
 }
 PRIMITIVES = {"str": "string", "int": "integer", "bool": "boolean", "float": "number", "datetime": "string",
               "date": "string", "object": "any", "bytearray": "string", "bytes": "string",
@@ -57,7 +58,8 @@ META_TYPES = {"V1ObjectMeta", "V1ListMeta", "V1OwnerReference", "V1ManagedFields
 CORE_TYPES = {"V1PodTemplateSpec"}  # reached only from apps/v1 kinds here, but a core/v1 type
 PACKAGES = {"v1": "io.k8s.api.core.v1", "discovery.k8s.io/v1": "io.k8s.api.discovery.v1",
             "coordination.k8s.io/v1": "io.k8s.api.coordination.v1", "apps/v1": "io.k8s.api.apps.v1",
-            "autoscaling/v1": "io.k8s.api.autoscaling.v1", "meta/v1": "io.k8s.apimachinery.pkg.apis.meta.v1"}
+            "autoscaling/v1": "io.k8s.api.autoscaling.v1", "meta/v1": "io.k8s.apimachinery.pkg.apis.meta.v1",
+            "batch/v1": "io.k8s.api.batch.v1"}
 INT_OR_STRING = "io.k8s.apimachinery.pkg.util.intstr.IntOrString"
 FORMATS = {"int": "int32", "float": "double", "datetime": "date-time", "bytearray": "byte"}
 

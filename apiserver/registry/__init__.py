@@ -6,6 +6,7 @@ from __future__ import annotations
 from kubelab import kinds
 
 from .apps import ConfigMapStrategy, DeploymentsStrategy, ReplicaSetsStrategy
+from .batch import CronJobStrategy, JobStrategy
 from .cluster import NamespaceStrategy, NodeStrategy
 from .events import DEFAULT_EVENT_TTL, EventStrategy, LeaseStrategy
 from .networking import EndpointSliceStrategy, EndpointsStrategy
@@ -35,6 +36,8 @@ def default_strategies(*, service_cidr: str | None = None, event_ttl: int = DEFA
         kinds.SERVICEACCOUNTS: ServiceAccountStrategy(kinds.SERVICEACCOUNTS),
         kinds.DEPLOYMENTS: DeploymentsStrategy(kinds.DEPLOYMENTS, pods),
         kinds.REPLICASETS: ReplicaSetsStrategy(kinds.REPLICASETS, pods),
+        kinds.JOBS: JobStrategy(kinds.JOBS, pods),
+        kinds.CRONJOBS: CronJobStrategy(kinds.CRONJOBS, pods),
     }
 
 

@@ -18,6 +18,19 @@ from .apps import (
 )
 from .authorization import SelfSubjectAccessReview, SelfSubjectReview
 from .base import Model, to_wire
+from .batch import (
+    CronJob,
+    CronJobSpec,
+    CronJobStatus,
+    Job,
+    JobCondition,
+    JobSpec,
+    JobStatus,
+    JobTemplateSpec,
+    PodFailurePolicy,
+    PodFailurePolicyRule,
+    UncountedTerminatedPods,
+)
 from .core import (
     Binding,
     ClientIPConfig,
@@ -89,3 +102,6 @@ __all__ = [
     "ServiceStatus", "SessionAffinityConfig", "Status", "StatusCause", "StatusDetails", "Taint", "Toleration",
     "TypedObject", "to_wire",
 ]
+# batch/v1
+__all__ += ["CronJob", "CronJobSpec", "CronJobStatus", "Job", "JobCondition", "JobSpec", "JobStatus", "JobTemplateSpec",
+            "PodFailurePolicy", "PodFailurePolicyRule", "UncountedTerminatedPods"]
