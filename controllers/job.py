@@ -29,6 +29,7 @@ from .ownership import SMP, claim_all, controller_ref
 from .replicaset import slow_start_batches
 
 log = logging.getLogger(__name__)
+ORPHAN_POD = "orphan-pod:"  # queue keys of pods whose Job is gone
 
 
 def ttl_remaining(job: Job, now: Any) -> float | None:
@@ -80,6 +81,10 @@ class JobController:
         assert pod is not None
         key = self._owner_key(pod)
         if key is None:
+            if new is not None and jobsync.TRACKING_FINALIZER in (new.metadata.finalizers or []):
+                # Its Job is gone (deleted, or replaced by one of the same name): nobody would ever
+                # remove the finalizer, and a deleted pod would stay Terminating (kube's syncOrphanPod).
+                self.queue.add(ORPHAN_POD + new.key)
             return
         if new is None or jobsync.TRACKING_FINALIZER not in (new.metadata.finalizers or []):
             self.finalizers_removed.get(key, set()).discard(pod.metadata.uid or "")
@@ -93,6 +98,9 @@ class JobController:
     # sync
 
     async def reconcile(self, key: str) -> None:
+        if key.startswith(ORPHAN_POD):
+            await self._release_orphan(key[len(ORPHAN_POD):])
+            return
         job = self.jobs.get(key)
         if job is None:
             self.expectations.forget(key)
@@ -138,8 +146,24 @@ class JobController:
         if decision.requeue_after is not None:
             self.queue.add_after(key, decision.requeue_after)
 
+    async def _release_orphan(self, pod_key: str) -> None:
+        """syncOrphanPod: the tracking finalizer goes from a pod whose Job no longer exists."""
+        namespace, _, name = pod_key.partition("/")
+        pod = next((p for p in self.informers.pods_in(namespace) if p.metadata.name == name), None)
+        if pod is None or self._owner_key(pod) is not None:
+            return
+        ref = controller_ref(pod)
+        if ref is not None and ref.kind == "Job":
+            try:  # the cache may be behind the Job's creation: ask the API before letting go
+                live: Job = await self.api.get(kinds.JOBS, ref.name or "", namespace)
+                if live.metadata.uid == ref.uid:
+                    return
+            except NotFound:
+                pass
+        await self._remove_finalizers("", [pod])
+
     async def _remove_finalizers(self, key: str, pods: list[Pod]) -> None:
-        removed = self.finalizers_removed.setdefault(key, set())
+        removed = self.finalizers_removed.setdefault(key, set()) if key else set()
 
         async def remove(pod: Pod) -> None:
             patch = {"metadata": {"$deleteFromPrimitiveList/finalizers": [jobsync.TRACKING_FINALIZER]}}

@@ -148,6 +148,18 @@ def test_active_deadline_exceeded(cluster: RenderCluster) -> None:
                                                      "Job was active longer than specified deadline")
 
 
+def test_deleting_a_running_job_deletes_its_pods_despite_their_finalizer(cluster: RenderCluster) -> None:
+    """kubectl deletes with Background propagation; the pods carry the job-tracking finalizer, which the
+    Job controller removes once their Job is gone (kube's syncOrphanPod), or they stay Terminating."""
+    name = unique_name("gone")
+    create_job(cluster, name, "sleep 600")
+    wait_for(f"{name}'s pod running", lambda: [p for p in get(cluster, "pods", "-l", f"job-name={name}")["items"]
+                                               if p["status"].get("phase") == "Running"])
+    kubectl(cluster, "delete", "job", name, "--wait=false")
+    wait_for(f"{name}'s pods deleted", lambda: not get(cluster, "pods", "-l", f"job-name={name}")["items"],
+             timeout=90)
+
+
 async def _run_cronjob_controller(url: str, key: str, clock_at: datetime) -> None:
     async with ApiClient(url, user_agent="cronjob-test") as api:
         informers = SharedInformers(api)
