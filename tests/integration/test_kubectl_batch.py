@@ -170,3 +170,26 @@ def test_cronjob_with_a_zone_and_descriptor_is_accepted(kubectl: Kubectl, api: h
     resp = api.post("/apis/batch/v1/namespaces/default/cronjobs", json=body)
     assert resp.status_code == 201, resp.text
     assert table(kubectl.ok("get", "cronjobs", name))[0]["TIMEZONE"] == "Europe/Paris"
+
+
+@pytest.mark.parametrize("version", VERSIONS)
+def test_describe_job_and_cronjob(kubectl_for: Callable[[str], Kubectl], version: str) -> None:
+    kubectl = kubectl_for(version)
+    name = unique_name("cj")
+    kubectl.ok("create", "cronjob", name, "--image=busybox:1.36", "--schedule=0 3 * * *", "--", "true")
+    kubectl.ok("create", "job", f"{name}-x", f"--from=cronjob/{name}")
+    described = kubectl.ok("describe", "job", f"{name}-x")
+    assert "Parallelism:      1" in described and "Completions:      1" in described
+    assert f"Controlled By:    CronJob/{name}" in described
+    # No controller runs here: status.ready is unset, so kubectl leaves out "(0 Ready)".
+    assert "Pods Statuses:    0 Active / 0 Succeeded / 0 Failed" in described
+    cron = kubectl.ok("describe", "cronjob", name)
+    assert "Schedule:                      0 3 * * *" in cron
+    assert "Concurrency Policy:            Allow" in cron
+
+
+def test_api_resources_lists_batch(kubectl: Kubectl) -> None:
+    out = kubectl.ok("api-resources", "--api-group=batch")
+    rows = {r["NAME"]: r for r in table(out)}
+    assert rows["jobs"]["APIVERSION"] == "batch/v1" and rows["jobs"]["KIND"] == "Job"
+    assert rows["cronjobs"]["SHORTNAMES"] == "cj" and rows["cronjobs"]["NAMESPACED"] == "true"
