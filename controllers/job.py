@@ -153,7 +153,9 @@ class JobController:
         if pod is None or self._owner_key(pod) is not None:
             return
         ref = controller_ref(pod)
-        if ref is not None and ref.kind == "Job":
+        if ref is not None and (ref.kind != "Job" or ref.api_version != "batch/v1"):
+            return  # another kind of controller's pod: its finalizers are its own business
+        if ref is not None:
             try:  # the cache may be behind the Job's creation: ask the API before letting go
                 live: Job = await self.api.get(kinds.JOBS, ref.name or "", namespace)
                 if live.metadata.uid == ref.uid:

@@ -193,3 +193,17 @@ def test_api_resources_lists_batch(kubectl: Kubectl) -> None:
     rows = {r["NAME"]: r for r in table(out)}
     assert rows["jobs"]["APIVERSION"] == "batch/v1" and rows["jobs"]["KIND"] == "Job"
     assert rows["cronjobs"]["SHORTNAMES"] == "cj" and rows["cronjobs"]["NAMESPACED"] == "true"
+
+
+def test_apply_a_job_twice_and_server_side(kubectl: Kubectl) -> None:
+    """The generated selector and labels are the server's: applying the same manifest again changes nothing
+    (no immutable-template error), client-side and server-side."""
+    name = unique_name("applied")
+    manifest = json.dumps(_job(name, completions=2))
+    assert kubectl.ok("apply", "-f", "-", input=manifest).strip() == f"job.batch/{name} created"
+    assert kubectl.ok("apply", "-f", "-", input=manifest).strip() == f"job.batch/{name} unchanged"
+    ssa = unique_name("ssa")
+    kubectl.ok("apply", "--server-side", "-f", "-", input=json.dumps(_job(ssa)))
+    assert kubectl.ok("apply", "--server-side", "-f", "-", input=json.dumps(_job(ssa))).strip() == \
+        f"job.batch/{ssa} serverside-applied"
+    assert kubectl("diff", "-f", "-", input=manifest).returncode == 0
