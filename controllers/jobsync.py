@@ -378,6 +378,9 @@ def plan(job: Job, pods: list[Pod], now: datetime, *, finalizers_removed: frozen
 
     # 5. Create what is missing (after the back-off since the last failure).
     parallelism = spec.parallelism if spec.parallelism is not None else 1
+    if spec.pod_replacement_policy == "Failed":
+        # podReplacementPolicy Failed: a terminating pod is replaced only once it has fully stopped.
+        active = active + terminating
     if indexed:
         busy = {completion_index(p) for p in active} | {completion_index(p) for p in terminating}
         pending = [i for i in range(spec.completions or 0) if i not in completed and i not in busy]

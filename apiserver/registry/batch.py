@@ -24,6 +24,7 @@ from kubelab.models.apps import PodTemplateSpec
 from kubelab.selectors import SelectorError, selector_from_label_selector
 from kubelab.validation import FieldError, invalid, not_supported, required
 
+from .. import requestctx
 from .pods import PodStrategy
 from .strategy import Strategy
 
@@ -217,6 +218,14 @@ class JobStrategy(Strategy):
     def __init__(self, rt, pods: PodStrategy) -> None:  # type: ignore[no-untyped-def]
         super().__init__(rt)
         self.pods = pods
+
+    def set_gc_finalizers(self, obj: TypedObject, options: dict[str, Any]) -> None:
+        # The job REST storage's DELETE warns when it falls back to orphaning (pkg/registry/batch/job/storage).
+        if options.get("propagationPolicy") is None and options.get("orphanDependents") is None:
+            requestctx.warn("child pods are preserved by default when jobs are deleted; set "
+                            "propagationPolicy=Background to remove them or set propagationPolicy=Orphan to "
+                            "suppress this warning")
+        super().set_gc_finalizers(obj, options)
 
     def set_defaults(self, obj: TypedObject) -> None:
         assert isinstance(obj, Job)

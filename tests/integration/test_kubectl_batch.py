@@ -207,3 +207,18 @@ def test_apply_a_job_twice_and_server_side(kubectl: Kubectl) -> None:
     assert kubectl.ok("apply", "--server-side", "-f", "-", input=json.dumps(_job(ssa))).strip() == \
         f"job.batch/{ssa} serverside-applied"
     assert kubectl("diff", "-f", "-", input=manifest).returncode == 0
+
+
+def test_deleting_a_job_without_a_propagation_policy_warns_and_orphans(api: httpx.Client) -> None:
+    name = unique_name("orphaning")
+    assert api.post("/apis/batch/v1/namespaces/default/jobs", json=_job(name)).status_code == 201
+    resp = api.delete(f"/apis/batch/v1/namespaces/default/jobs/{name}")
+    assert resp.status_code == 200, resp.text
+    assert resp.headers.get_list("warning") == [
+        '299 - "child pods are preserved by default when jobs are deleted; set propagationPolicy=Background to '
+        'remove them or set propagationPolicy=Orphan to suppress this warning"']
+    other = unique_name("background")
+    assert api.post("/apis/batch/v1/namespaces/default/jobs", json=_job(other)).status_code == 201
+    quiet = api.request("DELETE", f"/apis/batch/v1/namespaces/default/jobs/{other}",
+                        json={"propagationPolicy": "Background"})
+    assert quiet.status_code == 200 and "warning" not in quiet.headers

@@ -247,3 +247,16 @@ def test_disruption_target_condition_matches_on_pod_conditions() -> None:
     rules = [{"action": "Ignore", "onPodConditions": [{"type": "DisruptionTarget"}]}]
     plan = jobsync.plan(job({"startTime": timeutil.rfc3339(NOW)}, podFailurePolicy={"rules": rules}), [evicted], NOW)
     assert plan.status.failed is None and plan.create == [None]
+
+
+@pytest.mark.parametrize(("policy", "creates"), [
+    pytest.param("TerminatingOrFailed", [None], id="TerminatingOrFailed replaces at once"),
+    pytest.param("Failed", [], id="Failed waits for the pod to stop"),
+])
+def test_pod_replacement_policy(policy: str, creates: list[int | None]) -> None:
+    terminating = pod("Running", deleting=True, finalizer=False)
+    # The deletion counts as a failure for the back-off too: look after its 10 s.
+    later = NOW + timedelta(seconds=11)
+    plan = jobsync.plan(job({"startTime": timeutil.rfc3339(NOW)}, podReplacementPolicy=policy), [terminating], later)
+    assert plan.create == creates
+    assert plan.status.terminating == 1
