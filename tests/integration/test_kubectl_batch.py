@@ -215,8 +215,8 @@ def test_deleting_a_job_without_a_propagation_policy_warns_and_orphans(api: http
     resp = api.delete(f"/apis/batch/v1/namespaces/default/jobs/{name}")
     assert resp.status_code == 200, resp.text
     assert resp.headers.get_list("warning") == [
-        '299 - "child pods are preserved by default when jobs are deleted; set propagationPolicy=Background to '
-        'remove them or set propagationPolicy=Orphan to suppress this warning"']
+        ('299 - "child pods are preserved by default when jobs are deleted; set propagationPolicy=Background to '
+        'remove them or set propagationPolicy=Orphan to suppress this warning"')]
     other = unique_name("background")
     assert api.post("/apis/batch/v1/namespaces/default/jobs", json=_job(other)).status_code == 201
     quiet = api.request("DELETE", f"/apis/batch/v1/namespaces/default/jobs/{other}",
