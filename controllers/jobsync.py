@@ -43,6 +43,8 @@ COMPLETION_INDEX = "batch.kubernetes.io/job-completion-index"
 INDEX_ENV = "JOB_COMPLETION_INDEX"
 BACKOFF_BASE = 10.0
 BACKOFF_MAX = 360.0
+# MaxPodCreateDeletePerSync: a Job asking for a million pods gets them 500 at a time.
+MAX_CREATE_PER_SYNC = 500
 
 
 # --- pods: state and finish time ---------------------------------------------------------------
@@ -97,14 +99,16 @@ def format_indexes(indexes: set[int]) -> str:
     return ",".join(parts)
 
 
-def parse_indexes(text: str | None) -> set[int]:
+def parse_indexes(text: str | None, *, limit: int) -> set[int]:
+    """The indexes of a completedIndexes text below `limit` (the Job's completions): a status written by
+    hand with "0-999999999" costs no more than the Job's own size."""
     result: set[int] = set()
     for part in (text or "").split(","):
         if not part:
             continue
         low, _, high = part.partition("-")
-        if low.isdigit() and (not high or high.isdigit()):
-            result.update(range(int(low), int(high or low) + 1))
+        if low.isascii() and low.isdigit() and (not high or (high.isascii() and high.isdigit())):
+            result.update(range(int(low), min(int(high or low), limit - 1) + 1))
     return result
 
 
@@ -265,7 +269,7 @@ def plan(job: Job, pods: list[Pod], now: datetime, *, finalizers_removed: frozen
     uncounted = old.uncounted_terminated_pods or UncountedTerminatedPods()
     uncounted_ok, uncounted_failed = list(uncounted.succeeded or []), list(uncounted.failed or [])
     succeeded, failed = old.succeeded or 0, old.failed or 0
-    completed = parse_indexes(old.completed_indexes) if indexed else set()
+    completed = parse_indexes(old.completed_indexes, limit=spec.completions or 0) if indexed else set()
 
     # 1. Finished pods still carrying the finalizer are recorded as uncounted, then lose the finalizer.
     newly: list[Pod] = []
@@ -383,8 +387,13 @@ def plan(job: Job, pods: list[Pod], now: datetime, *, finalizers_removed: frozen
         active = active + terminating
     if indexed:
         busy = {completion_index(p) for p in active} | {completion_index(p) for p in terminating}
-        pending = [i for i in range(spec.completions or 0) if i not in completed and i not in busy]
-        want: list[int | None] = list(pending[:max(0, parallelism - len(active))])
+        room = min(max(0, parallelism - len(active)), MAX_CREATE_PER_SYNC)
+        want: list[int | None] = []
+        for i in range(spec.completions or 0):  # lazily: completions may be in the millions
+            if len(want) >= room:
+                break
+            if i not in completed and i not in busy:
+                want.append(i)
     elif spec.completions is None:
         want = [None] * (max(0, parallelism - len(active)) if succeeded == 0 else 0)
     else:
@@ -392,6 +401,7 @@ def plan(job: Job, pods: list[Pod], now: datetime, *, finalizers_removed: frozen
         want = [None] * max(0, min(parallelism, missing) - len(active))
         if len(active) > min(parallelism, missing):
             result.delete = active[min(parallelism, missing):]
+    want = want[:MAX_CREATE_PER_SYNC]
     if want:
         wait = backoff_remaining(pods, now)
         if wait > 0:

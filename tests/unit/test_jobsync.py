@@ -185,7 +185,7 @@ def test_indexed_job_runs_each_missing_index_once() -> None:
 ])
 def test_completed_indexes_format(indexes: set[int], text: str) -> None:
     assert jobsync.format_indexes(indexes) == text
-    assert jobsync.parse_indexes(text) == indexes
+    assert jobsync.parse_indexes(text, limit=10) == indexes
 
 
 def test_indexed_pod_template() -> None:
@@ -260,3 +260,16 @@ def test_pod_replacement_policy(policy: str, creates: list[int | None]) -> None:
     plan = jobsync.plan(job({"startTime": timeutil.rfc3339(NOW)}, podReplacementPolicy=policy), [terminating], later)
     assert plan.create == creates
     assert plan.status.terminating == 1
+
+
+def test_huge_jobs_cost_what_they_run() -> None:
+    """A million-index Job and a hand-written completedIndexes spanning a billion create 500 pods per sync and
+    read only the indexes below completions."""
+    spec = {"completionMode": "Indexed", "completions": 1_000_000, "parallelism": 1_000_000}
+    plan = jobsync.plan(job({"startTime": timeutil.rfc3339(NOW), "completedIndexes": "0-999999999"}, **spec), [], NOW)
+    assert plan.create == []  # all of 0..999999 are complete
+    assert plan.status.completed_indexes == "0-999999"
+    fresh = jobsync.plan(job({"startTime": timeutil.rfc3339(NOW)}, **spec), [], NOW)
+    assert fresh.create == list(range(500))
+    queue = jobsync.plan(job({"startTime": timeutil.rfc3339(NOW)}, completions=None, parallelism=100_000), [], NOW)
+    assert len(queue.create) == 500
