@@ -142,7 +142,7 @@ class JobController:
             if after is not None:
                 self.queue.add_after(key, max(0.0, after) + 0.5)
         await self._delete_pods(job, decision.delete)
-        await self._create_pods(job, decision.create)
+        await self._create_pods(job, decision.create, decision.index_failures)
         if decision.requeue_after is not None:
             self.queue.add_after(key, decision.requeue_after)
 
@@ -192,7 +192,7 @@ class JobController:
         # A Conflict means the cache was behind: it propagates, and the key is synced again from a fresh
         # view (nothing was counted from this one).
 
-    async def _create_pods(self, job: Job, indexes: list[int | None]) -> None:
+    async def _create_pods(self, job: Job, indexes: list[int | None], failures: dict[int, int]) -> None:
         if not indexes:
             return
         key = job.key
@@ -202,7 +202,8 @@ class JobController:
         error: BaseException | None = None
         for size in slow_start_batches(len(pending)):
             batch, pending = pending[:size], pending[size:]
-            results = await asyncio.gather(*(self._create_pod(job, i) for i in batch), return_exceptions=True)
+            results = await asyncio.gather(*(self._create_pod(job, i, failures.get(i, 0) if i is not None else 0)
+                                             for i in batch), return_exceptions=True)
             errors = [r for r in results if isinstance(r, BaseException)]
             created += size - len(errors)
             if errors:
@@ -213,9 +214,10 @@ class JobController:
         if error is not None:
             raise error
 
-    async def _create_pod(self, job: Job, index: int | None) -> None:
+    async def _create_pod(self, job: Job, index: int | None, failures: int) -> None:
         try:
-            pod = await self.api.create(kinds.PODS, jobsync.pod_from_template(job, index), job.metadata.namespace)
+            pod = await self.api.create(kinds.PODS, jobsync.pod_from_template(job, index, failures=failures),
+                                        job.metadata.namespace)
         except ApiError as exc:
             if exc.code == 403 and "is being terminated" in exc.message:
                 return

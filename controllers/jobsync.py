@@ -40,6 +40,7 @@ from .ownership import new_controller_ref
 
 TRACKING_FINALIZER = "batch.kubernetes.io/job-tracking"
 COMPLETION_INDEX = "batch.kubernetes.io/job-completion-index"
+INDEX_FAILURE_COUNT = "batch.kubernetes.io/job-index-failure-count"
 INDEX_ENV = "JOB_COMPLETION_INDEX"
 BACKOFF_BASE = 10.0
 BACKOFF_MAX = 360.0
@@ -180,9 +181,42 @@ def backoff_remaining(pods: list[Pod], now: datetime) -> float:
 
 # --- the pod a Job creates ---------------------------------------------------------------------
 
-def pod_from_template(job: Job, index: int | None) -> dict[str, Any]:
+def index_failures(pods: list[Pod]) -> dict[int, int]:
+    """backoffLimitPerIndex: the failures of each index so far. Each replacement carries the count of its
+    predecessors in `batch.kubernetes.io/job-index-failure-count`, so a failed pod stands for that plus one."""
+    counts: dict[int, int] = {}
+    for pod in pods:
+        index = completion_index(pod)
+        if index is None or not counts_as_failed(pod) or not (is_finished(pod) or pod.metadata.deletion_timestamp):
+            continue
+        text = (pod.metadata.annotations or {}).get(INDEX_FAILURE_COUNT, "0")
+        before = int(text) if text.isascii() and text.isdigit() else 0
+        counts[index] = max(counts.get(index, 0), before + 1)
+    return counts
+
+
+def failed_indexes(job: Job, pods: list[Pod]) -> set[int]:
+    """The indexes that failed for good: more failures than backoffLimitPerIndex, or a FailIndex rule."""
+    spec = job.spec
+    limit = spec.backoff_limit_per_index if spec else None
+    completions = (spec.completions if spec else None) or 0
+    if limit is None:
+        return set()
+    failed = parse_indexes(job.status.failed_indexes if job.status else None, limit=completions)
+    failed |= {i for i, n in index_failures(pods).items() if n > limit and i < completions}
+    for pod in pods:
+        index = completion_index(pod)
+        if index is not None and index < completions and pod.phase == "Failed":
+            match = match_failure_policy(job, pod)
+            if match is not None and match.action == "FailIndex":
+                failed.add(index)
+    return failed
+
+
+def pod_from_template(job: Job, index: int | None, *, failures: int = 0) -> dict[str, Any]:
     """The pod kube's job controller creates: the template with the tracking finalizer and the Job as
-    controller; for an Indexed Job the index in annotation, label, env and hostname."""
+    controller; for an Indexed Job the index in annotation, label, env and hostname (and, with
+    backoffLimitPerIndex, the index's failures so far)."""
     template = job.spec.template if job.spec else None
     meta = (template.metadata.to_dict() if template and template.metadata else {})
     spec = template.spec.to_dict() if template and template.spec else {}
@@ -196,6 +230,8 @@ def pod_from_template(job: Job, index: int | None) -> dict[str, Any]:
         metadata["generateName"] = f"{name}-{index}-"
         metadata["annotations"][COMPLETION_INDEX] = str(index)
         metadata["labels"][COMPLETION_INDEX] = str(index)
+        if job.spec is not None and job.spec.backoff_limit_per_index is not None:
+            metadata["annotations"][INDEX_FAILURE_COUNT] = str(failures)
         spec.setdefault("hostname", f"{name}-{index}")
         env = {"name": INDEX_ENV, "valueFrom": {"fieldRef": {
             "fieldPath": f"metadata.annotations['{COMPLETION_INDEX}']"}}}
@@ -214,6 +250,7 @@ def pod_from_template(job: Job, index: int | None) -> dict[str, Any]:
 @dataclass
 class Plan:
     create: list[int | None] = field(default_factory=list)  # one entry per pod: its index, or None
+    index_failures: dict[int, int] = field(default_factory=dict)  # backoffLimitPerIndex: failures so far
     delete: list[Pod] = field(default_factory=list)
     remove_finalizer: list[Pod] = field(default_factory=list)
     # The status to write before removing finalizers (finished pods recorded as uncounted), if any.
@@ -313,6 +350,8 @@ def plan(job: Job, pods: list[Pod], now: datetime, *, finalizers_removed: frozen
     if indexed:
         succeeded = len(completed)
 
+    per_index = indexed and spec.backoff_limit_per_index is not None
+    lost = failed_indexes(job, pods) - completed if per_index else set()
     active = [p for p in pods if is_active(p)]
     terminating = [p for p in pods if p.metadata.deletion_timestamp and not is_finished(p)]
     ready = sum(1 for p in active if p.is_ready())
@@ -333,6 +372,11 @@ def plan(job: Job, pods: list[Pod], now: datetime, *, finalizers_removed: frozen
                 (on_failure and spec.backoff_limit is not None and restarts >= spec.backoff_limit and restarts > 0):
             finish = _condition("FailureTarget", "BackoffLimitExceeded", "Job has reached the specified backoff limit",
                                 now)
+        elif per_index and spec.max_failed_indexes is not None and len(lost) > spec.max_failed_indexes:
+            finish = _condition("FailureTarget", "MaxFailedIndexesExceeded",
+                                "Job has exceeded the specified maximal number of failed indexes", now)
+        elif per_index and lost and len(completed) + len(lost) >= (spec.completions or 0):
+            finish = _condition("FailureTarget", "FailedIndexes", "Job has failed indexes", now)
         elif deadline is not None and started is not None and not suspended and \
                 (now - started).total_seconds() >= deadline:
             finish = _condition("FailureTarget", "DeadlineExceeded", "Job was active longer than specified deadline",
@@ -358,6 +402,7 @@ def plan(job: Job, pods: list[Pod], now: datetime, *, finalizers_removed: frozen
                 result.events.append(("Normal", "Completed", "Job completed"))
         result.status = _status(old, conditions, start_time, active=[], ready=0, terminating=len(terminating),
                                 succeeded=succeeded, failed=failed, completed=completed if indexed else None,
+                                failed_indexes=format_indexes(lost) if per_index else None,
                                 now=now if result.finished and finish is not None
                                 and finish.type == "SuccessCriteriaMet" else None)
         return result
@@ -369,7 +414,8 @@ def plan(job: Job, pods: list[Pod], now: datetime, *, finalizers_removed: frozen
             conditions = _set_condition(conditions, _condition("Suspended", "JobSuspended", "Job suspended", now))
             result.events.append(("Normal", "Suspended", "Job suspended"))
         result.status = _status(old, conditions, None, active=[], ready=0, terminating=len(terminating),
-                                succeeded=succeeded, failed=failed, completed=completed if indexed else None)
+                                succeeded=succeeded, failed=failed, completed=completed if indexed else None,
+                                failed_indexes=format_indexes(lost) if per_index else None)
         return result
     if has_condition(job, "Suspended"):
         conditions = _set_condition(conditions, _condition("Suspended", "JobResumed", "Job resumed", now, "False"))
@@ -392,7 +438,7 @@ def plan(job: Job, pods: list[Pod], now: datetime, *, finalizers_removed: frozen
         for i in range(spec.completions or 0):  # lazily: completions may be in the millions
             if len(want) >= room:
                 break
-            if i not in completed and i not in busy:
+            if i not in completed and i not in busy and i not in lost:
                 want.append(i)
     elif spec.completions is None:
         want = [None] * (max(0, parallelism - len(active)) if succeeded == 0 else 0)
@@ -408,8 +454,11 @@ def plan(job: Job, pods: list[Pod], now: datetime, *, finalizers_removed: frozen
             result.requeue_after = min(result.requeue_after or wait, wait) + 0.1
             want = []
     result.create = want
+    if per_index:
+        result.index_failures = index_failures(pods)
     result.status = _status(old, conditions, start_time, active=active, ready=ready, terminating=len(terminating),
-                            succeeded=succeeded, failed=failed, completed=completed if indexed else None)
+                            succeeded=succeeded, failed=failed, completed=completed if indexed else None,
+                                failed_indexes=format_indexes(lost) if per_index else None)
     return result
 
 
@@ -424,13 +473,13 @@ def _succeeded_enough(completions: int | None, succeeded: int, active: int, inde
 
 def _status(old: JobStatus, conditions: list[JobCondition], start_time: str | None, *, active: list[Pod],
             ready: int, terminating: int, succeeded: int, failed: int, completed: set[int] | None,
-            now: datetime | None = None) -> JobStatus:
+            failed_indexes: str | None = None, now: datetime | None = None) -> JobStatus:
     return JobStatus(conditions=conditions or None, start_time=start_time,
                      completion_time=old.completion_time or (timeutil.rfc3339(now) if now is not None else None),
                      active=len(active) or None, ready=ready, terminating=terminating,
                      succeeded=succeeded or None, failed=failed or None,
                      completed_indexes=format_indexes(completed) if completed is not None else None,
-                     failed_indexes=old.failed_indexes,
+                     failed_indexes=failed_indexes if failed_indexes is not None else old.failed_indexes,
                      uncounted_terminated_pods=UncountedTerminatedPods())
 
 

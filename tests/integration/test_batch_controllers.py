@@ -118,6 +118,17 @@ def test_an_indexed_job_runs_each_index_with_its_env_and_hostname(cluster: Rende
         f"{name}-{p['metadata']['labels']['batch.kubernetes.io/job-completion-index']}-") for p in pods)
 
 
+def test_backoff_limit_per_index_fails_one_index_and_runs_the_others(cluster: RenderCluster) -> None:
+    name = unique_name("perindex")
+    create_job(cluster, name, 'test "$JOB_COMPLETION_INDEX" != 1', completions=3, parallelism=3,
+               completionMode="Indexed", backoffLimitPerIndex=0)
+    wait_condition(cluster, name, "failed")
+    status = get(cluster, "job", name)["status"]
+    failed = next(c for c in status["conditions"] if c["type"] == "Failed")
+    assert (failed["reason"], failed["message"]) == ("FailedIndexes", "Job has failed indexes")
+    assert (status["completedIndexes"], status["failedIndexes"], status["failed"]) == ("0,2", "1", 1)
+
+
 def test_pod_failure_policy_fails_the_job_on_an_exit_code(cluster: RenderCluster) -> None:
     name = unique_name("pfp")
     policy = {"rules": [{"action": "FailJob", "onExitCodes": {"containerName": "main", "operator": "In",

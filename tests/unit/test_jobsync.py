@@ -273,3 +273,39 @@ def test_huge_jobs_cost_what_they_run() -> None:
     assert fresh.create == list(range(500))
     queue = jobsync.plan(job({"startTime": timeutil.rfc3339(NOW)}, completions=None, parallelism=100_000), [], NOW)
     assert len(queue.create) == 500
+
+
+def _failed_index_pod(index: int, failures_before: int) -> Pod:
+    failed = pod("Failed", exit_code=1, finalizer=False, index=index)
+    failed.metadata.annotations = {**(failed.metadata.annotations or {}),
+                                   jobsync.INDEX_FAILURE_COUNT: str(failures_before)}
+    return failed
+
+
+def test_backoff_limit_per_index() -> None:
+    spec = {"completionMode": "Indexed", "completions": 3, "parallelism": 3, "backoffLimitPerIndex": 1,
+            "backoffLimit": 2**31 - 1}
+    later = NOW + timedelta(minutes=30)  # past any back-off
+    # Index 1 failed once: it is retried, its replacement carrying the count.
+    once = jobsync.plan(job({"startTime": timeutil.rfc3339(NOW), "completedIndexes": "0,2"}, **spec),
+                        [_failed_index_pod(1, 0)], later)
+    assert once.create == [1] and once.index_failures == {1: 1}
+    assert once.status.failed_indexes == ""
+    body = jobsync.pod_from_template(job(**spec), 1, failures=1)
+    assert body["metadata"]["annotations"][jobsync.INDEX_FAILURE_COUNT] == "1"
+    # Twice: the index has failed for good, and with the others complete the Job fails.
+    twice = jobsync.plan(job({"startTime": timeutil.rfc3339(NOW), "completedIndexes": "0,2"}, **spec),
+                         [_failed_index_pod(1, 0), _failed_index_pod(1, 1)], later)
+    assert twice.create == []
+    assert twice.status.failed_indexes == "1"
+    assert conditions(twice)[-1] == ("Failed", "True", "FailedIndexes")
+
+
+def test_max_failed_indexes_and_fail_index_rule() -> None:
+    spec = {"completionMode": "Indexed", "completions": 4, "parallelism": 4, "backoffLimitPerIndex": 3,
+            "maxFailedIndexes": 0, "backoffLimit": 2**31 - 1,
+            "podFailurePolicy": {"rules": [{"action": "FailIndex", "onExitCodes": {"operator": "In", "values": [1]}}]}}
+    plan = jobsync.plan(job({"startTime": timeutil.rfc3339(NOW)}, **spec), [_failed_index_pod(2, 0)],
+                        NOW + timedelta(minutes=30))
+    assert plan.status.failed_indexes == "2"
+    assert conditions(plan)[0] == ("FailureTarget", "True", "MaxFailedIndexesExceeded")
