@@ -381,6 +381,8 @@ def plan(job: Job, pods: list[Pod], now: datetime, *, finalizers_removed: frozen
                 (now - started).total_seconds() >= deadline:
             finish = _condition("FailureTarget", "DeadlineExceeded", "Job was active longer than specified deadline",
                                 now)
+        elif (matched := _success_policy_rule(job, completed)) is not None:
+            finish = _condition("SuccessCriteriaMet", "SuccessPolicy", f"Matched rules at index {matched}", now)
         elif _succeeded_enough(spec.completions, succeeded, len(active), indexed, completed):
             finish = _condition("SuccessCriteriaMet", "CompletionsReached", "Reached expected number of succeeded pods",
                                 now)
@@ -460,6 +462,24 @@ def plan(job: Job, pods: list[Pod], now: datetime, *, finalizers_removed: frozen
                             succeeded=succeeded, failed=failed, completed=completed if indexed else None,
                                 failed_indexes=format_indexes(lost) if per_index else None)
     return result
+
+
+def _success_policy_rule(job: Job, completed: set[int]) -> int | None:
+    """matchSuccessPolicy: the first rule the succeeded indexes satisfy (an Indexed Job only): all of its
+    succeededIndexes, or succeededCount of them (of all indexes without succeededIndexes)."""
+    spec = job.spec
+    if spec is None or spec.success_policy is None or spec.completion_mode != "Indexed":
+        return None
+    for i, rule in enumerate(spec.success_policy.rules or []):
+        wanted = None if rule.succeeded_indexes is None else parse_indexes(rule.succeeded_indexes,
+                                                                           limit=spec.completions or 0)
+        done = len(completed) if wanted is None else len(completed & wanted)
+        if rule.succeeded_count is not None:
+            if done >= rule.succeeded_count:
+                return i
+        elif wanted is not None and wanted <= completed:
+            return i
+    return None
 
 
 def _succeeded_enough(completions: int | None, succeeded: int, active: int, indexed: bool,

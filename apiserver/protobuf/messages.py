@@ -730,6 +730,7 @@ JobSpec
   2 completions int32 *
   3 activeDeadlineSeconds int64 *
   11 podFailurePolicy PodFailurePolicy
+  16 successPolicy SuccessPolicy
   7 backoffLimit int32 *
   12 backoffLimitPerIndex int32 *
   13 maxFailedIndexes int32 *
@@ -741,6 +742,11 @@ JobSpec
   10 suspend bool *
   14 podReplacementPolicy string *
   15 managedBy string *
+SuccessPolicy
+  1 rules []SuccessPolicyRule
+SuccessPolicyRule
+  1 succeededIndexes string *
+  2 succeededCount int32 *
 PodFailurePolicy
   1 rules []PodFailurePolicyRule
 PodFailurePolicyRule

@@ -107,6 +107,13 @@ def validate_job_spec(spec: JobSpec, path: str, pods: PodStrategy) -> list[Field
         if spec.parallelism is not None and spec.parallelism > MAX_PARALLELISM_INDEXED:
             errs.append(invalid(f"{path}.parallelism", spec.parallelism,
                                 f"must be less than or equal to {MAX_PARALLELISM_INDEXED} when completion mode is Indexed"))
+        if spec.completions is not None and spec.max_failed_indexes is not None \
+                and spec.max_failed_indexes > spec.completions:
+            errs.append(invalid(f"{path}.maxFailedIndexes", spec.max_failed_indexes,
+                                "must be less than or equal to completions"))
+        if spec.max_failed_indexes is not None and spec.max_failed_indexes > MAX_PARALLELISM_INDEXED:
+            errs.append(invalid(f"{path}.maxFailedIndexes", spec.max_failed_indexes,
+                                f"must be less than or equal to {MAX_PARALLELISM_INDEXED}"))
     if mode in (None, "NonIndexed"):
         if spec.backoff_limit_per_index is not None:
             errs.append(invalid(f"{path}.backoffLimitPerIndex", spec.backoff_limit_per_index,
@@ -121,6 +128,12 @@ def validate_job_spec(spec: JobSpec, path: str, pods: PodStrategy) -> list[Field
         allowed = ["Failed"] if spec.pod_failure_policy is not None else ["Failed", "TerminatingOrFailed"]
         if spec.pod_replacement_policy not in allowed:
             errs.append(not_supported(f"{path}.podReplacementPolicy", spec.pod_replacement_policy, allowed))
+    if spec.success_policy is not None:
+        if mode != "Indexed":
+            errs.append(invalid(f"{path}.successPolicy", validation.GoLiteral("batch.SuccessPolicy{...}"),
+                                "requires indexed completion mode"))
+        else:
+            errs += _validate_success_policy(spec, f"{path}.successPolicy")
     template = spec.template
     if template is None or template.spec is None:
         errs.append(required(f"{path}.template.spec.containers"))
@@ -141,6 +154,59 @@ def validate_job_spec(spec: JobSpec, path: str, pods: PodStrategy) -> list[Field
     elif spec.pod_failure_policy is not None and restart != "Never":
         errs.append(invalid(f"{path}.template.spec.restartPolicy", restart,
                             'only "Never" is supported when podFailurePolicy is specified'))
+    return errs
+
+
+def parse_index_set(text: str, completions: int) -> tuple[set[int] | None, str]:
+    """validateIndexesFormat: comma-separated ascending, non-overlapping `N` or `N-M` below completions.
+    (the indexes, "") or (None, what is wrong)."""
+    result: set[int] = set()
+    last = -1
+    for part in text.split(","):
+        low_text, dash, high_text = part.partition("-")
+        if not (low_text.isascii() and low_text.isdigit()) or (dash and not (high_text.isascii() and high_text.isdigit())):
+            return None, f"cannot convert string to integer for index: {part!r}"
+        low, high = int(low_text), int(high_text) if dash else int(low_text)
+        if high < low:
+            return None, f"non-increasing order, previous: {low}, current: {high}"
+        if low <= last:
+            return None, f"overlapping indexes found, previous: {last}, current: {low}"
+        if high >= completions:
+            return None, f"too large index: {high}"
+        result.update(range(low, min(high, completions - 1) + 1))
+        last = high
+    return result, ""
+
+
+def _validate_success_policy(spec: JobSpec, path: str) -> list[FieldError]:
+    rules = (spec.success_policy.rules if spec.success_policy else None) or []
+    errs: list[FieldError] = []
+    if not rules:
+        errs.append(required(f"{path}.rules", "at least one rules must be specified when the successPolicy is specified"))
+    if len(rules) > 20:
+        errs.append(validation.FieldError("TooMany", f"{path}.rules", len(rules), "must have at most 20 items"))
+    completions = spec.completions or 0
+    for i, rule in enumerate(rules):
+        rpath = f"{path}.rules[{i}]"
+        if rule.succeeded_count is None and rule.succeeded_indexes is None:
+            errs.append(required(rpath, "at least one of succeededCount or succeededIndexes must be specified"))
+        total = 0
+        if rule.succeeded_indexes is not None:
+            indexes, problem = parse_index_set(rule.succeeded_indexes, completions)
+            if indexes is None:
+                errs.append(invalid(f"{rpath}.succeededIndexes", rule.succeeded_indexes,
+                                    f"error parsing succeededIndexes: {problem}"))
+            else:
+                total = len(indexes)
+        if rule.succeeded_count is not None:
+            errs += _nonnegative(f"{rpath}.succeededCount", rule.succeeded_count)
+            if rule.succeeded_count > completions:
+                errs.append(invalid(f"{rpath}.succeededCount", rule.succeeded_count,
+                                    f"must be less than or equal to {completions} (the number of specified completions)"))
+            if rule.succeeded_indexes is not None and rule.succeeded_count > total:
+                errs.append(invalid(f"{rpath}.succeededCount", rule.succeeded_count,
+                                    f"must be less than or equal to {total} (the number of indexes in the specified "
+                                    "succeededIndexes field)"))
     return errs
 
 
@@ -350,7 +416,8 @@ class JobStrategy(Strategy):
         for name, now, before in (("completionMode", spec.completion_mode, old_spec.completion_mode),
                                   ("podFailurePolicy", _dump(spec.pod_failure_policy), _dump(old_spec.pod_failure_policy)),
                                   ("backoffLimitPerIndex", spec.backoff_limit_per_index, old_spec.backoff_limit_per_index),
-                                  ("managedBy", spec.managed_by, old_spec.managed_by)):
+                                  ("managedBy", spec.managed_by, old_spec.managed_by),
+                                  ("successPolicy", _dump(spec.success_policy), _dump(old_spec.success_policy))):
             if now != before:
                 shown = now if isinstance(now, str | int) or now is None else validation.GoLiteral("{...}")
                 errs.append(invalid(f"spec.{name}", shown, "field is immutable"))

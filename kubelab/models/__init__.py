@@ -29,6 +29,8 @@ from .batch import (
     JobTemplateSpec,
     PodFailurePolicy,
     PodFailurePolicyRule,
+    SuccessPolicy,
+    SuccessPolicyRule,
     UncountedTerminatedPods,
 )
 from .core import (
@@ -104,4 +106,4 @@ __all__ = [
 ]
 # batch/v1
 __all__ += ["CronJob", "CronJobSpec", "CronJobStatus", "Job", "JobCondition", "JobSpec", "JobStatus", "JobTemplateSpec",
-            "PodFailurePolicy", "PodFailurePolicyRule", "UncountedTerminatedPods"]
+            "PodFailurePolicy", "PodFailurePolicyRule", "SuccessPolicy", "SuccessPolicyRule", "UncountedTerminatedPods"]

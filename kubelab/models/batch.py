@@ -29,11 +29,21 @@ class PodFailurePolicy(Model):
     rules: list[PodFailurePolicyRule] | None = None
 
 
+class SuccessPolicyRule(Model):
+    succeeded_indexes: str | None = None
+    succeeded_count: int | None = None
+
+
+class SuccessPolicy(Model):
+    rules: list[SuccessPolicyRule] | None = None
+
+
 class JobSpec(Model):
     parallelism: int | None = None
     completions: int | None = None
     active_deadline_seconds: int | None = None
     pod_failure_policy: PodFailurePolicy | None = None
+    success_policy: SuccessPolicy | None = None
     backoff_limit: int | None = None
     backoff_limit_per_index: int | None = None
     max_failed_indexes: int | None = None

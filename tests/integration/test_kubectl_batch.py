@@ -115,6 +115,16 @@ def test_explain_job_and_cronjob(kubectl: Kubectl) -> None:
                                                                                       "values": [0]}}]}},
                  "spec.podFailurePolicy.rules[0].onExitCodes.values[0]: Invalid value: 0: must not be 0 for the In "
                  "operator", id="podFailurePolicy In 0"),
+    pytest.param({"successPolicy": {"rules": [{"succeededCount": 1}]}},
+                 "spec.successPolicy: Invalid value: batch.SuccessPolicy{...}: requires indexed completion mode",
+                 id="successPolicy on NonIndexed"),
+    pytest.param({"completionMode": "Indexed", "completions": 3,
+                  "successPolicy": {"rules": [{"succeededIndexes": "0-1", "succeededCount": 3}]}},
+                 "spec.successPolicy.rules[0].succeededCount: Invalid value: 3: must be less than or equal to 2 "
+                 "(the number of indexes in the specified succeededIndexes field)", id="successPolicy count"),
+    pytest.param({"completionMode": "Indexed", "completions": 2, "backoffLimitPerIndex": 1, "maxFailedIndexes": 3},
+                 "spec.maxFailedIndexes: Invalid value: 3: must be less than or equal to completions",
+                 id="maxFailedIndexes above completions"),
 ])
 def test_job_validation_messages(api: httpx.Client, spec_change: dict[str, object], message: str) -> None:
     body = _job(unique_name("bad"))

@@ -309,3 +309,23 @@ def test_max_failed_indexes_and_fail_index_rule() -> None:
                         NOW + timedelta(minutes=30))
     assert plan.status.failed_indexes == "2"
     assert conditions(plan)[0] == ("FailureTarget", "True", "MaxFailedIndexesExceeded")
+
+
+@pytest.mark.parametrize(("rules", "completed", "matched"), [
+    pytest.param([{"succeededIndexes": "0,2-3"}], "0,2,3", 0, id="all listed indexes"),
+    pytest.param([{"succeededIndexes": "0,2-3"}], "0,2", None, id="one missing"),
+    pytest.param([{"succeededCount": 2}], "1,4", 0, id="a count of any"),
+    pytest.param([{"succeededIndexes": "0-2", "succeededCount": 3}, {"succeededCount": 1}], "4", 1,
+                 id="second rule"),
+])
+def test_success_policy(rules: list[dict[str, Any]], completed: str, matched: int | None) -> None:
+    running = pod("Running", index=1)
+    spec = {"completionMode": "Indexed", "completions": 5, "parallelism": 5, "successPolicy": {"rules": rules}}
+    plan = jobsync.plan(job({"startTime": timeutil.rfc3339(NOW), "completedIndexes": completed}, **spec), [running],
+                        NOW)
+    if matched is None:
+        assert conditions(plan) == []
+    else:
+        assert conditions(plan) == [("SuccessCriteriaMet", "True", "SuccessPolicy")]
+        assert plan.status.conditions[0].message == f"Matched rules at index {matched}"  # type: ignore[index]
+        assert plan.delete == [running] and plan.create == []  # the lingering pods go
