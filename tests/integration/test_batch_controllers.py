@@ -171,6 +171,39 @@ def test_deleting_a_running_job_deletes_its_pods_despite_their_finalizer(cluster
              timeout=90)
 
 
+def test_suspend_deletes_the_pods_and_resume_starts_again(cluster: RenderCluster) -> None:
+    name = unique_name("pause")
+    create_job(cluster, name, "sleep 600")
+    wait_for(f"{name} running", lambda: [p for p in get(cluster, "pods", "-l", f"job-name={name}")["items"]
+                                         if p["status"].get("phase") == "Running"])
+    kubectl(cluster, "patch", "job", name, "-p", '{"spec":{"suspend":true}}')
+    wait_condition(cluster, name, "suspended")
+    wait_for(f"{name}'s pods gone", lambda: not get(cluster, "pods", "-l", f"job-name={name}")["items"], timeout=90)
+    assert table(kubectl(cluster, "get", "job", name).stdout)[0]["STATUS"] == "Suspended"
+    assert "startTime" not in get(cluster, "job", name)["status"]
+    kubectl(cluster, "patch", "job", name, "-p", '{"spec":{"suspend":false}}')
+    wait_for(f"{name} resumed", lambda: [p for p in get(cluster, "pods", "-l", f"job-name={name}")["items"]
+                                         if p["status"].get("phase") == "Running"])
+    resumed = next(c for c in get(cluster, "job", name)["status"]["conditions"] if c["type"] == "Suspended")
+    assert (resumed["status"], resumed["reason"]) == ("False", "JobResumed")
+    kubectl(cluster, "delete", "job", name, "--wait=false")
+
+
+def test_kubelab_up_runs_a_cronjob_every_minute(cluster: RenderCluster) -> None:
+    """The one real-time schedule: the controller in `kubelab up` requeues itself for the next minute,
+    creates `<cronjob>-<minutes>`, and records lastScheduleTime and, once the Job completes,
+    lastSuccessfulTime (at most ~60 s of waiting for the minute, plus the Job)."""
+    name = unique_name("minutely")
+    kubectl(cluster, "create", "cronjob", name, "--image=busybox", "--schedule=* * * * *", "--", "true")
+    status = wait_for(f"{name} succeeded once", lambda: (s := get(cluster, "cronjob", name).get("status") or {})
+                      .get("lastSuccessfulTime") and s, timeout=100)
+    scheduled = timeutil.parse(status["lastScheduleTime"])
+    assert scheduled is not None and scheduled.second == 0
+    jobs = [j for j in get(cluster, "jobs")["items"] if j["metadata"]["name"].startswith(f"{name}-")]
+    assert f"{name}-{int(scheduled.timestamp()) // 60}" in [j["metadata"]["name"] for j in jobs]
+    kubectl(cluster, "delete", "cronjob", name)
+
+
 async def _run_cronjob_controller(url: str, key: str, clock_at: datetime) -> None:
     async with ApiClient(url, user_agent="cronjob-test") as api:
         informers = SharedInformers(api)
