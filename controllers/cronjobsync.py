@@ -47,9 +47,13 @@ def most_recent_schedule_time(cj: CronJob, now: datetime, schedule: cron.Schedul
         earliest = max(earliest, now - timedelta(seconds=deadline))
     t1 = cron.next_time(schedule, earliest, zone)
     t2 = cron.next_time(schedule, t1, zone) if t1 is not None else None
-    if t1 is None or now < t1:
+    if t1 is None or t2 is None:
+        # robfig's Next gives the zero time for a schedule that never fires ("0 0 30 2 *"); kube then finds
+        # no time between two starts and says so.
+        raise ValueError("time difference between two schedules is less than 1 second")
+    if now < t1:
         return earliest, None, "none"
-    if t2 is None or now < t2:
+    if now < t2:
         return earliest, t1, "none"
     between = round((t2 - t1).total_seconds())
     if between < 1:

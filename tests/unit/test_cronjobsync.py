@@ -135,3 +135,10 @@ def test_history_limits_delete_the_oldest() -> None:
     jobs += [job(f"bad-{i}", f"b{i}", "Failed", start=f"2026-01-01T11:0{i}:00Z") for i in range(2)]
     jobs.append(job("running", "r"))
     assert [j.name for j in cronjobsync.history_to_delete(cronjob(), jobs)] == ["ok-0", "ok-1", "bad-0"]
+
+
+def test_a_schedule_that_never_fires_is_reported() -> None:
+    plan = cronjobsync.plan(cronjob("0 0 30 2 *"), [], datetime(2026, 1, 1, 10, 17, tzinfo=UTC))
+    assert plan.create is None
+    assert plan.events == [("Warning", "InvalidSchedule", "invalid schedule: 0 0 30 2 * : time difference between "
+                                                          "two schedules is less than 1 second")]
