@@ -140,5 +140,5 @@ def test_history_limits_delete_the_oldest() -> None:
 def test_a_schedule_that_never_fires_is_reported() -> None:
     plan = cronjobsync.plan(cronjob("0 0 30 2 *"), [], datetime(2026, 1, 1, 10, 17, tzinfo=UTC))
     assert plan.create is None
-    assert plan.events == [("Warning", "InvalidSchedule", "invalid schedule: 0 0 30 2 * : time difference between "
-                                                          "two schedules is less than 1 second")]
+    assert plan.events == [("Warning", "InvalidSchedule", ("invalid schedule: 0 0 30 2 * : time difference between "
+                                                          "two schedules is less than 1 second"))]
