@@ -33,7 +33,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
-from kubelab import timeutil
+from kubelab import timeutil, validation
 from kubelab.models import Job, JobCondition, JobStatus, Pod, UncountedTerminatedPods
 
 from .ownership import new_controller_ref
@@ -78,7 +78,7 @@ def finish_time(pod: Pod) -> datetime | None:
 
 def completion_index(pod: Pod) -> int | None:
     text = (pod.metadata.annotations or {}).get(COMPLETION_INDEX)
-    if text is None or not text.isascii() or not text.isdigit():
+    if text is None or not validation.is_ascii_digits(text):
         return None
     return int(text)
 
@@ -108,7 +108,7 @@ def parse_indexes(text: str | None, *, limit: int) -> set[int]:
         if not part:
             continue
         low, _, high = part.partition("-")
-        if low.isascii() and low.isdigit() and (not high or (high.isascii() and high.isdigit())):
+        if validation.is_ascii_digits(low) and (not high or validation.is_ascii_digits(high)):
             result.update(range(int(low), min(int(high or low), limit - 1) + 1))
     return result
 
@@ -190,7 +190,7 @@ def index_failures(pods: list[Pod]) -> dict[int, int]:
         if index is None or not counts_as_failed(pod) or not (is_finished(pod) or pod.metadata.deletion_timestamp):
             continue
         text = (pod.metadata.annotations or {}).get(INDEX_FAILURE_COUNT, "0")
-        before = int(text) if text.isascii() and text.isdigit() else 0
+        before = int(text) if validation.is_ascii_digits(text) else 0
         counts[index] = max(counts.get(index, 0), before + 1)
     return counts
 

@@ -22,7 +22,7 @@ import zoneinfo
 from dataclasses import dataclass
 from datetime import UTC, date, datetime, timedelta
 
-from kubelab import timeutil
+from kubelab import timeutil, validation
 
 
 class CronError(ValueError):
@@ -65,7 +65,7 @@ class Schedule:
 def _go_atoi(text: str) -> int:
     """strconv.Atoi: an optional sign and ASCII digits, nothing else."""
     body = text[1:] if text[:1] in "+-" else text
-    if not body or not body.isascii() or not body.isdigit():
+    if not validation.is_ascii_digits(body):
         raise CronError(f'failed to parse int from {text}: strconv.Atoi: parsing "{text}": invalid syntax')
     return int(text)
 
@@ -159,7 +159,7 @@ def _parse_descriptor(spec: str) -> Schedule:
             seconds = timeutil.parse_duration(text)
         except ValueError as exc:
             raise CronError(f"failed to parse duration {spec}: {exc}") from exc
-        if not text.strip() or text.strip().lstrip("+-").replace(".", "").isdigit():
+        if not text.strip() or validation.is_ascii_digits(text.strip().lstrip("+-").replace(".", "")):
             # Go's ParseDuration wants a unit ("1h"); kubelab's helper takes bare seconds.
             raise CronError(f'failed to parse duration {spec}: time: missing unit in duration "{text}"')
         # ConstantDelaySchedule: at least a second, in whole seconds.

@@ -164,7 +164,7 @@ def parse_index_set(text: str, completions: int) -> tuple[set[int] | None, str]:
     last = -1
     for part in text.split(","):
         low_text, dash, high_text = part.partition("-")
-        if not (low_text.isascii() and low_text.isdigit()) or (dash and not (high_text.isascii() and high_text.isdigit())):
+        if not validation.is_ascii_digits(low_text) or (dash and not validation.is_ascii_digits(high_text)):
             return None, f"cannot convert string to integer for index: {part!r}"
         low, high = int(low_text), int(high_text) if dash else int(low_text)
         if high < low:
