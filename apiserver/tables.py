@@ -239,6 +239,53 @@ def _replicaset_row(obj: dict[str, Any]) -> Row:
             status.get("readyReplicas", 0), _age(obj), containers, images, selector]
 
 
+def _has_condition(obj: dict[str, Any], ctype: str) -> bool:
+    return any(c.get("type") == ctype and c.get("status") == "True"
+               for c in (obj.get("status") or {}).get("conditions") or [])
+
+
+def _job_row(obj: dict[str, Any]) -> Row:
+    """printJob: COMPLETIONS is succeeded/completions (or `n/1 of <parallelism>` for a work queue),
+    DURATION runs from startTime to completionTime (or now), STATUS the first of Complete, Failed,
+    Terminating, Suspended, FailureTarget, else Running."""
+    spec, status = obj.get("spec") or {}, obj.get("status") or {}
+    succeeded = status.get("succeeded", 0)
+    if spec.get("completions") is not None:
+        completions = f"{succeeded}/{spec['completions']}"
+    elif (spec.get("parallelism") or 0) > 1:
+        completions = f"{succeeded}/1 of {spec['parallelism']}"
+    else:
+        completions = f"{succeeded}/1"
+    start, end = timeutil.parse(status.get("startTime")), timeutil.parse(status.get("completionTime"))
+    duration = "" if start is None else \
+        timeutil.human_duration(((end or timeutil.now()) - start).total_seconds())
+    if _has_condition(obj, "Complete"):
+        state = "Complete"
+    elif _has_condition(obj, "Failed"):
+        state = "Failed"
+    elif _meta(obj).get("deletionTimestamp"):
+        state = "Terminating"
+    elif _has_condition(obj, "Suspended"):
+        state = "Suspended"
+    elif _has_condition(obj, "FailureTarget"):
+        state = "FailureTarget"
+    else:
+        state = "Running"
+    containers, images, selector = _template_cells(obj)
+    return [_meta(obj).get("name"), state, completions, duration, _age(obj), containers, images, selector]
+
+
+def _cronjob_row(obj: dict[str, Any]) -> Row:
+    spec, status = obj.get("spec") or {}, obj.get("status") or {}
+    last = status.get("lastScheduleTime")
+    containers, images, selector = _template_cells({"spec": (spec.get("jobTemplate") or {}).get("spec") or {}})
+    return [_meta(obj).get("name"), spec.get("schedule") or "",
+            spec["timeZone"] if spec.get("timeZone") is not None else "<none>",
+            "True" if spec.get("suspend") else ("False" if spec.get("suspend") is not None else "<unset>"),
+            len(status.get("active") or []), timeutil.age(last) if last else "<none>", _age(obj),
+            containers, images, selector]
+
+
 def _configmap_row(obj: dict[str, Any]) -> Row:
     return [_meta(obj).get("name"), len(obj.get("data") or {}) + len(obj.get("binaryData") or {}), _age(obj)]
 
@@ -306,6 +353,13 @@ PRINTERS: dict[ResourceType, tuple[list[Column], Callable[[dict[str, Any]], Row]
     kinds.REPLICASETS: ([NAME, ("Desired", "integer", 0, ""), ("Current", "integer", 0, ""),
                          ("Ready", "integer", 0, ""), AGE, ("Containers", "string", 1, ""),
                          ("Images", "string", 1, ""), ("Selector", "string", 1, "")], _replicaset_row),
+    kinds.JOBS: ([NAME, ("Status", "string", 0, ""), ("Completions", "string", 0, ""),
+                  ("Duration", "string", 0, ""), AGE, ("Containers", "string", 1, ""), ("Images", "string", 1, ""),
+                  ("Selector", "string", 1, "")], _job_row),
+    kinds.CRONJOBS: ([NAME, ("Schedule", "string", 0, ""), ("Timezone", "string", 0, ""),
+                      ("Suspend", "boolean", 0, ""), ("Active", "integer", 0, ""),
+                      ("Last Schedule", "string", 0, ""), AGE, ("Containers", "string", 1, ""),
+                      ("Images", "string", 1, ""), ("Selector", "string", 1, "")], _cronjob_row),
     kinds.CONFIGMAPS: ([NAME, ("Data", "integer", 0, ""), AGE], _configmap_row),
     kinds.SECRETS: ([NAME, ("Type", "string", 0, ""), ("Data", "integer", 0, ""), AGE], _secret_row),
     kinds.SERVICEACCOUNTS: ([NAME, ("Secrets", "integer", 0, ""), AGE], _service_account_row),

@@ -14,9 +14,11 @@ from kubelab.client.queuemetrics import WorkQueueMetricsProvider
 from kubelab.client.tracereport import TraceReporter
 from kubelab.models import (
     ConfigMap,
+    CronJob,
     Deployment,
     Endpoints,
     EndpointSlice,
+    Job,
     Namespace,
     Node,
     Pod,
@@ -47,6 +49,8 @@ class SharedInformers:
         self.configmaps: Informer[ConfigMap] = Informer(api, kinds.CONFIGMAPS, name="controllers-configmaps")
         self.budgets: Informer[PodDisruptionBudget] = Informer(api, kinds.PODDISRUPTIONBUDGETS,
                                                                name="controllers-poddisruptionbudgets")
+        self.jobs: Informer[Job] = Informer(api, kinds.JOBS, name="controllers-jobs")
+        self.cronjobs: Informer[CronJob] = Informer(api, kinds.CRONJOBS, name="controllers-cronjobs")
         self._pods_by_ns: dict[str, dict[str, Pod]] = {}
         self._slices_by_ns: dict[str, dict[str, EndpointSlice]] = {}
         self.pods.add_handler(lambda e, old, new: self._index(self._pods_by_ns, old, new))
@@ -61,7 +65,8 @@ class SharedInformers:
 
     def all(self) -> list[Informer[Any]]:
         return [self.services, self.pods, self.endpoints, self.slices, self.nodes, self.namespaces, self.deployments,
-                self.replicasets, self.serviceaccounts, self.configmaps, self.budgets]
+                self.replicasets, self.serviceaccounts, self.configmaps, self.budgets,
+                self.jobs, self.cronjobs]
 
     def pods_in(self, namespace: str) -> list[Pod]:
         return list(self._pods_by_ns.get(namespace, {}).values())
@@ -122,10 +127,12 @@ async def run(api: ApiClient, *, workers: int = 2, node_monitor_grace_period: fl
     receives every work queue's workqueue_* metrics (the caller serves its registry). `ready()` is
     called once the caches have synced (`kubelab up` prints it)."""
     from . import garbagecollector
+    from .cronjob import CronJobController
     from .deployment import DeploymentController
     from .disruption import DisruptionController
     from .endpoints import EndpointsController
     from .endpointslices import EndpointSliceController
+    from .job import JobController
     from .loadbalancer import LoadBalancerController, Pool
     from .namespace import NamespaceController
     from .nodelifecycle import NodeLifecycleController
@@ -137,6 +144,7 @@ async def run(api: ApiClient, *, workers: int = 2, node_monitor_grace_period: fl
     # The workload controllers keep their own queues (their handlers lower expectations, too).
     workloads: list[ReplicaSetController | DeploymentController] = [ReplicaSetController(api, informers),
                                                                     DeploymentController(api, informers)]
+    batch: list[JobController | CronJobController] = [JobController(api, informers), CronJobController(api, informers)]
     # The garbage collector sees every kind but events, which kube's ignores (DefaultIgnoredResources): an
     # informer on them decoded every Scheduled event of a burst for nothing. The shared informers, and
     # its own for the rest.
@@ -163,7 +171,7 @@ async def run(api: ApiClient, *, workers: int = 2, node_monitor_grace_period: fl
     disruption = DisruptionController(api, informers.pods, informers.budgets)
     if metrics is not None:
         for queue in ([q for _, q in controllers] + [lb_queue, gc.queue, disruption.queue] + [w.queue for w in workloads]
-                      + [c.queue for c in namespaced]):
+                      + [c.queue for c in namespaced] + [b.queue for b in batch]):
             queue.metrics = metrics.for_queue(queue.name)
     if lb_controller is not None:
         def on_lb_service(event: str, old: Service | None, new: Service | None) -> None:
@@ -206,6 +214,11 @@ async def run(api: ApiClient, *, workers: int = 2, node_monitor_grace_period: fl
                 workload.queue.add(obj.key)
             for _ in range(workers):
                 tg.create_task(workload.queue.run_worker(workload.reconcile), name=f"{workload.name}-worker")
+        for each_batch in batch:
+            for key in (informers.jobs if isinstance(each_batch, JobController) else informers.cronjobs).cache:
+                each_batch.queue.add(key)
+            for _ in range(workers):
+                tg.create_task(each_batch.queue.run_worker(each_batch.reconcile), name=f"{each_batch.name}-worker")
         for informer in gc_informers:
             if informer.rt not in shared:
                 tg.create_task(informer.run(), name=f"{informer.name}-informer")

@@ -101,9 +101,13 @@ PODDISRUPTIONBUDGETS = ResourceType("policy", "v1", "poddisruptionbudgets", "Pod
 APISERVICES = ResourceType("apiregistration.k8s.io", "v1", "apiservices", "APIService", False, models.APIService,
                            categories=("api-extensions",), subresources=("status",))
 
+JOBS = ResourceType("batch", "v1", "jobs", "Job", True, models.Job, categories=("all",), subresources=("status",))
+CRONJOBS = ResourceType("batch", "v1", "cronjobs", "CronJob", True, models.CronJob, short_names=("cj",),
+                        categories=("all",), subresources=("status",))
+
 BUILTIN: tuple[ResourceType, ...] = (NAMESPACES, NODES, PODS, SERVICES, ENDPOINTS, EVENTS, CONFIGMAPS, SECRETS,
                                      SERVICEACCOUNTS, ENDPOINTSLICES, LEASES, DEPLOYMENTS, REPLICASETS, APISERVICES,
-                                     PODDISRUPTIONBUDGETS)
+                                     PODDISRUPTIONBUDGETS, JOBS, CRONJOBS)
 
 # `kubectl auth can-i` creates one of these and reads the answer back; the API server answers it without
 # storing anything (apiserver/routers/reviews.py), so it is served and discovered but not in BUILTIN, the

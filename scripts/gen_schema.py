@@ -26,6 +26,7 @@ ROOTS = {
     "apps/v1/Deployment": "V1Deployment", "apps/v1/ReplicaSet": "V1ReplicaSet", "autoscaling/v1/Scale": "V1Scale",
     "apiregistration.k8s.io/v1/APIService": "V1APIService", "policy/v1/PodDisruptionBudget": "V1PodDisruptionBudget",
     "policy/v1/Eviction": "V1Eviction", "meta/v1/DeleteOptions": "V1DeleteOptions",
+    "batch/v1/Job": "V1Job", "batch/v1/CronJob": "V1CronJob",
 }
 PRIMITIVES = {"str": "string", "int": "integer", "bool": "boolean", "float": "number", "datetime": "string",
               "date": "string", "object": "any", "bytearray": "string", "bytes": "string",
@@ -60,7 +61,7 @@ PACKAGES = {"v1": "io.k8s.api.core.v1", "discovery.k8s.io/v1": "io.k8s.api.disco
             "coordination.k8s.io/v1": "io.k8s.api.coordination.v1", "apps/v1": "io.k8s.api.apps.v1",
             "autoscaling/v1": "io.k8s.api.autoscaling.v1", "meta/v1": "io.k8s.apimachinery.pkg.apis.meta.v1",
             "apiregistration.k8s.io/v1": "io.k8s.kube-aggregator.pkg.apis.apiregistration.v1",
-            "policy/v1": "io.k8s.api.policy.v1"}
+            "policy/v1": "io.k8s.api.policy.v1", "batch/v1": "io.k8s.api.batch.v1"}
 INT_OR_STRING = "io.k8s.apimachinery.pkg.util.intstr.IntOrString"
 FORMATS = {"int": "int32", "float": "double", "datetime": "date-time", "bytearray": "byte"}
 

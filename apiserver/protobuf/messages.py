@@ -1,7 +1,7 @@
 """Field numbers and types of the Kubernetes messages kubelab decodes from protobuf bodies.
 
 Interoperability data, written down from k8s.io/api's and k8s.io/apimachinery's generated.proto
-(core/v1, apps/v1, autoscaling/v1, authorization/v1, authentication/v1, meta/v1; field numbers as of Kubernetes 1.34). It
+(core/v1, apps/v1, batch/v1, autoscaling/v1, authorization/v1, authentication/v1, meta/v1; field numbers as of Kubernetes 1.34). It
 covers what kubectl's generators send as protobuf (`create namespace|deployment|service|configmap|secret|
 serviceaccount`, `run`, `expose`, `scale`, `auth can-i`, `auth whoami`, `create token`) and the types those reach; volume sources beyond the common
 ones (hostPath, emptyDir, secret, configMap, projected, PVC, NFS, CSI, ephemeral, image, downward API)
@@ -720,6 +720,89 @@ ReplicaSetCondition
   4 reason string
   5 message string
 
+# --- batch/v1: what `kubectl create job|cronjob` and `create job --from=cronjob/X` send ----------
+Job
+  1 metadata ObjectMeta
+  2 spec JobSpec
+  3 status JobStatus
+JobSpec
+  1 parallelism int32 *
+  2 completions int32 *
+  3 activeDeadlineSeconds int64 *
+  11 podFailurePolicy PodFailurePolicy
+  16 successPolicy SuccessPolicy
+  7 backoffLimit int32 *
+  12 backoffLimitPerIndex int32 *
+  13 maxFailedIndexes int32 *
+  4 selector LabelSelector
+  5 manualSelector bool *
+  6 template PodTemplateSpec
+  8 ttlSecondsAfterFinished int32 *
+  9 completionMode string *
+  10 suspend bool *
+  14 podReplacementPolicy string *
+  15 managedBy string *
+SuccessPolicy
+  1 rules []SuccessPolicyRule
+SuccessPolicyRule
+  1 succeededIndexes string *
+  2 succeededCount int32 *
+PodFailurePolicy
+  1 rules []PodFailurePolicyRule
+PodFailurePolicyRule
+  1 action string
+  2 onExitCodes PodFailurePolicyOnExitCodesRequirement
+  3 onPodConditions []PodFailurePolicyOnPodConditionsPattern
+PodFailurePolicyOnExitCodesRequirement
+  1 containerName string *
+  2 operator string
+  3 values []int32
+PodFailurePolicyOnPodConditionsPattern
+  1 type string
+  2 status string
+JobStatus
+  1 conditions []JobCondition
+  2 startTime Time
+  3 completionTime Time
+  4 active int32
+  5 succeeded int32
+  6 failed int32
+  11 terminating int32 *
+  7 completedIndexes string
+  10 failedIndexes string *
+  8 uncountedTerminatedPods UncountedTerminatedPods
+  9 ready int32 *
+JobCondition
+  1 type string *
+  2 status string *
+  3 lastProbeTime Time
+  4 lastTransitionTime Time
+  5 reason string
+  6 message string
+UncountedTerminatedPods
+  1 succeeded []string
+  2 failed []string
+CronJob
+  1 metadata ObjectMeta
+  2 spec CronJobSpec
+  3 status CronJobStatus
+CronJobSpec
+  1 schedule string *
+  8 timeZone string *
+  2 startingDeadlineSeconds int64 *
+  3 concurrencyPolicy string
+  4 suspend bool *
+  5 jobTemplate JobTemplateSpec
+  6 successfulJobsHistoryLimit int32 *
+  7 failedJobsHistoryLimit int32 *
+JobTemplateSpec
+  1 metadata ObjectMeta
+  2 spec JobSpec
+CronJobStatus
+  1 active []ObjectReference
+  4 lastScheduleTime Time
+  5 lastSuccessfulTime Time
+
 # --- authorization/v1: what `kubectl auth can-i` sends --------------------------------------------
 SelfSubjectAccessReview
   1 metadata ObjectMeta
@@ -807,6 +890,8 @@ KINDS: dict[tuple[str, str], str] = {
     ("v1", "ServiceAccount"): "ServiceAccount",
     ("apps/v1", "Deployment"): "Deployment",
     ("apps/v1", "ReplicaSet"): "ReplicaSet",
+    ("batch/v1", "Job"): "Job",
+    ("batch/v1", "CronJob"): "CronJob",
     ("autoscaling/v1", "Scale"): "Scale",
     ("authorization.k8s.io/v1", "SelfSubjectAccessReview"): "SelfSubjectAccessReview",
     ("authentication.k8s.io/v1", "TokenRequest"): "TokenRequest",

@@ -7,6 +7,7 @@ from kubelab import kinds
 
 from .apiservices import APIServiceStrategy
 from .apps import ConfigMapStrategy, DeploymentsStrategy, ReplicaSetsStrategy
+from .batch import CronJobStrategy, JobStrategy
 from .cluster import NamespaceStrategy, NodeStrategy
 from .events import DEFAULT_EVENT_TTL, EventStrategy, LeaseStrategy
 from .networking import EndpointSliceStrategy, EndpointsStrategy
@@ -39,6 +40,8 @@ def default_strategies(*, service_cidr: str | None = None, event_ttl: int = DEFA
         kinds.REPLICASETS: ReplicaSetsStrategy(kinds.REPLICASETS, pods),
         kinds.APISERVICES: APIServiceStrategy(kinds.APISERVICES),
         kinds.PODDISRUPTIONBUDGETS: PodDisruptionBudgetStrategy(kinds.PODDISRUPTIONBUDGETS),
+        kinds.JOBS: JobStrategy(kinds.JOBS, pods),
+        kinds.CRONJOBS: CronJobStrategy(kinds.CRONJOBS, pods),
     }
 
 

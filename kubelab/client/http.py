@@ -208,10 +208,13 @@ class ApiClient:
             "PATCH", rt.path(namespace, name, subresource), body=patch, content_type=content_type))
 
     async def delete(self, rt: ResourceType, name: str, namespace: str | None = None, *,
-                     grace_period_seconds: int | None = None, uid: str | None = None) -> Any:
+                     grace_period_seconds: int | None = None, uid: str | None = None,
+                     propagation_policy: str | None = None) -> Any:
         body: dict[str, Any] = {"kind": "DeleteOptions", "apiVersion": "v1"}
         if grace_period_seconds is not None:
             body["gracePeriodSeconds"] = grace_period_seconds
+        if propagation_policy is not None:
+            body["propagationPolicy"] = propagation_policy
         if uid:
             body["preconditions"] = {"uid": uid}
         return await self.request("DELETE", rt.path(namespace, name), body=body)

@@ -19,6 +19,21 @@ from .apps import (
 )
 from .authorization import SelfSubjectAccessReview, SelfSubjectReview
 from .base import Model, to_wire
+from .batch import (
+    CronJob,
+    CronJobSpec,
+    CronJobStatus,
+    Job,
+    JobCondition,
+    JobSpec,
+    JobStatus,
+    JobTemplateSpec,
+    PodFailurePolicy,
+    PodFailurePolicyRule,
+    SuccessPolicy,
+    SuccessPolicyRule,
+    UncountedTerminatedPods,
+)
 from .core import (
     Binding,
     ClientIPConfig,
@@ -92,3 +107,6 @@ __all__ = [
     "ServiceStatus", "SessionAffinityConfig", "Status", "StatusCause", "StatusDetails", "Taint", "Toleration",
     "TypedObject", "to_wire",
 ]
+# batch/v1
+__all__ += ["CronJob", "CronJobSpec", "CronJobStatus", "Job", "JobCondition", "JobSpec", "JobStatus", "JobTemplateSpec",
+            "PodFailurePolicy", "PodFailurePolicyRule", "SuccessPolicy", "SuccessPolicyRule", "UncountedTerminatedPods"]

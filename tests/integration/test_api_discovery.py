@@ -107,11 +107,11 @@ def test_openapi_v3_index_and_group_version_doc(api: httpx.Client) -> None:
 @pytest.mark.parametrize(("method", "path"), [
     pytest.param("GET", "/nope", id="unknown root"),
     pytest.param("GET", "/api/v2", id="unknown core version"),
-    pytest.param("GET", "/apis/batch/v1", id="unknown group"),
+    pytest.param("GET", "/apis/example.com/v1", id="unknown group"),
     pytest.param("GET", "/api/v1/widgets", id="unknown resource"),
     pytest.param("GET", "/api/v1/namespaces/default/widgets/x", id="unknown namespaced resource"),
     pytest.param("GET", "/apis/discovery.k8s.io/v2/endpointslices", id="unknown group version"),
-    pytest.param("GET", "/openapi/v3/apis/batch/v1", id="unknown openapi group version"),
+    pytest.param("GET", "/openapi/v3/apis/batch/v2", id="unknown openapi group version"),
     pytest.param("GET", "/openapi/v2", id="openapi v2"),
     pytest.param("POST", "/api/v1/namespaces/default/widgets", id="post to unknown resource"),
 ])
