@@ -7,11 +7,14 @@ from kubelab import kinds
 
 from .apps import ConfigMapStrategy, DeploymentsStrategy, ReplicaSetsStrategy
 from .cluster import NamespaceStrategy, NodeStrategy
+from .daemonsets import ControllerRevisionStrategy, DaemonSetStrategy
 from .events import DEFAULT_EVENT_TTL, EventStrategy, LeaseStrategy
 from .networking import EndpointSliceStrategy, EndpointsStrategy
 from .pods import PodStrategy
+from .replicationcontrollers import ReplicationControllerStrategy
 from .secrets import SecretStrategy, ServiceAccountStrategy
 from .services import ServiceStrategy
+from .statefulsets import StatefulSetStrategy
 from .store import Registry, WatchEvent
 from .strategy import Strategy
 
@@ -35,6 +38,10 @@ def default_strategies(*, service_cidr: str | None = None, event_ttl: int = DEFA
         kinds.SERVICEACCOUNTS: ServiceAccountStrategy(kinds.SERVICEACCOUNTS),
         kinds.DEPLOYMENTS: DeploymentsStrategy(kinds.DEPLOYMENTS, pods),
         kinds.REPLICASETS: ReplicaSetsStrategy(kinds.REPLICASETS, pods),
+        kinds.DAEMONSETS: DaemonSetStrategy(kinds.DAEMONSETS, pods),
+        kinds.STATEFULSETS: StatefulSetStrategy(kinds.STATEFULSETS, pods),
+        kinds.CONTROLLERREVISIONS: ControllerRevisionStrategy(kinds.CONTROLLERREVISIONS),
+        kinds.REPLICATIONCONTROLLERS: ReplicationControllerStrategy(kinds.REPLICATIONCONTROLLERS, pods),
     }
 
 
