@@ -14,6 +14,8 @@ from kubelab.client.queuemetrics import WorkQueueMetricsProvider
 from kubelab.client.tracereport import TraceReporter
 from kubelab.models import (
     ConfigMap,
+    ControllerRevision,
+    DaemonSet,
     Deployment,
     Endpoints,
     EndpointSlice,
@@ -21,8 +23,10 @@ from kubelab.models import (
     Node,
     Pod,
     ReplicaSet,
+    ReplicationController,
     Service,
     ServiceAccount,
+    StatefulSet,
 )
 from kubelab.selectors import selector_from_map
 
@@ -44,6 +48,12 @@ class SharedInformers:
         self.serviceaccounts: Informer[ServiceAccount] = Informer(api, kinds.SERVICEACCOUNTS,
                                                                   name="controllers-serviceaccounts")
         self.configmaps: Informer[ConfigMap] = Informer(api, kinds.CONFIGMAPS, name="controllers-configmaps")
+        self.daemonsets: Informer[DaemonSet] = Informer(api, kinds.DAEMONSETS, name="controllers-daemonsets")
+        self.statefulsets: Informer[StatefulSet] = Informer(api, kinds.STATEFULSETS, name="controllers-statefulsets")
+        self.controllerrevisions: Informer[ControllerRevision] = Informer(api, kinds.CONTROLLERREVISIONS,
+                                                                          name="controllers-controllerrevisions")
+        self.replicationcontrollers: Informer[ReplicationController] = Informer(
+            api, kinds.REPLICATIONCONTROLLERS, name="controllers-replicationcontrollers")
         self._pods_by_ns: dict[str, dict[str, Pod]] = {}
         self._slices_by_ns: dict[str, dict[str, EndpointSlice]] = {}
         self.pods.add_handler(lambda e, old, new: self._index(self._pods_by_ns, old, new))
@@ -58,7 +68,11 @@ class SharedInformers:
 
     def all(self) -> list[Informer[Any]]:
         return [self.services, self.pods, self.endpoints, self.slices, self.nodes, self.namespaces, self.deployments,
-                self.replicasets, self.serviceaccounts, self.configmaps]
+                self.replicasets, self.serviceaccounts, self.configmaps, *self.apps_informers()]
+
+    def apps_informers(self) -> list[Informer[Any]]:
+        """DaemonSets, StatefulSets, their ControllerRevisions and ReplicationControllers."""
+        return [self.daemonsets, self.statefulsets, self.controllerrevisions, self.replicationcontrollers]
 
     def pods_in(self, namespace: str) -> list[Pod]:
         return list(self._pods_by_ns.get(namespace, {}).values())
@@ -133,6 +147,7 @@ async def run(api: ApiClient, *, workers: int = 2, node_monitor_grace_period: fl
     # The workload controllers keep their own queues (their handlers lower expectations, too).
     workloads: list[ReplicaSetController | DeploymentController] = [ReplicaSetController(api, informers),
                                                                     DeploymentController(api, informers)]
+    apps_controllers = _apps_controllers(api, informers)
     # The garbage collector sees every kind but events, which kube's ignores (DefaultIgnoredResources): an
     # informer on them decoded every Scheduled event of a burst for nothing. The shared informers, and
     # its own for the rest.
@@ -158,6 +173,7 @@ async def run(api: ApiClient, *, workers: int = 2, node_monitor_grace_period: fl
         namespaced.append(RootCACertPublisher(api, informers.namespaces, informers.configmaps, ca=root_ca))
     if metrics is not None:
         for queue in ([q for _, q in controllers] + [lb_queue, gc.queue] + [w.queue for w in workloads]
+                      + [c.queue for c in apps_controllers]
                       + [c.queue for c in namespaced]):
             queue.metrics = metrics.for_queue(queue.name)
     if lb_controller is not None:
@@ -200,7 +216,30 @@ async def run(api: ApiClient, *, workers: int = 2, node_monitor_grace_period: fl
                 workload.queue.add(obj.key)
             for _ in range(workers):
                 tg.create_task(workload.queue.run_worker(workload.reconcile), name=f"{workload.name}-worker")
+        for apps_controller in apps_controllers:
+            for obj in apps_controller.owners():
+                apps_controller.queue.add(obj.key)
+            for _ in range(workers):
+                tg.create_task(apps_controller.queue.run_worker(apps_controller.reconcile),
+                               name=f"{apps_controller.name}-worker")
         for informer in gc_informers:
             if informer.rt not in shared:
                 tg.create_task(informer.run(), name=f"{informer.name}-informer")
         tg.create_task(garbagecollector.run(gc, workers=workers), name="garbage-collector")
+
+
+class _AppsController(Protocol):
+    name: str
+    queue: WorkQueue
+
+    def owners(self) -> list[Any]: ...
+
+    async def reconcile(self, key: str) -> None: ...
+
+
+def _apps_controllers(api: ApiClient, informers: SharedInformers) -> list[_AppsController]:
+    """The DaemonSet, StatefulSet and ReplicationController controllers: each keeps its own queue, and
+    `owners()` lists what to sync once the caches are in."""
+    from .daemonset import DaemonSetController
+
+    return [DaemonSetController(api, informers)]
