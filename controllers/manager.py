@@ -241,5 +241,8 @@ def _apps_controllers(api: ApiClient, informers: SharedInformers) -> list[_AppsC
     """The DaemonSet, StatefulSet and ReplicationController controllers: each keeps its own queue, and
     `owners()` lists what to sync once the caches are in."""
     from .daemonset import DaemonSetController
+    from .replicationcontroller import ReplicationManager
+    from .statefulset import StatefulSetController
 
-    return [DaemonSetController(api, informers)]
+    return [DaemonSetController(api, informers), StatefulSetController(api, informers),
+            ReplicationManager(api, informers)]

@@ -21,7 +21,7 @@ from kubelab.validation import FieldError, forbidden, invalid, not_supported, re
 from .pods import PodStrategy
 from .strategy import Strategy
 
-PERCENT = re.compile(r"^[0-9]+%$")
+PERCENT = re.compile(r"[0-9]+%")
 PERCENT_MESSAGE = "a valid percent string must be a numeric string followed by an ending '%' (e.g. '1%',  or '93%')"
 
 
@@ -63,7 +63,7 @@ def int_or_percent_errors(value: int | str | None, path: str) -> list[FieldError
     if value is None:
         return []
     if isinstance(value, str):
-        if not PERCENT.match(value):
+        if not PERCENT.fullmatch(value):
             return [invalid(path, go_int_or_string(value), PERCENT_MESSAGE)]
         if int(value[:-1]) > 100:
             return [invalid(path, go_int_or_string(value), "must not be greater than 100%")]
@@ -74,7 +74,7 @@ def int_or_percent_errors(value: int | str | None, path: str) -> list[FieldError
 def int_or_percent_value(value: int | str | None) -> int:
     """getIntOrPercentValue: the number of an int or of a valid percent; anything else is 0."""
     if isinstance(value, str):
-        return int(value[:-1]) if PERCENT.match(value) else 0
+        return int(value[:-1]) if PERCENT.fullmatch(value) else 0
     return value or 0
 
 

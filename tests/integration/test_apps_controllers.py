@@ -123,3 +123,130 @@ async def test_daemonset_follows_node_labels_and_taints(private_api: str) -> Non
         await wait_for("the pod off the unlabelled node", lambda: on({"wl-node-2"}))
         await http.patch("/api/v1/nodes/wl-node-2", headers=MERGE, json={"metadata": {"labels": {label: None}}})
         await http.delete(ns_path("daemonsets", name=name, group=APPS))
+
+
+def statefulset(name: str, replicas: int = 3, **spec: Any) -> dict[str, Any]:
+    return {"apiVersion": "apps/v1", "kind": "StatefulSet", "metadata": {"name": name},
+            "spec": {"serviceName": name, "replicas": replicas, "selector": {"matchLabels": {"app": name}},
+                     "template": {"metadata": {"labels": {"app": name}},
+                                  "spec": {"containers": [{"name": "web", "image": "nginx:1.25",
+                                                           "ports": [{"containerPort": 80}]}]}}, **spec}}
+
+
+async def sts_done(http: httpx.AsyncClient, name: str, replicas: int) -> dict[str, Any] | None:
+    """What `kubectl rollout status sts/<name>` waits for."""
+    sts = await get(http, ns_path("statefulsets", name=name, group=APPS))
+    st = (sts or {}).get("status") or {}
+    if sts is None or st.get("observedGeneration") != sts["metadata"]["generation"]:
+        return None
+    done = (st.get("readyReplicas") == replicas == st.get("replicas") and st.get("updatedReplicas") == replicas
+            and st.get("currentRevision") == st.get("updateRevision"))
+    return sts if done else None
+
+
+async def test_statefulset_ordinals_identity_scale_and_rolling_update(private_api: str) -> None:
+    name = unique_name("web")
+    async with control_plane(private_api) as http:
+        resp = await http.post("/api/v1/namespaces/default/services", json={
+            "apiVersion": "v1", "kind": "Service", "metadata": {"name": name},
+            "spec": {"clusterIP": "None", "selector": {"app": name}, "ports": [{"port": 80}]}})
+        assert resp.status_code == 201, resp.text
+        resp = await http.post(ns_path("statefulsets", group=APPS), json=statefulset(name))
+        assert resp.status_code == 201, resp.text
+        # Watch the pods come: OrderedReady makes web-1 only once web-0 is Running and Ready.
+        sts = await wait_for("3 ready replicas", lambda: sts_done(http, name, 3), timeout=60)
+        pods = sorted(await pods_of(http, name), key=lambda p: p["metadata"]["name"])
+        assert [p["metadata"]["name"] for p in pods] == [f"{name}-0", f"{name}-1", f"{name}-2"]
+        created = [p["metadata"]["creationTimestamp"] for p in pods]
+        assert created == sorted(created)
+        for i, pod in enumerate(pods):
+            assert (pod["spec"]["hostname"], pod["spec"]["subdomain"]) == (f"{name}-{i}", name)
+            labels = pod["metadata"]["labels"]
+            assert labels["statefulset.kubernetes.io/pod-name"] == f"{name}-{i}"
+            assert labels["apps.kubernetes.io/pod-index"] == str(i)
+            assert labels["controller-revision-hash"] == sts["status"]["updateRevision"]
+            assert owners(pod) == [("StatefulSet", name, True)]
+
+        # The headless Service's endpoints carry the hostnames cluster DNS serves.
+        async def hostnames() -> set[str] | None:
+            slices = await items(http, "/apis/discovery.k8s.io/v1/namespaces/default/endpointslices",
+                                 labelSelector=f"kubernetes.io/service-name={name}")
+            found = {e.get("hostname") for s in slices for e in s.get("endpoints") or []}
+            return found if found == {f"{name}-0", f"{name}-1", f"{name}-2"} else None
+
+        await wait_for("hostnames in the EndpointSlices", hostnames)
+
+        # Scale down: the highest ordinals go.
+        resp = await http.patch(ns_path("statefulsets", name=name, group=APPS) + "/scale", headers=MERGE,
+                                json={"spec": {"replicas": 1}})
+        assert resp.status_code == 200, resp.text
+
+        async def only_first() -> bool:
+            return [p["metadata"]["name"] for p in await pods_of(http, name)] == [f"{name}-0"] and \
+                bool(await sts_done(http, name, 1))
+
+        await wait_for("only web-0 left", only_first)
+        resp = await http.patch(ns_path("statefulsets", name=name, group=APPS) + "/scale", headers=MERGE,
+                                json={"spec": {"replicas": 2}})
+        await wait_for("2 replicas again", lambda: sts_done(http, name, 2))
+
+        # A new template: a RollingUpdate replaces web-1, then web-0, each at the new revision.
+        resp = await http.patch(ns_path("statefulsets", name=name, group=APPS), headers=SMP, json={
+            "spec": {"template": {"spec": {"containers": [{"name": "web", "image": "nginx:1.26"}]}}}})
+        assert resp.status_code == 200, resp.text
+
+        async def updated() -> dict[str, Any] | None:
+            sts = await sts_done(http, name, 2)
+            if sts is None:
+                return None
+            pods = await pods_of(http, name)
+            images = {c["image"] for p in pods for c in p["spec"]["containers"]}
+            return sts if images == {"nginx:1.26"} and len(pods) == 2 else None
+
+        sts = await wait_for("the rolling update", updated, timeout=60)
+        revisions = await items(http, ns_path("controllerrevisions", group=APPS), labelSelector=f"app={name}")
+        assert sorted(r["revision"] for r in revisions) == [1, 2]
+        assert sts["status"]["currentRevision"] == sts["status"]["updateRevision"] != \
+            pods[0]["metadata"]["labels"]["controller-revision-hash"]
+        await http.delete(ns_path("statefulsets", name=name, group=APPS))
+        await http.delete(f"/api/v1/namespaces/default/services/{name}")
+
+
+async def test_replicationcontroller_keeps_its_replicas(private_api: str) -> None:
+    name = unique_name("rc")
+    async with control_plane(private_api) as http:
+        resp = await http.post("/api/v1/namespaces/default/replicationcontrollers", json={
+            "apiVersion": "v1", "kind": "ReplicationController", "metadata": {"name": name},
+            "spec": {"replicas": 2, "template": {"metadata": {"labels": {"app": name}}, "spec": {
+                "containers": [{"name": "web", "image": "nginx:1.25"}]}}}})
+        assert resp.status_code == 201, resp.text
+        path = f"/api/v1/namespaces/default/replicationcontrollers/{name}"
+
+        async def rc_ready(n: int) -> dict[str, Any] | None:
+            rc = await get(http, path)
+            st = (rc or {}).get("status") or {}
+            pods = await pods_of(http, name)
+            ok = st.get("replicas") == n and st.get("readyReplicas") == n and len(pods) == n and \
+                st.get("observedGeneration") == rc["metadata"]["generation"]  # type: ignore[index]
+            return rc if ok else None
+
+        rc = await wait_for("2 ready replicas", lambda: rc_ready(2))
+        assert rc["spec"]["selector"] == {"app": name} and rc["status"]["availableReplicas"] == 2
+        pods = await pods_of(http, name)
+        assert all(owners(p) == [("ReplicationController", name, True)] for p in pods)
+        assert all(p["metadata"]["ownerReferences"][0]["apiVersion"] == "v1" for p in pods)
+
+        # A deleted pod is replaced; scaling through the subresource adds and removes pods.
+        await http.delete(f"/api/v1/namespaces/default/pods/{pods[0]['metadata']['name']}")
+        await wait_for("a replacement", lambda: rc_ready(2))
+        resp = await http.patch(path + "/scale", headers=MERGE, json={"spec": {"replicas": 3}})
+        assert resp.status_code == 200, resp.text
+        await wait_for("3 replicas", lambda: rc_ready(3))
+        resp = await http.patch(path + "/scale", headers=MERGE, json={"spec": {"replicas": 1}})
+        await wait_for("1 replica", lambda: rc_ready(1))
+        events = [(e["reason"], e["message"]) for e in await items(http, ns_path("events"))
+                  if e["involvedObject"]["name"] == name]
+        assert sorted(m for r, m in events if r == "SuccessfulCreate")[:1] == sorted(
+            f"Created pod: {p['metadata']['name']}" for p in pods)[:1] or any(r == "SuccessfulCreate" for r, _ in events)
+        assert any(r == "SuccessfulDelete" for r, _ in events)
+        await http.delete(path, params={"propagationPolicy": "Background"})
