@@ -262,8 +262,10 @@ class StatefulSetController:
             bumped = status.model_copy(update={"collision_count": (status.collision_count or 0) + 1})
             await self.api.update_status(kinds.STATEFULSETS, sts.model_copy(update={"status": bumped}))
             raise
-        update_hash = (update.metadata.labels or {}).get(history.HASH_LABEL, "")
-        by_hash = {(r.metadata.labels or {}).get(history.HASH_LABEL, ""): r for r in revisions}
+        # A StatefulSet names revisions by their ControllerRevision's name, in its status and in its pods'
+        # controller-revision-hash label (`web-7b9d4c5f8d`), where a DaemonSet's pods carry the bare hash.
+        update_hash = update.metadata.name or ""
+        by_hash = {r.metadata.name or "": r for r in revisions}
         current_hash = status.current_revision if status.current_revision in by_hash else update_hash
         now = timeutil.now()
         actions = plan(sts, pods, current_revision=current_hash or "", update_revision=update_hash,
@@ -271,10 +273,10 @@ class StatefulSetController:
         templates = {h: template_of(r) for h, r in by_hash.items()}
         results = await asyncio.gather(*(self._act(sts, a, templates.get(a.revision)) for a in actions),
                                        return_exceptions=True)
-        live = {revision_of(p) for p in pods}
+        live = {revision_of(p) for p in pods} | {current_hash or ""}
         limit = sts.spec.revision_history_limit if sts.spec and sts.spec.revision_history_limit is not None else 10
-        stale = history.to_truncate(revisions, limit=limit + 1, live_hashes=live | {current_hash or ""},
-                                    keep={update.metadata.name or ""})
+        stale = history.to_truncate(revisions, limit=limit + 1, live_hashes=set(),
+                                    keep=live | {update.metadata.name or ""})
         await history.delete_revisions(self.api, stale)
         await self._write_status(sts, calculate_status(sts, pods, current_revision=current_hash or "",
                                                        update_revision=update_hash, now=now))

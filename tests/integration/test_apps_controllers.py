@@ -164,7 +164,9 @@ async def test_statefulset_ordinals_identity_scale_and_rolling_update(private_ap
             labels = pod["metadata"]["labels"]
             assert labels["statefulset.kubernetes.io/pod-name"] == f"{name}-{i}"
             assert labels["apps.kubernetes.io/pod-index"] == str(i)
+            # A StatefulSet's pods carry the revision's name (a DaemonSet's the bare hash).
             assert labels["controller-revision-hash"] == sts["status"]["updateRevision"]
+            assert sts["status"]["updateRevision"].startswith(f"{name}-")
             assert owners(pod) == [("StatefulSet", name, True)]
 
         # The headless Service's endpoints carry the hostnames cluster DNS serves.
@@ -206,6 +208,7 @@ async def test_statefulset_ordinals_identity_scale_and_rolling_update(private_ap
         sts = await wait_for("the rolling update", updated, timeout=60)
         revisions = await items(http, ns_path("controllerrevisions", group=APPS), labelSelector=f"app={name}")
         assert sorted(r["revision"] for r in revisions) == [1, 2]
+        assert sts["status"]["updateRevision"] in {r["metadata"]["name"] for r in revisions}
         assert sts["status"]["currentRevision"] == sts["status"]["updateRevision"] != \
             pods[0]["metadata"]["labels"]["controller-revision-hash"]
         await http.delete(ns_path("statefulsets", name=name, group=APPS))
