@@ -168,3 +168,40 @@ def test_strict_field_validation_knows_the_new_kinds(kubectl: Kubectl) -> None:
     body["spec"]["nosuchfield"] = 1
     err = kubectl("create", "--validate=strict", "-f", "-", input=manifest(body)).failed().stderr
     assert 'unknown field "spec.nosuchfield"' in err
+
+
+def test_the_official_python_client_reads_and_writes_the_new_kinds(apiserver: str) -> None:
+    """What the client's own e2e suite does with DaemonSets and ReplicationControllers (it met 404s before):
+    create from models, read back into its strict models, list, scale, delete."""
+    from kubernetes import client
+
+    name = unique_name("pyc")
+    with client.ApiClient(client.Configuration(host=apiserver)) as api:
+        apps, core = client.AppsV1Api(api), client.CoreV1Api(api)
+        template = client.V1PodTemplateSpec(
+            metadata=client.V1ObjectMeta(labels={"app": name}),
+            spec=client.V1PodSpec(containers=[client.V1Container(name="c", image="nginx:1.25")]))
+        ds = apps.create_namespaced_daemon_set("default", client.V1DaemonSet(
+            metadata=client.V1ObjectMeta(name=name),
+            spec=client.V1DaemonSetSpec(selector=client.V1LabelSelector(match_labels={"app": name}),
+                                        template=template)))
+        assert ds.spec.update_strategy.rolling_update.max_unavailable == 1
+        assert [d.metadata.name for d in apps.list_namespaced_daemon_set("default").items if d.metadata.name == name]
+        apps.delete_namespaced_daemon_set(name, "default")
+
+        rc = core.create_namespaced_replication_controller("default", client.V1ReplicationController(
+            metadata=client.V1ObjectMeta(name=name),
+            spec=client.V1ReplicationControllerSpec(replicas=2, template=template)))
+        assert rc.spec.selector == {"app": name}
+        scale = core.patch_namespaced_replication_controller_scale(name, "default", {"spec": {"replicas": 4}})
+        assert (scale.spec.replicas, scale.status.selector) == (4, f"app={name}")
+        assert core.read_namespaced_replication_controller(name, "default").spec.replicas == 4
+        core.delete_namespaced_replication_controller(name, "default")
+
+        sts = apps.create_namespaced_stateful_set("default", client.V1StatefulSet(
+            metadata=client.V1ObjectMeta(name=name),
+            spec=client.V1StatefulSetSpec(service_name=name, selector=client.V1LabelSelector(
+                match_labels={"app": name}), template=template)))
+        assert sts.spec.pod_management_policy == "OrderedReady" and sts.spec.replicas == 1
+        assert apps.read_namespaced_stateful_set_scale(name, "default").spec.replicas == 1
+        apps.delete_namespaced_stateful_set(name, "default")
