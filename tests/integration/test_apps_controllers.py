@@ -5,11 +5,17 @@ what a user of the API sees: pods, their names, labels and nodes, ControllerRevi
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
 import httpx
 from apitools import ns_path, unique_name
 from test_workload_controllers import control_plane, get, items, owners, wait_for
+
+from kubelab.client import ApiClient
+from kubeletstub.dataplane import RenderDataplane
+from kubeletstub.kubelet import Kubelet
+from kubeletstub.node import NodeConfig
 
 APPS = "apps/v1"
 NODES = {"wl-node-1", "wl-node-2"}
@@ -122,6 +128,38 @@ async def test_daemonset_follows_node_labels_and_taints(private_api: str) -> Non
         await http.patch("/api/v1/nodes/wl-node-1", headers=MERGE, json={"metadata": {"labels": {label: None}}})
         await wait_for("the pod off the unlabelled node", lambda: on({"wl-node-2"}))
         await http.patch("/api/v1/nodes/wl-node-2", headers=MERGE, json={"metadata": {"labels": {label: None}}})
+        await http.delete(ns_path("daemonsets", name=name, group=APPS))
+
+
+async def test_daemonset_follows_a_new_node_and_a_removed_one(private_api: str) -> None:
+    """A third kubelet joins: the DaemonSet's pod lands on it; its Node is deleted: the pod goes."""
+    name = unique_name("everywhere")
+    node = unique_name("wl-extra")
+    async with control_plane(private_api) as http:
+        resp = await http.post(ns_path("daemonsets", group=APPS), json=daemonset(name))
+        assert resp.status_code == 201, resp.text
+        await wait_for("pods on the two nodes", lambda: ds_done(http, name, 2))
+        api = ApiClient(private_api, user_agent="kubelab-test-extra-node")
+        kubelet = asyncio.create_task(Kubelet(api, NodeConfig(name=node, ip="10.240.0.99",
+                                                              pod_cidr="10.244.99.0/24"), RenderDataplane()).run())
+        try:
+            async def on_every_node() -> bool:
+                nodes = {p["spec"].get("nodeName") for p in await pods_of(http, name)}
+                return nodes == {*NODES, node} and bool(await ds_done(http, name, 3))
+
+            await wait_for("a pod on the new node", on_every_node)
+        finally:
+            kubelet.cancel()
+            await asyncio.gather(kubelet, return_exceptions=True)
+            await api.close()
+        resp = await http.delete(f"/api/v1/nodes/{node}")
+        assert resp.status_code == 200, resp.text
+
+        async def back_to_two() -> bool:
+            return {p["spec"].get("nodeName") for p in await pods_of(http, name)} == NODES and \
+                bool(await ds_done(http, name, 2))
+
+        await wait_for("the removed node's pod gone", back_to_two)
         await http.delete(ns_path("daemonsets", name=name, group=APPS))
 
 
