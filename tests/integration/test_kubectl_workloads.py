@@ -205,3 +205,16 @@ def test_the_official_python_client_reads_and_writes_the_new_kinds(apiserver: st
         assert sts.spec.pod_management_policy == "OrderedReady" and sts.spec.replicas == 1
         assert apps.read_namespaced_stateful_set_scale(name, "default").spec.replicas == 1
         apps.delete_namespaced_stateful_set(name, "default")
+
+
+def test_get_all_and_describe_show_the_new_kinds(kubectl: Kubectl) -> None:
+    name = unique_name("every")
+    kubectl.ok("create", "-f", "-", input=manifest(daemonset(name), statefulset(name), replicationcontroller(name)))
+    out = kubectl.ok("get", "all")
+    for shown in (f"daemonset.apps/{name}", f"statefulset.apps/{name}", f"replicationcontroller/{name}"):
+        assert shown in out
+    described = kubectl.ok("describe", "ds", name)
+    assert f"Name:           {name}" in described and "Desired Number of Nodes Scheduled: 0" in described
+    assert "Replicas:" in kubectl.ok("describe", "sts", name)
+    assert f"Selector:     app={name}" in kubectl.ok("describe", "rc", name)
+    kubectl.ok("delete", "ds,sts,rc", name)
