@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from kubelab import kinds, timeutil
+from kubelab import kinds, timeutil, validation
 from kubelab.client import AlreadyExists, ApiClient, ApiError, Conflict, NotFound, WorkQueue
 from kubelab.events import EventRecorder
 from kubelab.models import ControllerRevision, Pod, PodTemplateSpec, StatefulSet, StatefulSetStatus
@@ -52,7 +52,10 @@ def ordinal_of(sts: StatefulSet, pod: Pod) -> int | None:
     if not name.startswith(prefix):
         return None
     digits = name[len(prefix):]
-    return int(digits) if digits.isdigit() and (digits == "0" or not digits.startswith("0")) else None
+    # ASCII digits only (str.isdigit takes "٣"), and no leading zero: web-01 is no ordinal of web.
+    if not validation.is_ascii_digits(digits) or (digits != "0" and digits.startswith("0")):
+        return None
+    return int(digits)
 
 
 def revision_of(pod: Pod) -> str:

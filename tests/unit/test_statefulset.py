@@ -108,6 +108,7 @@ def test_pod_identity() -> None:
     assert ordinal_of(the_set, pod(12)) == 12
     assert ordinal_of(the_set, Pod.model_validate({"metadata": {"name": "web-01"}})) is None
     assert ordinal_of(the_set, Pod.model_validate({"metadata": {"name": "webx-1"}})) is None
+    assert ordinal_of(the_set, Pod.model_validate({"metadata": {"name": "web-\u0663"}})) is None  # Arabic-Indic 3
 
 
 def test_status_completes_the_rollout_when_every_pod_is_updated_and_ready() -> None:
