@@ -18,6 +18,8 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
@@ -106,10 +108,41 @@ def is_updated(pod: Pod, revision_hash: str) -> bool:
 
 @dataclass
 class NodePlan:
-    """What the manage step does: nodes that need a pod, pods to delete (by name)."""
+    """What the manage step does: nodes that need a pod, pods to delete (by name), and failed pods to
+    delete as (node, pod name) once the node's failed-pod backoff allows it."""
 
     create_on: list[str] = field(default_factory=list)
     delete: list[str] = field(default_factory=list)
+    failed: list[tuple[str, str]] = field(default_factory=list)
+
+
+class FailedPodBackoff:
+    """failedPodsBackoff: per DaemonSet and node, a failed pod is deleted (and so replaced) at most once per
+    delay, which doubles from 1 s to 15 min — a kubelet that rejects every pod must not meet a hot loop of
+    creations. The clock is injected."""
+
+    def __init__(self, clock: Callable[[], float] = time.monotonic, *, initial: float = 1.0,
+                 maximum: float = 900.0) -> None:
+        self.clock = clock
+        self.initial = initial
+        self.maximum = maximum
+        self._entries: dict[str, tuple[float, float]] = {}  # key -> (delay, last update)
+
+    def remaining(self, key: str) -> float:
+        """Seconds until the key may act again (0: now), as IsInBackOffSinceUpdate."""
+        entry = self._entries.get(key)
+        if entry is None:
+            return 0.0
+        delay, since = entry
+        return max(0.0, since + delay - self.clock())
+
+    def next(self, key: str) -> None:
+        entry = self._entries.get(key)
+        now = self.clock()
+        if entry is None or now - entry[1] > 2 * self.maximum:
+            self._entries[key] = (self.initial, now)
+        else:
+            self._entries[key] = (min(entry[0] * 2, self.maximum), now)
 
 
 def allows_surge(ds: DaemonSet) -> bool:
@@ -131,7 +164,13 @@ def plan_nodes(ds: DaemonSet, nodes: list[Node], pods_by_node: dict[str, list[Po
         name = node.metadata.name or ""
         known.add(name)
         run, keep = should_run(ds, node)
-        pods = pods_by_node.get(name, [])
+        # A finished pod already being deleted is no longer the node's (getNodesToDaemonPods); any other
+        # pod, a terminating one included, is: a replacement waits until it is gone.
+        pods = [p for p in pods_by_node.get(name, []) if not (p.is_terminal() and p.metadata.deletion_timestamp)]
+        if not pods:
+            if run:
+                plan.create_on.append(name)
+            continue
         if not keep:
             plan.delete += [p.metadata.name or "" for p in pods if not p.metadata.deletion_timestamp]
             continue
@@ -139,16 +178,13 @@ def plan_nodes(ds: DaemonSet, nodes: list[Node], pods_by_node: dict[str, list[Po
         for pod in pods:
             if pod.metadata.deletion_timestamp:
                 continue
-            if pod.phase in ("Failed", "Succeeded"):
-                # A finished daemon pod is replaced: deleted, and a new one made in the same sync.
+            if pod.phase == "Failed":
+                plan.failed.append((name, pod.metadata.name or ""))
+            elif pod.phase == "Succeeded":
                 plan.delete.append(pod.metadata.name or "")
-                continue
-            running.append(pod)
-        if not running:
-            if run:
-                plan.create_on.append(name)
-            continue
-        if len(running) == 1:
+            else:
+                running.append(pod)
+        if len(running) <= 1:
             continue
         running.sort(key=_created)
         if allows_surge(ds):
@@ -312,6 +348,7 @@ class DaemonSetController:
         self.daemonsets = informers.daemonsets
         self.queue = WorkQueue(self.name)
         self.expectations = Expectations()
+        self.failed_backoff = FailedPodBackoff()
         self.events = EventRecorder(api, self.name)
         self.daemonsets.add_handler(self._on_daemonset)
         informers.pods.add_handler(self._on_pod)
@@ -415,6 +452,7 @@ class DaemonSetController:
             if not plan.create_on and not plan.delete and strategy is not None and strategy.type == "RollingUpdate":
                 desired = sum(1 for n in nodes if should_run(ds, n)[0])
                 plan = plan_rolling_update(ds, pods_by_node, revision_hash, desired, now)
+            plan.delete += self._failed_to_delete(ds, plan.failed)
             error = await self._sync_nodes(ds, plan, owned, revision_hash)
             live = {(p.metadata.labels or {}).get(history.HASH_LABEL, "") for p in owned}
             # revisionHistoryLimit old revisions are kept besides the current one.
@@ -429,6 +467,22 @@ class DaemonSetController:
             self.queue.add_after(key, min_ready + 1)  # pods become available by the clock
         if error is not None:
             raise error
+
+    def _failed_to_delete(self, ds: DaemonSet, failed: list[tuple[str, str]]) -> list[str]:
+        """The failed pods whose node's backoff allows deleting them now; the others are looked at again
+        when it does."""
+        names = []
+        for node, pod_name in failed:
+            key = f"{ds.metadata.uid}/{node}"
+            wait = self.failed_backoff.remaining(key)
+            if wait > 0:
+                self.queue.add_after(ds.key, wait)
+                continue
+            self.failed_backoff.next(key)
+            self.events.event(ds, "Warning", "FailedDaemonPod", f"Found failed daemon pod {ds.metadata.namespace}/"
+                                                                 f"{pod_name} on node {node}, will try to kill it")
+            names.append(pod_name)
+        return names
 
     async def _sync_nodes(self, ds: DaemonSet, plan: NodePlan, owned: list[Pod], revision_hash: str
                           ) -> BaseException | None:

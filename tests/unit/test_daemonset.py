@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 
 from controllers.daemonset import (
+    FailedPodBackoff,
     calculate_status,
     daemon_tolerations,
     plan_nodes,
@@ -116,14 +117,33 @@ def test_manage_creates_where_missing_and_deletes_where_not_allowed_or_doubled()
             "d": [pod("d1", "d", "h", phase="Failed")],
             "gone": [pod("g1", "gone", "h")]}
     plan = plan_nodes(ds(), nodes, pods, "h", NOW)
-    assert plan.create_on == ["a", "d"]
-    # b keeps its oldest pod; c's taint evicts; d's failed pod is replaced; the pod of a deleted node goes.
-    assert sorted(plan.delete) == ["b2", "c1", "d1", "g1"]
+    assert plan.create_on == ["a"]
+    # b keeps its oldest pod; c's taint evicts; the pod of a deleted node goes; d's failed pod is deleted
+    # (as the node's backoff allows) and replaced in a later sync, once it is gone.
+    assert sorted(plan.delete) == ["b2", "c1", "g1"]
+    assert plan.failed == [("d", "d1")]
 
 
-def test_manage_replaces_a_failed_pod_only_once_it_is_deleted() -> None:
+def test_manage_replaces_a_pod_only_once_it_is_gone() -> None:
     plan = plan_nodes(ds(), [node("d")], {"d": [pod("d1", "d", "h", phase="Failed", deleting=True)]}, "h", NOW)
     assert (plan.create_on, plan.delete) == (["d"], [])
+    # A terminating pod that has not finished still holds its node.
+    plan = plan_nodes(ds(), [node("d")], {"d": [pod("d1", "d", "h", deleting=True)]}, "h", NOW)
+    assert (plan.create_on, plan.delete) == ([], [])
+
+
+def test_failed_pod_backoff_doubles_up_to_its_maximum() -> None:
+    clock = [100.0]
+    backoff = FailedPodBackoff(lambda: clock[0], initial=1.0, maximum=4.0)
+    assert backoff.remaining("ds/n") == 0.0
+    waits = []
+    for _ in range(5):
+        backoff.next("ds/n")
+        waits.append(backoff.remaining("ds/n"))
+        clock[0] += waits[-1]
+        assert backoff.remaining("ds/n") == 0.0
+    assert waits == [1.0, 2.0, 4.0, 4.0, 4.0]
+    assert backoff.remaining("ds/other") == 0.0
 
 
 def test_rolling_update_without_surge_replaces_at_most_max_unavailable() -> None:
