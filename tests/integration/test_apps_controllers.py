@@ -71,6 +71,10 @@ async def test_daemonset_runs_one_pod_per_node_and_rolls_out_a_new_template(priv
         assert owners(revisions[0]) == [("DaemonSet", name, True)]
         assert revisions[0]["data"]["spec"]["template"]["$patch"] == "replace"
         assert ds["status"]["numberMisscheduled"] == 0 and ds["status"]["numberReady"] == 2
+        table = (await http.get(ns_path("controllerrevisions", group=APPS), params={"labelSelector": f"app={name}"},
+                                headers={"Accept": "application/json;as=Table;v=v1;g=meta.k8s.io"})).json()
+        assert [c["name"] for c in table["columnDefinitions"]] == ["Name", "Controller", "Revision", "Age"]
+        assert table["rows"][0]["cells"][:3] == [f"{name}-{first_hash}", f"daemonset.apps/{name}", 1]
 
         # A new template rolls out node by node (maxUnavailable 1), each pod replaced with the new hash.
         resp = await http.patch(ns_path("daemonsets", name=name, group=APPS), headers=SMP, json={
