@@ -6,10 +6,12 @@ what a user of the API sees: pods, their names, labels and nodes, ControllerRevi
 from __future__ import annotations
 
 import asyncio
+from pathlib import Path
 from typing import Any
 
 import httpx
 from apitools import ns_path, unique_name
+from kubectltools import Kubectl, write_kubeconfig
 from test_workload_controllers import control_plane, get, items, owners, wait_for
 
 from kubelab.client import ApiClient
@@ -186,7 +188,7 @@ async def sts_done(http: httpx.AsyncClient, name: str, replicas: int) -> dict[st
     return sts if done else None
 
 
-async def test_statefulset_ordinals_identity_scale_and_rolling_update(private_api: str) -> None:
+async def test_statefulset_ordinals_identity_scale_and_rolling_update(private_api: str, tmp_path: Path) -> None:
     name = unique_name("web")
     async with control_plane(private_api) as http:
         resp = await http.post("/api/v1/namespaces/default/services", json={
@@ -253,6 +255,22 @@ async def test_statefulset_ordinals_identity_scale_and_rolling_update(private_ap
         assert sts["status"]["updateRevision"] in {r["metadata"]["name"] for r in revisions}
         assert sts["status"]["currentRevision"] == sts["status"]["updateRevision"] != \
             pods[0]["metadata"]["labels"]["controller-revision-hash"]
+
+        # The real kubectl reads the history from the ControllerRevisions and rolls back with one.
+        kubectl = Kubectl("dispatcher", write_kubeconfig(tmp_path, private_api), tmp_path / "cache")
+        history = (await asyncio.to_thread(kubectl.ok, "rollout", "history", f"sts/{name}")).splitlines()
+        assert [line.split()[0] for line in history[2:] if line.strip()] == ["1", "2"]
+        undone = await asyncio.to_thread(kubectl.ok, "rollout", "undo", f"sts/{name}")
+        assert undone.strip() == f"statefulset.apps/{name} rolled back"
+
+        async def rolled_back() -> bool:
+            sts = await sts_done(http, name, 2)
+            pods = await pods_of(http, name)
+            return bool(sts) and {c["image"] for p in pods for c in p["spec"]["containers"]} == {"nginx:1.25"}
+
+        await wait_for("the rollback", rolled_back, timeout=60)
+        revisions = await items(http, ns_path("controllerrevisions", group=APPS), labelSelector=f"app={name}")
+        assert sorted(r["revision"] for r in revisions) == [2, 3]  # revision 1 renumbered as the newest
         await http.delete(ns_path("statefulsets", name=name, group=APPS))
         await http.delete(f"/api/v1/namespaces/default/services/{name}")
 
