@@ -169,6 +169,39 @@ async def test_daemonset_follows_a_new_node_and_a_removed_one(private_api: str) 
         await http.delete(ns_path("daemonsets", name=name, group=APPS))
 
 
+async def test_daemonset_on_delete_updates_only_the_pods_deleted(private_api: str) -> None:
+    name = unique_name("ondelete")
+    async with control_plane(private_api) as http:
+        resp = await http.post(ns_path("daemonsets", group=APPS), json=daemonset(name, updateStrategy={"type": "OnDelete"}))
+        assert resp.status_code == 201, resp.text
+        await wait_for("the daemon pods", lambda: ds_done(http, name, 2))
+        resp = await http.patch(ns_path("daemonsets", name=name, group=APPS), headers=SMP, json={
+            "spec": {"template": {"spec": {"containers": [{"name": "agent", "image": "busybox:1.37"}]}}}})
+        assert resp.status_code == 200, resp.text
+
+        async def observed() -> dict[str, Any] | None:
+            ds = await get(http, ns_path("daemonsets", name=name, group=APPS))
+            st = ds["status"] if ds else {}
+            return ds if ds and st.get("observedGeneration") == 2 and st.get("updatedNumberScheduled") == 0 else None
+
+        await wait_for("the new template observed, no pod updated", observed)
+        pods = await pods_of(http, name)
+        assert {c["image"] for p in pods for c in p["spec"]["containers"]} == {"busybox:1.36"}
+        victim = min(pods, key=lambda p: p["spec"]["nodeName"])
+        await http.delete(f"/api/v1/namespaces/default/pods/{victim['metadata']['name']}")
+
+        async def one_updated() -> list[str] | None:
+            pods = await pods_of(http, name)
+            by_node = {p["spec"].get("nodeName"): p["spec"]["containers"][0]["image"] for p in pods}
+            ds = await get(http, ns_path("daemonsets", name=name, group=APPS))
+            done = len(pods) == 2 and (ds or {}).get("status", {}).get("updatedNumberScheduled") == 1
+            return sorted(by_node.values()) if done else None
+
+        assert await wait_for("the deleted pod replaced at the new template", one_updated) == [
+            "busybox:1.36", "busybox:1.37"]
+        await http.delete(ns_path("daemonsets", name=name, group=APPS))
+
+
 def statefulset(name: str, replicas: int = 3, **spec: Any) -> dict[str, Any]:
     return {"apiVersion": "apps/v1", "kind": "StatefulSet", "metadata": {"name": name},
             "spec": {"serviceName": name, "replicas": replicas, "selector": {"matchLabels": {"app": name}},
