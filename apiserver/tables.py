@@ -239,6 +239,41 @@ def _replicaset_row(obj: dict[str, Any]) -> Row:
             status.get("readyReplicas", 0), _age(obj), containers, images, selector]
 
 
+def _daemonset_row(obj: dict[str, Any]) -> Row:
+    """printDaemonSet: the counts from status, the template's nodeSelector as labels.FormatLabels prints it."""
+    status = obj.get("status") or {}
+    containers, images, selector = _template_cells(obj)
+    node_selector = (((obj.get("spec") or {}).get("template") or {}).get("spec") or {}).get("nodeSelector") or {}
+    return [_meta(obj).get("name"), status.get("desiredNumberScheduled", 0), status.get("currentNumberScheduled", 0),
+            status.get("numberReady", 0), status.get("updatedNumberScheduled", 0), status.get("numberAvailable", 0),
+            ",".join(f"{k}={v}" for k, v in sorted(node_selector.items())) or "<none>", _age(obj), containers, images,
+            selector]
+
+
+def _statefulset_row(obj: dict[str, Any]) -> Row:
+    spec, status = obj.get("spec") or {}, obj.get("status") or {}
+    containers, images, _ = _template_cells(obj)
+    return [_meta(obj).get("name"), f"{status.get('readyReplicas', 0)}/{spec.get('replicas', 0)}", _age(obj),
+            containers, images]
+
+
+def _replicationcontroller_row(obj: dict[str, Any]) -> Row:
+    spec, status = obj.get("spec") or {}, obj.get("status") or {}
+    containers, images, _ = _template_cells(obj)
+    selector = ",".join(f"{k}={v}" for k, v in sorted((spec.get("selector") or {}).items())) or "<none>"
+    return [_meta(obj).get("name"), spec.get("replicas", 0), status.get("replicas", 0),
+            status.get("readyReplicas", 0), _age(obj), containers, images, selector]
+
+
+def _controllerrevision_row(obj: dict[str, Any]) -> Row:
+    """printControllerRevision: the controller as `<kind>.<group>/<name>`, or <none>."""
+    controller = "<none>"
+    for ref in _meta(obj).get("ownerReferences") or []:
+        if ref.get("controller"):
+            group = str(ref.get("apiVersion") or "").rpartition("/")[0]
+            kind = str(ref.get("kind") or "").lower()
+            controller = f"{kind}.{group}/{ref.get('name')}" if group else f"{kind}/{ref.get('name')}"
+    return [_meta(obj).get("name"), controller, obj.get("revision", 0), _age(obj)]
 def _has_condition(obj: dict[str, Any], ctype: str) -> bool:
     return any(c.get("type") == ctype and c.get("status") == "True"
                for c in (obj.get("status") or {}).get("conditions") or [])
@@ -353,6 +388,18 @@ PRINTERS: dict[ResourceType, tuple[list[Column], Callable[[dict[str, Any]], Row]
     kinds.REPLICASETS: ([NAME, ("Desired", "integer", 0, ""), ("Current", "integer", 0, ""),
                          ("Ready", "integer", 0, ""), AGE, ("Containers", "string", 1, ""),
                          ("Images", "string", 1, ""), ("Selector", "string", 1, "")], _replicaset_row),
+    kinds.DAEMONSETS: ([NAME, ("Desired", "integer", 0, ""), ("Current", "integer", 0, ""),
+                        ("Ready", "integer", 0, ""), ("Up-to-date", "integer", 0, ""), ("Available", "integer", 0, ""),
+                        ("Node Selector", "string", 0, ""), AGE, ("Containers", "string", 1, ""),
+                        ("Images", "string", 1, ""), ("Selector", "string", 1, "")], _daemonset_row),
+    kinds.STATEFULSETS: ([NAME, ("Ready", "string", 0, ""), AGE, ("Containers", "string", 1, ""),
+                          ("Images", "string", 1, "")], _statefulset_row),
+    kinds.REPLICATIONCONTROLLERS: ([NAME, ("Desired", "integer", 0, ""), ("Current", "integer", 0, ""),
+                                    ("Ready", "integer", 0, ""), AGE, ("Containers", "string", 1, ""),
+                                    ("Images", "string", 1, ""), ("Selector", "string", 1, "")],
+                                   _replicationcontroller_row),
+    kinds.CONTROLLERREVISIONS: ([NAME, ("Controller", "string", 0, ""), ("Revision", "integer", 0, ""), AGE],
+                                _controllerrevision_row),
     kinds.JOBS: ([NAME, ("Status", "string", 0, ""), ("Completions", "string", 0, ""),
                   ("Duration", "string", 0, ""), AGE, ("Containers", "string", 1, ""), ("Images", "string", 1, ""),
                   ("Selector", "string", 1, "")], _job_row),

@@ -47,6 +47,10 @@ class Expectations:
     def expect_deletions(self, key: str, pod_keys: Iterable[str]) -> None:
         self._records[key] = _Record(deletes=set(pod_keys), timestamp=self._clock())
 
+    def expect(self, key: str, *, adds: int, deletes: Iterable[str]) -> None:
+        """Creations and deletions of one sync at once (a DaemonSet sync may do both)."""
+        self._records[key] = _Record(adds=adds, deletes=set(deletes), timestamp=self._clock())
+
     def creation_observed(self, key: str) -> None:
         record = self._records.get(key)
         if record is not None:

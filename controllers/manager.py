@@ -14,7 +14,9 @@ from kubelab.client.queuemetrics import WorkQueueMetricsProvider
 from kubelab.client.tracereport import TraceReporter
 from kubelab.models import (
     ConfigMap,
+    ControllerRevision,
     CronJob,
+    DaemonSet,
     Deployment,
     Endpoints,
     EndpointSlice,
@@ -24,8 +26,10 @@ from kubelab.models import (
     Pod,
     PodDisruptionBudget,
     ReplicaSet,
+    ReplicationController,
     Service,
     ServiceAccount,
+    StatefulSet,
 )
 from kubelab.selectors import selector_from_map
 
@@ -51,6 +55,12 @@ class SharedInformers:
                                                                name="controllers-poddisruptionbudgets")
         self.jobs: Informer[Job] = Informer(api, kinds.JOBS, name="controllers-jobs")
         self.cronjobs: Informer[CronJob] = Informer(api, kinds.CRONJOBS, name="controllers-cronjobs")
+        self.daemonsets: Informer[DaemonSet] = Informer(api, kinds.DAEMONSETS, name="controllers-daemonsets")
+        self.statefulsets: Informer[StatefulSet] = Informer(api, kinds.STATEFULSETS, name="controllers-statefulsets")
+        self.controllerrevisions: Informer[ControllerRevision] = Informer(api, kinds.CONTROLLERREVISIONS,
+                                                                          name="controllers-controllerrevisions")
+        self.replicationcontrollers: Informer[ReplicationController] = Informer(
+            api, kinds.REPLICATIONCONTROLLERS, name="controllers-replicationcontrollers")
         self._pods_by_ns: dict[str, dict[str, Pod]] = {}
         self._slices_by_ns: dict[str, dict[str, EndpointSlice]] = {}
         self.pods.add_handler(lambda e, old, new: self._index(self._pods_by_ns, old, new))
@@ -66,7 +76,11 @@ class SharedInformers:
     def all(self) -> list[Informer[Any]]:
         return [self.services, self.pods, self.endpoints, self.slices, self.nodes, self.namespaces, self.deployments,
                 self.replicasets, self.serviceaccounts, self.configmaps, self.budgets,
-                self.jobs, self.cronjobs]
+                self.jobs, self.cronjobs, *self.apps_informers()]
+
+    def apps_informers(self) -> list[Informer[Any]]:
+        """DaemonSets, StatefulSets, their ControllerRevisions and ReplicationControllers."""
+        return [self.daemonsets, self.statefulsets, self.controllerrevisions, self.replicationcontrollers]
 
     def pods_in(self, namespace: str) -> list[Pod]:
         return list(self._pods_by_ns.get(namespace, {}).values())
@@ -145,6 +159,7 @@ async def run(api: ApiClient, *, workers: int = 2, node_monitor_grace_period: fl
     workloads: list[ReplicaSetController | DeploymentController] = [ReplicaSetController(api, informers),
                                                                     DeploymentController(api, informers)]
     batch: list[JobController | CronJobController] = [JobController(api, informers), CronJobController(api, informers)]
+    apps_controllers = _apps_controllers(api, informers)
     # The garbage collector sees every kind but events, which kube's ignores (DefaultIgnoredResources): an
     # informer on them decoded every Scheduled event of a burst for nothing. The shared informers, and
     # its own for the rest.
@@ -171,6 +186,7 @@ async def run(api: ApiClient, *, workers: int = 2, node_monitor_grace_period: fl
     disruption = DisruptionController(api, informers.pods, informers.budgets)
     if metrics is not None:
         for queue in ([q for _, q in controllers] + [lb_queue, gc.queue, disruption.queue] + [w.queue for w in workloads]
+                      + [c.queue for c in apps_controllers]
                       + [c.queue for c in namespaced] + [b.queue for b in batch]):
             queue.metrics = metrics.for_queue(queue.name)
     if lb_controller is not None:
@@ -219,7 +235,33 @@ async def run(api: ApiClient, *, workers: int = 2, node_monitor_grace_period: fl
                 each_batch.queue.add(key)
             for _ in range(workers):
                 tg.create_task(each_batch.queue.run_worker(each_batch.reconcile), name=f"{each_batch.name}-worker")
+        for apps_controller in apps_controllers:
+            for obj in apps_controller.owners():
+                apps_controller.queue.add(obj.key)
+            for _ in range(workers):
+                tg.create_task(apps_controller.queue.run_worker(apps_controller.reconcile),
+                               name=f"{apps_controller.name}-worker")
         for informer in gc_informers:
             if informer.rt not in shared:
                 tg.create_task(informer.run(), name=f"{informer.name}-informer")
         tg.create_task(garbagecollector.run(gc, workers=workers), name="garbage-collector")
+
+
+class _AppsController(Protocol):
+    name: str
+    queue: WorkQueue
+
+    def owners(self) -> list[Any]: ...
+
+    async def reconcile(self, key: str) -> None: ...
+
+
+def _apps_controllers(api: ApiClient, informers: SharedInformers) -> list[_AppsController]:
+    """The DaemonSet, StatefulSet and ReplicationController controllers: each keeps its own queue, and
+    `owners()` lists what to sync once the caches are in."""
+    from .daemonset import DaemonSetController
+    from .replicationcontroller import ReplicationManager
+    from .statefulset import StatefulSetController
+
+    return [DaemonSetController(api, informers), StatefulSetController(api, informers),
+            ReplicationManager(api, informers)]

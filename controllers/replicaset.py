@@ -213,11 +213,18 @@ def pod_from_template(rs: ReplicaSet) -> dict[str, Any]:
 # --- the controller ----------------------------------------------------------------------------
 
 class ReplicaSetController:
-    name = "replicaset-controller"
+    """`owners` is what it controls: the ReplicaSet informer, or a view of another kind's informer that
+    shows ReplicaSets (the ReplicationController manager's, replicationcontroller.py); `rt` and `kind`
+    name that kind in the writes and ownerReferences."""
 
-    def __init__(self, api: ApiClient, informers: Any, *, burst_replicas: int = BURST_REPLICAS) -> None:
+    name = "replicaset-controller"
+    rt = kinds.REPLICASETS
+    kind = "ReplicaSet"
+
+    def __init__(self, api: ApiClient, informers: Any, *, burst_replicas: int = BURST_REPLICAS,
+                 owners: Any = None) -> None:
         self.api = api
-        self.replicasets = informers.replicasets
+        self.replicasets = owners if owners is not None else informers.replicasets
         self.informers = informers
         self.burst_replicas = burst_replicas
         self.queue = WorkQueue(self.name)
@@ -237,7 +244,7 @@ class ReplicaSetController:
 
     def _owner_of(self, pod: Pod) -> ReplicaSet | None:
         ref = controller_ref(pod)
-        if ref is None or ref.kind != "ReplicaSet":
+        if ref is None or ref.kind != self.kind:
             return None
         rs = self.replicasets.get(f"{pod.metadata.namespace}/{ref.name}")
         return rs if rs is not None and rs.metadata.uid == ref.uid else None
@@ -324,7 +331,7 @@ class ReplicaSetController:
             raise RuntimeError(manage_error)
 
     async def _claim_pods(self, rs: ReplicaSet, selector: Any, pods: list[Pod]) -> list[Pod]:
-        return await claim_all(self.api, rs, kinds.REPLICASETS, pods, kinds.PODS,
+        return await claim_all(self.api, rs, self.rt, pods, kinds.PODS,
                                lambda pod: selector.matches(pod.metadata.labels), what="pods")
 
     async def _manage_replicas(self, rs: ReplicaSet, owned: list[Pod]) -> None:
@@ -410,14 +417,22 @@ class ReplicaSetController:
         status.observed_generation = rs.metadata.generation
         for attempt in range(2):
             try:
-                written: ReplicaSet = await self.api.update_status(kinds.REPLICASETS,
-                                                                   rs.model_copy(update={"status": status}))
-                return written
+                written = await self.api.update_status(self.rt, self.stored(rs.model_copy(update={"status": status})))
+                return self.viewed(written)
             except NotFound:
                 return None
             except Conflict:
                 if attempt:
                     raise
-                rs = await self.api.get(kinds.REPLICASETS, rs.metadata.name or "", rs.metadata.namespace)
+                rs = self.viewed(await self.api.get(self.rt, rs.metadata.name or "", rs.metadata.namespace))
                 status.observed_generation = rs.metadata.generation
         return None
+
+    # The kind the controller writes, as the ReplicaSet it reasons about (identity for ReplicaSets).
+
+    def stored(self, rs: ReplicaSet) -> Any:
+        return rs
+
+    def viewed(self, obj: Any) -> ReplicaSet:
+        assert isinstance(obj, ReplicaSet)
+        return obj

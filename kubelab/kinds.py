@@ -105,9 +105,21 @@ JOBS = ResourceType("batch", "v1", "jobs", "Job", True, models.Job, categories=(
 CRONJOBS = ResourceType("batch", "v1", "cronjobs", "CronJob", True, models.CronJob, short_names=("cj",),
                         categories=("all",), subresources=("status",))
 
+# DaemonSets and StatefulSets keep their template history in ControllerRevisions (`kubectl rollout history`).
+DAEMONSETS = ResourceType("apps", "v1", "daemonsets", "DaemonSet", True, models.DaemonSet,
+                          short_names=("ds",), categories=("all",), subresources=("status",))
+STATEFULSETS = ResourceType("apps", "v1", "statefulsets", "StatefulSet", True, models.StatefulSet,
+                            short_names=("sts",), categories=("all",), subresources=("status", "scale"))
+CONTROLLERREVISIONS = ResourceType("apps", "v1", "controllerrevisions", "ControllerRevision", True,
+                                   models.ControllerRevision)
+REPLICATIONCONTROLLERS = ResourceType("", "v1", "replicationcontrollers", "ReplicationController", True,
+                                      models.ReplicationController, short_names=("rc",), categories=("all",),
+                                      subresources=("status", "scale"))
+
 BUILTIN: tuple[ResourceType, ...] = (NAMESPACES, NODES, PODS, SERVICES, ENDPOINTS, EVENTS, CONFIGMAPS, SECRETS,
                                      SERVICEACCOUNTS, ENDPOINTSLICES, LEASES, DEPLOYMENTS, REPLICASETS, APISERVICES,
                                      PODDISRUPTIONBUDGETS, JOBS, CRONJOBS)
+BUILTIN += (DAEMONSETS, STATEFULSETS, CONTROLLERREVISIONS, REPLICATIONCONTROLLERS)
 
 # `kubectl auth can-i` creates one of these and reads the answer back; the API server answers it without
 # storing anything (apiserver/routers/reviews.py), so it is served and discovered but not in BUILTIN, the

@@ -28,6 +28,9 @@ ROOTS = {
     "policy/v1/Eviction": "V1Eviction", "meta/v1/DeleteOptions": "V1DeleteOptions",
     "batch/v1/Job": "V1Job", "batch/v1/CronJob": "V1CronJob",
 }
+ROOTS.update({"apps/v1/DaemonSet": "V1DaemonSet", "apps/v1/StatefulSet": "V1StatefulSet",
+              "apps/v1/ControllerRevision": "V1ControllerRevision",
+              "v1/ReplicationController": "V1ReplicationController"})
 PRIMITIVES = {"str": "string", "int": "integer", "bool": "boolean", "float": "number", "datetime": "string",
               "date": "string", "object": "any", "bytearray": "string", "bytes": "string",
               "Any": "any"}
@@ -57,6 +60,9 @@ def describe(type_name: str, types: dict[str, Any]) -> Any:
 META_TYPES = {"V1ObjectMeta", "V1ListMeta", "V1OwnerReference", "V1ManagedFieldsEntry", "V1LabelSelector",
               "V1LabelSelectorRequirement", "V1DeleteOptions", "V1Preconditions", "V1Condition"}
 CORE_TYPES = {"V1PodTemplateSpec"}  # reached only from apps/v1 kinds here, but a core/v1 type
+# A StatefulSet's volumeClaimTemplates: core/v1 types too.
+CORE_TYPES |= {"V1PersistentVolumeClaim", "V1PersistentVolumeClaimCondition", "V1PersistentVolumeClaimStatus",
+               "V1ModifyVolumeStatus", "V1VolumeHealthStatus"}
 PACKAGES = {"v1": "io.k8s.api.core.v1", "discovery.k8s.io/v1": "io.k8s.api.discovery.v1",
             "coordination.k8s.io/v1": "io.k8s.api.coordination.v1", "apps/v1": "io.k8s.api.apps.v1",
             "autoscaling/v1": "io.k8s.api.autoscaling.v1", "meta/v1": "io.k8s.apimachinery.pkg.apis.meta.v1",

@@ -9,12 +9,15 @@ from .apiservices import APIServiceStrategy
 from .apps import ConfigMapStrategy, DeploymentsStrategy, ReplicaSetsStrategy
 from .batch import CronJobStrategy, JobStrategy
 from .cluster import NamespaceStrategy, NodeStrategy
+from .daemonsets import ControllerRevisionStrategy, DaemonSetStrategy
 from .events import DEFAULT_EVENT_TTL, EventStrategy, LeaseStrategy
 from .networking import EndpointSliceStrategy, EndpointsStrategy
 from .pods import PodStrategy
 from .policy import PodDisruptionBudgetStrategy
+from .replicationcontrollers import ReplicationControllerStrategy
 from .secrets import SecretStrategy, ServiceAccountStrategy
 from .services import ServiceStrategy
+from .statefulsets import StatefulSetStrategy
 from .store import Registry, WatchEvent
 from .strategy import Strategy
 
@@ -42,6 +45,10 @@ def default_strategies(*, service_cidr: str | None = None, event_ttl: int = DEFA
         kinds.PODDISRUPTIONBUDGETS: PodDisruptionBudgetStrategy(kinds.PODDISRUPTIONBUDGETS),
         kinds.JOBS: JobStrategy(kinds.JOBS, pods),
         kinds.CRONJOBS: CronJobStrategy(kinds.CRONJOBS, pods),
+        kinds.DAEMONSETS: DaemonSetStrategy(kinds.DAEMONSETS, pods),
+        kinds.STATEFULSETS: StatefulSetStrategy(kinds.STATEFULSETS, pods),
+        kinds.CONTROLLERREVISIONS: ControllerRevisionStrategy(kinds.CONTROLLERREVISIONS),
+        kinds.REPLICATIONCONTROLLERS: ReplicationControllerStrategy(kinds.REPLICATIONCONTROLLERS, pods),
     }
 
 

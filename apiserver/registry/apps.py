@@ -182,9 +182,11 @@ class ConfigMapStrategy(Strategy):
 
 
 def scale_of(obj: dict[str, Any], group_version_kind: tuple[str, str]) -> dict[str, Any]:
-    """The autoscaling/v1 Scale view of a Deployment or ReplicaSet."""
+    """The autoscaling/v1 Scale view of a Deployment, ReplicaSet, StatefulSet or ReplicationController."""
     meta = obj.get("metadata") or {}
-    labels = ((obj.get("spec") or {}).get("selector") or {}).get("matchLabels") or {}
+    selector = (obj.get("spec") or {}).get("selector") or {}
+    # A v1 ReplicationController's selector is the label map itself.
+    labels = selector if group_version_kind[1] == "ReplicationController" else selector.get("matchLabels") or {}
     return {"kind": "Scale", "apiVersion": "autoscaling/v1",
             "metadata": {k: meta[k] for k in ("name", "namespace", "uid", "resourceVersion", "creationTimestamp")
                          if k in meta},

@@ -107,6 +107,32 @@ __all__ = [
     "ServiceStatus", "SessionAffinityConfig", "Status", "StatusCause", "StatusDetails", "Taint", "Toleration",
     "TypedObject", "to_wire",
 ]
+
+# apps/v1 DaemonSet, StatefulSet, ControllerRevision and v1 ReplicationController (models/workloads.py).
+from .workloads import (
+    ControllerRevision,
+    DaemonSet,
+    DaemonSetSpec,
+    DaemonSetStatus,
+    DaemonSetUpdateStrategy,
+    ReplicationController,
+    ReplicationControllerSpec,
+    ReplicationControllerStatus,
+    RollingUpdateDaemonSet,
+    RollingUpdateStatefulSetStrategy,
+    StatefulSet,
+    StatefulSetPersistentVolumeClaimRetentionPolicy,
+    StatefulSetSpec,
+    StatefulSetStatus,
+    StatefulSetUpdateStrategy,
+)
+
+__all__ += [
+    "ControllerRevision", "DaemonSet", "DaemonSetSpec", "DaemonSetStatus", "DaemonSetUpdateStrategy",
+    "ReplicationController", "ReplicationControllerSpec", "ReplicationControllerStatus", "RollingUpdateDaemonSet",
+    "RollingUpdateStatefulSetStrategy", "StatefulSet", "StatefulSetPersistentVolumeClaimRetentionPolicy",
+    "StatefulSetSpec", "StatefulSetStatus", "StatefulSetUpdateStrategy",
+]
 # batch/v1
 __all__ += ["CronJob", "CronJobSpec", "CronJobStatus", "Job", "JobCondition", "JobSpec", "JobStatus", "JobTemplateSpec",
             "PodFailurePolicy", "PodFailurePolicyRule", "SuccessPolicy", "SuccessPolicyRule", "UncountedTerminatedPods"]
