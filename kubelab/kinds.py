@@ -72,11 +72,11 @@ NAMESPACES = ResourceType("", "v1", "namespaces", "Namespace", False, models.Nam
                           verbs=("create", "delete", "get", "list", "patch", "update", "watch"))
 NODES = ResourceType("", "v1", "nodes", "Node", False, models.Node, short_names=("no",),
                      subresources=("status", "proxy"))
-# attach, exec, log, portforward reach the pod's kubelet (apiserver/routers/proxy.py).
+# attach, exec, log, portforward reach the pod's kubelet, proxy the pod itself (apiserver/routers/proxy.py).
 PODS = ResourceType("", "v1", "pods", "Pod", True, models.Pod, short_names=("po",), categories=("all",),
-                    subresources=("status", "binding", "attach", "exec", "log", "portforward"))
+                    subresources=("status", "binding", "attach", "exec", "log", "portforward", "proxy"))
 SERVICES = ResourceType("", "v1", "services", "Service", True, models.Service, short_names=("svc",),
-                        categories=("all",), subresources=("status",),
+                        categories=("all",), subresources=("status", "proxy"),
                         verbs=("create", "delete", "deletecollection", "get", "list", "patch", "update",
                                "watch"))
 ENDPOINTS = ResourceType("", "v1", "endpoints", "Endpoints", True, models.Endpoints, short_names=("ep",),
