@@ -158,6 +158,7 @@ def create_app(config: Config) -> ASGIApp:
     app.state.traces = TraceRecorder()
     # Read now, so a bad file stops the API server before it serves anything (TokenFileError).
     tokens = tokenfile.load(config.token_auth_file) if config.token_auth_file else None
+    app.state.tokens = tokens  # TokenReview authenticates with the same authenticators (routers/reviews.py)
     if config.service_account_key_file:
         app.state.signer = satokens.Signer.from_file(config.service_account_key_file,
                                                      issuer=config.service_account_issuer)

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import base64
 import hashlib
+import json
 import logging
 import uuid
 from dataclasses import dataclass
@@ -75,6 +76,7 @@ class ServiceAccountInfo:
     secret: Ref | None = None
     node: Ref | None = None
     credential_id: str = ""
+    audiences: tuple[str, ...] = ()  # those of the token that were asked for (a TokenReview's status.audiences)
 
     def extra(self) -> tuple[tuple[str, tuple[str, ...]], ...]:
         """The user's extras, as kube's ServiceAccountInfo.UserInfo fills them."""
@@ -149,30 +151,46 @@ class Signer:
             return False
         return isinstance(unverified, dict) and unverified.get("iss") == self.issuer
 
-    def verify(self, token: str) -> ServiceAccountInfo:
+    def verify(self, token: str, *, audiences: tuple[str, ...] | None = None) -> ServiceAccountInfo:
         """The token's holder if its signature, times (with go-jose's one minute of leeway) and audience
-        (one of the API's) are good, else InvalidToken."""
+        are good, else InvalidToken in kube's words (pkg/serviceaccount/jwt.go, claims.go). `audiences`
+        are the ones asked for (a TokenReview's spec.audiences), the API's by default; the token must
+        name one of them, and the holder's `audiences` are those it names."""
+        wanted = tuple(audiences) if audiences else self.audiences
         try:
             payload = jwt.decode(token, self.key.public_key(), algorithms=[ALGORITHM], issuer=self.issuer,
-                                 audience=list(self.audiences), leeway=LEEWAY_SECONDS,
-                                 options={"require": ["exp", "iat", "nbf", "sub", "iss"]})
+                                 leeway=LEEWAY_SECONDS, options={"require": ["exp", "iat", "nbf", "sub", "iss"],
+                                                                  "verify_aud": False})
         except jwt.ExpiredSignatureError as exc:
-            raise InvalidToken("Token has expired.") from exc
+            raise InvalidToken("service account token has expired") from exc
+        except jwt.ImmatureSignatureError as exc:
+            raise InvalidToken("service account token is not valid yet") from exc
+        except jwt.InvalidSignatureError as exc:
+            raise InvalidToken("go-jose/go-jose: error in cryptographic primitive") from exc
         except jwt.PyJWTError as exc:
-            raise InvalidToken(f"Token could not be validated: {exc}") from exc
+            raise InvalidToken(f"service account token claims could not be validated: {exc}") from exc
+        aud = payload.get("aud")
+        token_audiences = tuple(a for a in ([aud] if isinstance(aud, str) else aud or []) if isinstance(a, str))
+        if not token_audiences:
+            token_audiences = self.audiences  # a token naming none has the API's (implicit audiences)
+        matched = tuple(a for a in token_audiences if a in wanted)
+        if not matched:
+            raise InvalidToken(f"token audiences {go_strings(token_audiences)} is invalid for the target audiences "
+                               f"{go_strings(wanted)}")
         private = payload.get("kubernetes.io")
         if not isinstance(private, dict):
-            raise InvalidToken("Token could not be validated.")
+            raise InvalidToken("service account token claims could not be validated due to unexpected private claim")
         namespace, sa = private.get("namespace"), private.get("serviceaccount")
         if not isinstance(namespace, str) or not namespace or not isinstance(sa, dict):
-            raise InvalidToken("Token could not be validated.")
+            raise InvalidToken("service account token claims could not be validated due to unexpected private claim")
         account = _ref(sa)
         if account is None or payload["sub"] != username(namespace, account.name):
-            raise InvalidToken("Token could not be validated.")
+            raise InvalidToken("service account token claims could not be validated due to unexpected private claim")
         jti = payload.get("jti")
         return ServiceAccountInfo(namespace, account.name, account.uid, pod=_ref(private.get("pod")),
                                   secret=_ref(private.get("secret")), node=_ref(private.get("node"), uid_optional=True),
-                                  credential_id=f"JTI={jti}" if isinstance(jti, str) and jti else "")
+                                  credential_id=f"JTI={jti}" if isinstance(jti, str) and jti else "",
+                                  audiences=matched)
 
     def jwks(self) -> dict[str, Any]:
         """/openid/v1/jwks: the public key, as kube-apiserver publishes its service account keys."""
@@ -185,6 +203,11 @@ class Signer:
         return {"issuer": self.issuer, "jwks_uri": f"{self.issuer}/openid/v1/jwks",
                 "response_types_supported": ["id_token"], "subject_types_supported": ["public"],
                 "id_token_signing_alg_values_supported": [ALGORITHM]}
+
+
+def go_strings(values: tuple[str, ...]) -> str:
+    """A []string as Go's %q prints it: ["a" "b"]."""
+    return "[" + " ".join(json.dumps(v) for v in values) + "]"
 
 
 def _ref(value: Any, *, uid_optional: bool = False) -> Ref | None:

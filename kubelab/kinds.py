@@ -106,7 +106,10 @@ SELFSUBJECTACCESSREVIEWS = ResourceType("authorization.k8s.io", "v1", "selfsubje
 # `kubectl auth whoami` creates one of these: who the API server takes the asker for (never stored either).
 SELFSUBJECTREVIEWS = ResourceType("authentication.k8s.io", "v1", "selfsubjectreviews", "SelfSubjectReview", False,
                                   models.SelfSubjectReview, verbs=("create",))
-SERVED: tuple[ResourceType, ...] = (*BUILTIN, SELFSUBJECTACCESSREVIEWS, SELFSUBJECTREVIEWS)
+# A webhook or an aggregated API server asks who a bearer token is (apiserver/routers/reviews.py; never stored).
+TOKENREVIEWS = ResourceType("authentication.k8s.io", "v1", "tokenreviews", "TokenReview", False, models.TokenReview,
+                            verbs=("create",))
+SERVED: tuple[ResourceType, ...] = (*BUILTIN, SELFSUBJECTACCESSREVIEWS, SELFSUBJECTREVIEWS, TOKENREVIEWS)
 # metrics.k8s.io, as metrics-server serves it behind kube-apiserver: read from the kubelets' stats/summary
 # when asked (apiserver/routers/metrics_api.py), never stored; in discovery so that `kubectl top` finds it.
 NODE_METRICS = ResourceType("metrics.k8s.io", "v1beta1", "nodes", "NodeMetrics", False, models.NodeMetrics,

@@ -295,6 +295,10 @@ async def _dispatch(request: Request, target: Target, info: RequestInfo) -> Resp
         if method != "POST" or target.name is not None:
             raise errors.method_not_allowed()
         return await reviews.create_self_subject_review(request)
+    if target.rt == kinds.TOKENREVIEWS:  # answered, never stored
+        if method != "POST" or target.name is not None:
+            raise errors.method_not_allowed()
+        return await reviews.create_token_review(request)
     if method == "GET":
         # info.verb is watch for a `watch/` path (resolve let only GET through) and for a list with ?watch.
         if info.verb == "watch":

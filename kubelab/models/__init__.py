@@ -16,7 +16,7 @@ from .apps import (
     ScaleSpec,
     ScaleStatus,
 )
-from .authorization import SelfSubjectAccessReview, SelfSubjectReview
+from .authorization import SelfSubjectAccessReview, SelfSubjectReview, TokenReview
 from .base import Model, to_wire
 from .core import (
     Binding,
@@ -86,6 +86,6 @@ __all__ = [
     "ReplicaSetSpec", "ReplicaSetStatus", "ResourceRequirements", "RollingUpdateDeployment", "Scale",
     "ScaleSpec", "ScaleStatus", "Secret", "SelfSubjectAccessReview", "SelfSubjectReview",
     "Service", "ServiceAccount", "ServicePort", "ServiceSpec",
-    "ServiceStatus", "SessionAffinityConfig", "Status", "StatusCause", "StatusDetails", "Taint", "Toleration",
-    "TypedObject", "to_wire",
+    "ServiceStatus", "SessionAffinityConfig", "Status", "StatusCause", "StatusDetails", "Taint", "TokenReview",
+    "Toleration", "TypedObject", "to_wire",
 ]
