@@ -23,6 +23,8 @@ admission of node writes runs after routing (admission.py), as kube's admission 
 
 from __future__ import annotations
 
+import base64
+import hmac
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -105,6 +107,8 @@ async def check_service_account_token(token: str, signer: satokens.Signer, regis
     bound to, each there, with the claim's uid and not deleted for more than a minute (a pod terminating
     gracefully keeps its token; a node-bound token whose node had no uid when issued is only checked to
     exist, and a pod's node is informational: ServiceAccountTokenPodNodeInfo)."""
+    if signer.is_legacy(token):
+        return await check_legacy_token(token, signer, registry, audiences=audiences)
     try:
         info = signer.verify(token, audiences=audiences)
     except satokens.InvalidToken as exc:
@@ -136,6 +140,43 @@ async def check_service_account_token(token: str, signer: satokens.Signer, regis
         if _deleted_long_ago(obj_meta):
             raise Unauthorized(INVALIDATED)
     return info
+
+
+async def check_legacy_token(token: str, signer: satokens.Signer, registry: Any, *,
+                             audiences: tuple[str, ...] | None = None) -> satokens.ServiceAccountInfo:
+    """A legacy token of a `kubernetes.io/service-account-token` Secret (the token controller signs them),
+    checked as kube's legacy validator checks it (pkg/serviceaccount/legacy.go), in its words: our
+    signature; audience-agnostic (valid for the API's audiences only); the Secret it names still there,
+    not being deleted, and still holding this very token; the account there, not being deleted, with the
+    claim's uid."""
+    try:
+        claimed = signer.verify_legacy(token)
+    except satokens.InvalidToken as exc:
+        raise Unauthorized(str(exc)) from None
+    wanted = audiences or signer.audiences
+    matched = tuple(a for a in signer.audiences if a in wanted)
+    if not matched:
+        raise Unauthorized(f"token audiences {satokens.go_strings(signer.audiences)} is invalid for the target "
+                           f"audiences {satokens.go_strings(wanted)}")
+    secret = await _read(registry, kinds.SECRETS, claimed.namespace, claimed.secret)
+    if secret is None or (secret.get("metadata") or {}).get("deletionTimestamp"):
+        raise Unauthorized("Token has been invalidated")
+    stored = (secret.get("data") or {}).get("token")
+    try:
+        held = base64.b64decode(stored, validate=True) if isinstance(stored, str) else b""
+    except ValueError:
+        held = b""
+    if not hmac.compare_digest(held, token.encode()):
+        raise Unauthorized("Token does not match server's copy")
+    account = await _read(registry, kinds.SERVICEACCOUNTS, claimed.namespace, claimed.name)
+    if account is None:
+        raise Unauthorized(f'serviceaccounts "{claimed.name}" not found')
+    meta = account.get("metadata") or {}
+    if meta.get("deletionTimestamp"):
+        raise Unauthorized(f"ServiceAccount {claimed.namespace}/{claimed.name} has been deleted")
+    if meta.get("uid") != claimed.uid:
+        raise Unauthorized(f"ServiceAccount UID ({meta.get('uid', '')}) does not match claim ({claimed.uid})")
+    return satokens.ServiceAccountInfo(claimed.namespace, claimed.name, claimed.uid, audiences=matched)
 
 
 INVALIDATED = "service account token has been invalidated"
