@@ -31,6 +31,7 @@ from .registry.events import DEFAULT_EVENT_TTL
 from .routers import discovery, health, issuer, observability, resources
 from .serving import ServingOptions
 from .storage import EtcdTLS, Storage, StorageError
+from .tokengetters import TokenObjectGetter
 from .traces import TraceRecorder
 
 log = logging.getLogger(__name__)
@@ -133,9 +134,11 @@ def create_app(config: Config) -> ASGIApp:
         def written(key: str, revision: int, verb: str, sent: float) -> None:
             app.state.traces.accept(key, revision, verb, sent)
             counts.written(key, verb)
+            getter.written(key, revision)
 
         registry = Registry(storage, strategies, cacher=cacher, on_write=written)
         app.state.registry = registry
+        getter = app.state.token_getter = TokenObjectGetter(registry)  # token checks read the watch cache
         await registry.wait_for_storage()
         import ipaddress
         service_ip = str(ipaddress.ip_network(config.service_cidr)[1])

@@ -46,6 +46,7 @@ from .authz import (
     node_name,
     upgrade_create_check,
 )
+from .tokengetters import TokenObjectGetter
 
 AUTHENTICATED_GROUP = impersonation.AUTHENTICATED_GROUP
 # Who an anonymous request on a public path is, as kube's anonymous authenticator names it.
@@ -87,9 +88,9 @@ def with_authenticated(user: UserInfo) -> UserInfo:
     return UserInfo(user.name, user.uid, (*user.groups, AUTHENTICATED_GROUP), user.extra)
 
 
-async def authenticate_service_account(token: str, signer: satokens.Signer, registry: Any) -> UserInfo:
+async def authenticate_service_account(token: str, signer: satokens.Signer, getter: TokenObjectGetter) -> UserInfo:
     """The service account user a JWT names, or Unauthorized (see `check_service_account_token`)."""
-    return service_account_user(await check_service_account_token(token, signer, registry))
+    return service_account_user(await check_service_account_token(token, signer, getter))
 
 
 def service_account_user(info: satokens.ServiceAccountInfo) -> UserInfo:
@@ -98,7 +99,7 @@ def service_account_user(info: satokens.ServiceAccountInfo) -> UserInfo:
                     (*satokens.groups(info.namespace), AUTHENTICATED_GROUP), info.extra())
 
 
-async def check_service_account_token(token: str, signer: satokens.Signer, registry: Any, *,
+async def check_service_account_token(token: str, signer: satokens.Signer, getter: TokenObjectGetter, *,
                                       audiences: tuple[str, ...] | None = None) -> satokens.ServiceAccountInfo:
     """What a JWT of ours says of its holder, or Unauthorized in kube's words: its signature, times and
     audience (satokens.Signer.verify; `audiences` those asked for, the API's by default), then kube's
@@ -108,13 +109,13 @@ async def check_service_account_token(token: str, signer: satokens.Signer, regis
     gracefully keeps its token; a node-bound token whose node had no uid when issued is only checked to
     exist, and a pod's node is informational: ServiceAccountTokenPodNodeInfo)."""
     if signer.is_legacy(token):
-        return await check_legacy_token(token, signer, registry, audiences=audiences)
+        return await check_legacy_token(token, signer, getter, audiences=audiences)
     try:
         info = signer.verify(token, audiences=audiences)
     except satokens.InvalidToken as exc:
         raise Unauthorized(str(exc)) from None
     namespace = info.namespace
-    account = await _read(registry, kinds.SERVICEACCOUNTS, namespace, info.name)
+    account = await _read(getter, kinds.SERVICEACCOUNTS, namespace, info.name)
     if account is None:
         raise Unauthorized(INVALIDATED)
     meta = account.get("metadata") or {}
@@ -130,7 +131,7 @@ async def check_service_account_token(token: str, signer: satokens.Signer, regis
     if info.node is not None and info.pod is None:
         bound.append((kinds.NODES, None, info.node, "node"))
     for rt, ns, ref, word in bound:
-        obj = await _read(registry, rt, ns, ref.name)
+        obj = await _read(getter, rt, ns, ref.name)
         if obj is None:
             raise Unauthorized(INVALIDATED)
         obj_meta = obj.get("metadata") or {}
@@ -142,7 +143,7 @@ async def check_service_account_token(token: str, signer: satokens.Signer, regis
     return info
 
 
-async def check_legacy_token(token: str, signer: satokens.Signer, registry: Any, *,
+async def check_legacy_token(token: str, signer: satokens.Signer, getter: TokenObjectGetter, *,
                              audiences: tuple[str, ...] | None = None) -> satokens.ServiceAccountInfo:
     """A legacy token of a `kubernetes.io/service-account-token` Secret (the token controller signs them),
     checked as kube's legacy validator checks it (pkg/serviceaccount/legacy.go), in its words: our
@@ -158,7 +159,7 @@ async def check_legacy_token(token: str, signer: satokens.Signer, registry: Any,
     if not matched:
         raise Unauthorized(f"token audiences {satokens.go_strings(signer.audiences)} is invalid for the target "
                            f"audiences {satokens.go_strings(wanted)}")
-    secret = await _read(registry, kinds.SECRETS, claimed.namespace, claimed.secret)
+    secret = await _read(getter, kinds.SECRETS, claimed.namespace, claimed.secret)
     if secret is None or (secret.get("metadata") or {}).get("deletionTimestamp"):
         raise Unauthorized("Token has been invalidated")
     stored = (secret.get("data") or {}).get("token")
@@ -168,7 +169,7 @@ async def check_legacy_token(token: str, signer: satokens.Signer, registry: Any,
         held = b""
     if not hmac.compare_digest(held, token.encode()):
         raise Unauthorized("Token does not match server's copy")
-    account = await _read(registry, kinds.SERVICEACCOUNTS, claimed.namespace, claimed.name)
+    account = await _read(getter, kinds.SERVICEACCOUNTS, claimed.namespace, claimed.name)
     if account is None:
         raise Unauthorized(f'serviceaccounts "{claimed.name}" not found')
     meta = account.get("metadata") or {}
@@ -193,15 +194,19 @@ def _deleted_long_ago(meta: dict[str, Any]) -> bool:
     return when is None or when.timestamp() < time.time() - DELETION_LEEWAY_SECONDS
 
 
-async def _read(registry: Any, rt: kinds.ResourceType, namespace: str | None, name: str) -> dict[str, Any] | None:
-    """The object as kube's validator's getters read it; None when it is not there."""
-    try:
-        obj: dict[str, Any] = await registry.get(rt, namespace, name)
-    except errors.StatusError as exc:
-        if exc.code == 404:
-            return None
-        raise
-    return obj
+async def _read(getter: TokenObjectGetter, rt: kinds.ResourceType, namespace: str | None, name: str
+                ) -> dict[str, Any] | None:
+    """The object as kube's validator's getters read it (the watch cache first: tokengetters.py); None when
+    it is not there."""
+    return await getter.get(rt, namespace, name)
+
+
+def token_getter(state: Any) -> TokenObjectGetter:
+    """The app's getter for token checks (made with its registry once storage is connected, app.py)."""
+    getter = getattr(state, "token_getter", None)
+    if not isinstance(getter, TokenObjectGetter):
+        getter = state.token_getter = TokenObjectGetter(state.registry)
+    return getter
 
 
 INVALID_BEARER_TOKEN = "invalid bearer token"  # bearertoken.Authenticator's word when no authenticator claims it
@@ -218,7 +223,7 @@ class TokenVerdict:
 
 
 async def review_token(token: str, audiences: tuple[str, ...], *, tokens: Mapping[str, UserInfo] | None,
-                       signer: satokens.Signer, registry: Any) -> TokenVerdict:
+                       signer: satokens.Signer, getter: TokenObjectGetter) -> TokenVerdict:
     """The request authenticator run on a bearer token alone, as TokenReview runs it: the token file (whose
     tokens are audience-agnostic: valid for the API's audiences only, WrapAudienceAgnosticToken), then the
     service account authenticator for JWTs of our issuer. `audiences` empty: the API's. A token nobody
@@ -232,7 +237,7 @@ async def review_token(token: str, audiences: tuple[str, ...], *, tokens: Mappin
     if not signer.looks_like_ours(token):
         return TokenVerdict(None, error=INVALID_BEARER_TOKEN)
     try:
-        info = await check_service_account_token(token, signer, registry, audiences=wanted)
+        info = await check_service_account_token(token, signer, getter, audiences=wanted)
     except Unauthorized as exc:
         return TokenVerdict(None, error=f"[{INVALID_BEARER_TOKEN}, {exc}]")
     return TokenVerdict(service_account_user(info), info.audiences)
@@ -305,7 +310,7 @@ class AuthMiddleware:
             signer = getattr(self.state, "signer", None)
             if token is None or signer is None or not signer.looks_like_ours(token):
                 raise
-            return await authenticate_service_account(token, signer, self.state.registry)
+            return await authenticate_service_account(token, signer, token_getter(self.state))
 
     async def _open(self, scope: Scope, receive: Receive, send: Send) -> None:
         """No token file: everything goes through, but a service account token must be a valid one."""
@@ -317,7 +322,8 @@ class AuthMiddleware:
         signer = getattr(self.state, "signer", None)
         if token is not None and signer is not None and signer.looks_like_ours(token):
             try:
-                scope[IDENTITY_SCOPE_KEY] = await authenticate_service_account(token, signer, self.state.registry)
+                scope[IDENTITY_SCOPE_KEY] = await authenticate_service_account(token, signer,
+                                                                                token_getter(self.state))
             except Unauthorized:
                 await self._refuse(unauthorized(), scope, receive, send)
                 return
@@ -354,4 +360,5 @@ def user_of(scope: Scope) -> UserInfo | None:
     return user if isinstance(user, UserInfo) else None
 
 
-__all__ = ["AuthMiddleware", "TokenVerdict", "Unauthorized", "authenticate", "identity_of", "review_token", "user_of"]
+__all__ = ["AuthMiddleware", "TokenVerdict", "Unauthorized", "authenticate", "identity_of", "review_token",
+           "token_getter", "user_of"]

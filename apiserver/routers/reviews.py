@@ -19,7 +19,7 @@ from kubelab.models import SelfSubjectAccessReview
 from kubelab.validation import FieldError, invalid
 
 from .. import codecs, errors
-from ..auth import ANONYMOUS, identity_of, review_token, user_of
+from ..auth import ANONYMOUS, identity_of, review_token, token_getter, user_of
 from ..authz import verdict
 from ..registry import decoding
 from ..requestinfo import RequestInfo
@@ -130,7 +130,7 @@ async def create_token_review(request: Request) -> Response:
         raise errors.bad_request("token is required for TokenReview in authentication")
     state = request.app.state
     verdict = await review_token(token, tuple(audiences or ()), tokens=getattr(state, "tokens", None),
-                                 signer=state.signer, registry=state.registry)
+                                 signer=state.signer, getter=token_getter(state))
     status: dict[str, Any] = {}
     if verdict.user is not None:
         status["authenticated"] = True
