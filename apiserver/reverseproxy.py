@@ -276,12 +276,13 @@ async def forward(request: Request, target: ProxyTarget, *, path: str, netns: st
             await _send_body(request, writer, chunked=body_length is None and
                              request.method in ("POST", "PUT", "PATCH", "DELETE"))
         await writer.drain()
-        status, headers, raw = await _read_head(reader)
-        while 100 <= status < 200 and status != 101:  # interim answers (100 Continue): the real one follows
-            status, headers, raw = await _read_head(reader)
+        status, headers, raw = await _head_unless_client_gone(request, reader, watch_client=not upgrade)
     except (ConnectionError, OSError) as exc:
         writer.close()
         raise _unreachable(f"write: {nodeproxy.os_reason(exc)}") from None
+    except ClientGone:
+        writer.close()
+        return _TakenOver()  # nobody to answer
     except BaseException:
         writer.close()
         raise
@@ -314,6 +315,42 @@ async def forward(request: Request, target: ProxyTarget, *, path: str, netns: st
                 await asyncio.wait_for(writer.wait_closed(), 1)
 
     return ProxiedResponse(status, out, body())
+
+
+async def _client_gone(request: Request) -> None:
+    """Returns when the client has gone (its body was read already: the next message is the disconnect)."""
+    while (await request.receive())["type"] != "http.disconnect":
+        pass
+
+
+async def _head_unless_client_gone(request: Request, reader: asyncio.StreamReader, *, watch_client: bool
+                                   ) -> tuple[int, list[tuple[str, str]], bytes]:
+    """The backend's answer head (interim 1xx answers skipped); a client that goes away before it comes
+    ends the wait (nothing is left waiting on a pod that never answers: the connection is closed)."""
+    async def head() -> tuple[int, list[tuple[str, str]], bytes]:
+        answer = await _read_head(reader)
+        while 100 <= answer[0] < 200 and answer[0] != 101:  # 100 Continue and the like: the real one follows
+            answer = await _read_head(reader)
+        return answer
+
+    if not watch_client:
+        return await head()
+    waiting = asyncio.create_task(head())
+    gone = asyncio.create_task(_client_gone(request))
+    try:
+        await asyncio.wait((waiting, gone), return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        gone.cancel()
+        if not waiting.done():
+            waiting.cancel()
+        await asyncio.gather(waiting, gone, return_exceptions=True)
+    if waiting.cancelled():
+        raise ClientGone
+    return waiting.result()
+
+
+class ClientGone(Exception):
+    """The client went away before the backend answered."""
 
 
 async def _send_body(request: Request, writer: asyncio.StreamWriter, *, chunked: bool) -> None:

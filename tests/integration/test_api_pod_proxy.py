@@ -400,3 +400,34 @@ def test_anonymous_is_401(cluster: dict[str, Any]) -> None:
 def test_the_pod_is_reached_again_after_the_refusals(cluster: dict[str, Any]) -> None:
     """Nothing above left the API server unable to proxy (no leaked connection state)."""
     wait_for("the proxy answers", lambda: cluster["admin"].get(svc("/again")).json()["path"] == "/again" or None)
+
+
+def test_a_request_abandoned_before_the_pod_answers_is_cleaned_up(cluster: dict[str, Any]) -> None:
+    """A pod that accepts and never answers, and a client that gives up: the API server closes its
+    connection to the pod (nothing left waiting forever)."""
+    silent = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    silent.bind((cluster["ip"], 0))
+    silent.listen(1)
+    silent.settimeout(30)
+    try:
+        made = cluster["admin"].post(f"/api/v1/namespaces/{NS}/pods", json=_pod("silent", silent.getsockname()[1]))
+        assert made.status_code == 201, made.text
+        status = {**made.json(), "status": {"podIP": cluster["ip"], "podIPs": [{"ip": cluster["ip"]}]}}
+        cluster["admin"].put(f"/api/v1/namespaces/{NS}/pods/silent/status", json=status).raise_for_status()
+        host, port = cluster["url"].removeprefix("http://").split(":")
+        client = socket.create_connection((host, int(port)), timeout=30)
+        client.sendall((f"GET {pod('/never', name='silent')} HTTP/1.1\r\nHost: {host}\r\n"
+                        f"Authorization: Bearer admin-{SUFFIX}\r\n\r\n").encode())
+        backend, _ = silent.accept()
+        with backend:
+            backend.settimeout(30)
+            seen = b""
+            while b"\r\n\r\n" not in seen:
+                data = backend.recv(4096)
+                assert data, seen
+                seen += data
+            assert seen.startswith(b"GET /never HTTP/1.1")
+            client.close()  # the client gives up before the pod says anything
+            assert backend.recv(4096) == b""  # the API server closed its side (a timeout here fails the test)
+    finally:
+        silent.close()
