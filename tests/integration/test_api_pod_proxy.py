@@ -12,6 +12,7 @@ tests/e2e/test_pod_proxy.py.
 
 from __future__ import annotations
 
+import contextlib
 import http.server
 import json
 import secrets
@@ -431,3 +432,41 @@ def test_a_request_abandoned_before_the_pod_answers_is_cleaned_up(cluster: dict[
             assert backend.recv(4096) == b""  # the API server closed its side (a timeout here fails the test)
     finally:
         silent.close()
+
+
+@pytest.mark.parametrize(("answer", "message"), [
+    pytest.param(b"garbage\r\n\r\n", "error trying to reach service: net/http: malformed HTTP response 'garbage'",
+                 id="not HTTP"),
+    pytest.param(b"HTTP/1.1 200 OK\r\nX-Big: " + b"a" * 70_000 + b"\r\n\r\n",
+                 "error trying to reach service: net/http: server response headers exceeded 65536 bytes; aborted",
+                 id="headers too large"),
+    pytest.param(b"", "error trying to reach service: EOF", id="closed without an answer"),
+])
+def test_a_pod_answering_nonsense_is_503(cluster: dict[str, Any], answer: bytes, message: str) -> None:
+    rogue = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    rogue.bind((cluster["ip"], 0))
+    rogue.listen(1)
+    rogue.settimeout(30)
+    name = f"rogue-{secrets.token_hex(2)}"
+
+    def serve() -> None:
+        with contextlib.suppress(OSError):
+            conn, _ = rogue.accept()
+            with conn:
+                conn.settimeout(30)
+                seen = b""
+                while b"\r\n\r\n" not in seen and (data := conn.recv(4096)):
+                    seen += data
+                conn.sendall(answer)
+
+    thread = threading.Thread(target=serve, daemon=True)
+    thread.start()
+    try:
+        made = cluster["admin"].post(f"/api/v1/namespaces/{NS}/pods", json=_pod(name, rogue.getsockname()[1]))
+        assert made.status_code == 201, made.text
+        status = {**made.json(), "status": {"podIP": cluster["ip"], "podIPs": [{"ip": cluster["ip"]}]}}
+        cluster["admin"].put(f"/api/v1/namespaces/{NS}/pods/{name}/status", json=status).raise_for_status()
+        assert_status(cluster["admin"].get(pod("/x", name=name)), 503, "ServiceUnavailable", message)
+    finally:
+        rogue.close()
+        thread.join(30)
