@@ -21,7 +21,7 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from kubelab.validation import go_quote
+from kubelab.validation import go_quote, is_ascii_digits
 
 from . import errors
 
@@ -130,7 +130,7 @@ def service_port_name(service: Mapping[str, Any], name: str, number: int) -> str
 def numeric_port(port: str) -> int | None:
     """strconv.ParseInt(port, 10, 64) when it succeeds (a leading sign is allowed), else None."""
     text = port[1:] if port[:1] in ("+", "-") else port
-    if not text or not text.isascii() or not text.isdigit():
+    if not is_ascii_digits(text):
         return None
     value = int(port)
     return value if -(2**63) <= value < 2**63 else None
