@@ -31,6 +31,7 @@ from .registry.events import DEFAULT_EVENT_TTL
 from .routers import discovery, health, issuer, observability, resources
 from .serving import ServingOptions
 from .storage import EtcdTLS, Storage, StorageError
+from .tokengetters import TokenObjectGetter
 from .traces import TraceRecorder
 
 log = logging.getLogger(__name__)
@@ -133,9 +134,11 @@ def create_app(config: Config) -> ASGIApp:
         def written(key: str, revision: int, verb: str, sent: float) -> None:
             app.state.traces.accept(key, revision, verb, sent)
             counts.written(key, verb)
+            getter.written(key, revision)
 
         registry = Registry(storage, strategies, cacher=cacher, on_write=written)
         app.state.registry = registry
+        getter = app.state.token_getter = TokenObjectGetter(registry)  # token checks read the watch cache
         await registry.wait_for_storage()
         import ipaddress
         service_ip = str(ipaddress.ip_network(config.service_cidr)[1])
@@ -159,6 +162,7 @@ def create_app(config: Config) -> ASGIApp:
     app.state.traces = TraceRecorder()
     # Read now, so a bad file stops the API server before it serves anything (TokenFileError).
     tokens = tokenfile.load(config.token_auth_file) if config.token_auth_file else None
+    app.state.tokens = tokens  # TokenReview authenticates with the same authenticators (routers/reviews.py)
     if config.service_account_key_file:
         app.state.signer = satokens.Signer.from_file(config.service_account_key_file,
                                                      issuer=config.service_account_issuer)

@@ -23,13 +23,17 @@ admission of node writes runs after routing (admission.py), as kube's admission 
 
 from __future__ import annotations
 
+import base64
+import hmac
+import time
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any
 
 from starlette.datastructures import Headers
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from kubelab import kinds
+from kubelab import kinds, timeutil
 from kubelab.tokenfile import UserInfo
 
 from . import admission, codecs, errors, impersonation, requestinfo, satokens
@@ -42,6 +46,7 @@ from .authz import (
     node_name,
     upgrade_create_check,
 )
+from .tokengetters import TokenObjectGetter
 
 AUTHENTICATED_GROUP = impersonation.AUTHENTICATED_GROUP
 # Who an anonymous request on a public path is, as kube's anonymous authenticator names it.
@@ -83,41 +88,159 @@ def with_authenticated(user: UserInfo) -> UserInfo:
     return UserInfo(user.name, user.uid, (*user.groups, AUTHENTICATED_GROUP), user.extra)
 
 
-async def authenticate_service_account(token: str, signer: satokens.Signer, registry: Any) -> UserInfo:
-    """The service account user a JWT names, or Unauthorized: its signature, times and audience
-    (satokens.Signer.verify), then what it names, read from storage (kube's validator reads the same
-    through its getters): the service account, alive and with the uid of the claim, and the pod, secret
-    or node the token is bound to, each alive and with the claim's uid (a node-bound token whose node
-    had no uid when it was issued is only checked to exist)."""
+async def authenticate_service_account(token: str, signer: satokens.Signer, getter: TokenObjectGetter) -> UserInfo:
+    """The service account user a JWT names, or Unauthorized (see `check_service_account_token`)."""
+    return service_account_user(await check_service_account_token(token, signer, getter))
+
+
+def service_account_user(info: satokens.ServiceAccountInfo) -> UserInfo:
+    """ServiceAccountInfo.UserInfo: system:serviceaccount:NS:NAME in its groups, with its extras."""
+    return UserInfo(satokens.username(info.namespace, info.name), info.uid,
+                    (*satokens.groups(info.namespace), AUTHENTICATED_GROUP), info.extra())
+
+
+async def check_service_account_token(token: str, signer: satokens.Signer, getter: TokenObjectGetter, *,
+                                      audiences: tuple[str, ...] | None = None) -> satokens.ServiceAccountInfo:
+    """What a JWT of ours says of its holder, or Unauthorized in kube's words: its signature, times and
+    audience (satokens.Signer.verify; `audiences` those asked for, the API's by default), then kube's
+    validator (pkg/serviceaccount/claims.go) on what it names, read from storage as kube's getters read
+    it: the service account, with the claim's uid and not deleted; the secret, pod or node the token is
+    bound to, each there, with the claim's uid and not deleted for more than a minute (a pod terminating
+    gracefully keeps its token; a node-bound token whose node had no uid when issued is only checked to
+    exist, and a pod's node is informational: ServiceAccountTokenPodNodeInfo)."""
+    if signer.is_legacy(token):
+        return await check_legacy_token(token, signer, getter, audiences=audiences)
     try:
-        info = signer.verify(token)
+        info = signer.verify(token, audiences=audiences)
     except satokens.InvalidToken as exc:
         raise Unauthorized(str(exc)) from None
     namespace = info.namespace
-    await _check_alive(registry, kinds.SERVICEACCOUNTS, namespace, info.name, info.uid)
+    account = await _read(getter, kinds.SERVICEACCOUNTS, namespace, info.name)
+    if account is None:
+        raise Unauthorized(INVALIDATED)
+    meta = account.get("metadata") or {}
+    if meta.get("uid") != info.uid:
+        raise Unauthorized(f"service account UID ({meta.get('uid', '')}) does not match claim ({info.uid})")
+    if _deleted_long_ago(meta):
+        raise Unauthorized(f"service account {namespace}/{info.name} has been deleted")
+    bound: list[tuple[kinds.ResourceType, str | None, satokens.Ref, str]] = []
     if info.secret is not None:
-        await _check_alive(registry, kinds.SECRETS, namespace, info.secret.name, info.secret.uid)
+        bound.append((kinds.SECRETS, namespace, info.secret, "secret"))
     if info.pod is not None:
-        await _check_alive(registry, kinds.PODS, namespace, info.pod.name, info.pod.uid)
-    if info.node is not None and info.pod is None:  # a pod's node is informational (ServiceAccountTokenPodNodeInfo)
-        await _check_alive(registry, kinds.NODES, None, info.node.name, info.node.uid or None)
-    return UserInfo(satokens.username(namespace, info.name), info.uid,
-                    (*satokens.groups(namespace), AUTHENTICATED_GROUP), info.extra())
+        bound.append((kinds.PODS, namespace, info.pod, "pod"))
+    if info.node is not None and info.pod is None:
+        bound.append((kinds.NODES, None, info.node, "node"))
+    for rt, ns, ref, word in bound:
+        obj = await _read(getter, rt, ns, ref.name)
+        if obj is None:
+            raise Unauthorized(INVALIDATED)
+        obj_meta = obj.get("metadata") or {}
+        if ref.uid and obj_meta.get("uid") != ref.uid:
+            raise Unauthorized(f"{word} UID ({obj_meta.get('uid', '')}) does not match service account {word} ref "
+                               f"claim ({ref.uid})")
+        if _deleted_long_ago(obj_meta):
+            raise Unauthorized(INVALIDATED)
+    return info
 
 
-async def _check_alive(registry: Any, rt: kinds.ResourceType, namespace: str | None, name: str,
-                       uid: str | None) -> None:
+async def check_legacy_token(token: str, signer: satokens.Signer, getter: TokenObjectGetter, *,
+                             audiences: tuple[str, ...] | None = None) -> satokens.ServiceAccountInfo:
+    """A legacy token of a `kubernetes.io/service-account-token` Secret (the token controller signs them),
+    checked as kube's legacy validator checks it (pkg/serviceaccount/legacy.go), in its words: our
+    signature; audience-agnostic (valid for the API's audiences only); the Secret it names still there,
+    not being deleted, and still holding this very token; the account there, not being deleted, with the
+    claim's uid."""
     try:
-        obj: dict[str, Any] = await registry.get(rt, namespace, name)
-    except errors.StatusError as exc:
-        if exc.code == 404:
-            raise Unauthorized("Token has been invalidated") from None
-        raise
-    meta = obj.get("metadata") or {}
-    if meta.get("deletionTimestamp"):
+        claimed = signer.verify_legacy(token)
+    except satokens.InvalidToken as exc:
+        raise Unauthorized(str(exc)) from None
+    wanted = audiences or signer.audiences
+    matched = tuple(a for a in signer.audiences if a in wanted)
+    if not matched:
+        raise Unauthorized(f"token audiences {satokens.go_strings(signer.audiences)} is invalid for the target "
+                           f"audiences {satokens.go_strings(wanted)}")
+    secret = await _read(getter, kinds.SECRETS, claimed.namespace, claimed.secret)
+    if secret is None or (secret.get("metadata") or {}).get("deletionTimestamp"):
         raise Unauthorized("Token has been invalidated")
-    if uid is not None and meta.get("uid") != uid:
-        raise Unauthorized(f"{rt.kind} UID ({meta.get('uid')}) does not match claim ({uid})")
+    stored = (secret.get("data") or {}).get("token")
+    try:
+        held = base64.b64decode(stored, validate=True) if isinstance(stored, str) else b""
+    except ValueError:
+        held = b""
+    if not hmac.compare_digest(held, token.encode()):
+        raise Unauthorized("Token does not match server's copy")
+    account = await _read(getter, kinds.SERVICEACCOUNTS, claimed.namespace, claimed.name)
+    if account is None:
+        raise Unauthorized(f'serviceaccounts "{claimed.name}" not found')
+    meta = account.get("metadata") or {}
+    if meta.get("deletionTimestamp"):
+        raise Unauthorized(f"ServiceAccount {claimed.namespace}/{claimed.name} has been deleted")
+    if meta.get("uid") != claimed.uid:
+        raise Unauthorized(f"ServiceAccount UID ({meta.get('uid', '')}) does not match claim ({claimed.uid})")
+    return satokens.ServiceAccountInfo(claimed.namespace, claimed.name, claimed.uid, audiences=matched)
+
+
+INVALIDATED = "service account token has been invalidated"
+# claims.go's invalidIfDeletedBefore: an object whose deletion began less than this long ago (or is still to
+# come, as a pod's graceful termination has it) keeps its tokens valid.
+DELETION_LEEWAY_SECONDS = 60
+
+
+def _deleted_long_ago(meta: dict[str, Any]) -> bool:
+    stamp = meta.get("deletionTimestamp")
+    if not stamp:
+        return False
+    when = timeutil.parse(str(stamp))
+    return when is None or when.timestamp() < time.time() - DELETION_LEEWAY_SECONDS
+
+
+async def _read(getter: TokenObjectGetter, rt: kinds.ResourceType, namespace: str | None, name: str
+                ) -> dict[str, Any] | None:
+    """The object as kube's validator's getters read it (the watch cache first: tokengetters.py); None when
+    it is not there."""
+    return await getter.get(rt, namespace, name)
+
+
+def token_getter(state: Any) -> TokenObjectGetter:
+    """The app's getter for token checks (made with its registry once storage is connected, app.py)."""
+    getter = getattr(state, "token_getter", None)
+    if not isinstance(getter, TokenObjectGetter):
+        getter = state.token_getter = TokenObjectGetter(state.registry)
+    return getter
+
+
+INVALID_BEARER_TOKEN = "invalid bearer token"  # bearertoken.Authenticator's word when no authenticator claims it
+
+
+@dataclass(frozen=True)
+class TokenVerdict:
+    """What the authenticators say of a token (a TokenReview's status): the user, the audiences it was
+    found valid for, or the error."""
+
+    user: UserInfo | None
+    audiences: tuple[str, ...] = ()
+    error: str = ""
+
+
+async def review_token(token: str, audiences: tuple[str, ...], *, tokens: Mapping[str, UserInfo] | None,
+                       signer: satokens.Signer, getter: TokenObjectGetter) -> TokenVerdict:
+    """The request authenticator run on a bearer token alone, as TokenReview runs it: the token file (whose
+    tokens are audience-agnostic: valid for the API's audiences only, WrapAudienceAgnosticToken), then the
+    service account authenticator for JWTs of our issuer. `audiences` empty: the API's. A token nobody
+    claims is kube's "invalid bearer token"; one of ours that fails is kube's aggregate of both errors."""
+    wanted = audiences or signer.audiences
+    user = tokens.get(token) if tokens is not None else None
+    if user is not None:
+        matched = tuple(a for a in signer.audiences if a in wanted)
+        if matched:
+            return TokenVerdict(with_authenticated(user), matched)
+    if not signer.looks_like_ours(token):
+        return TokenVerdict(None, error=INVALID_BEARER_TOKEN)
+    try:
+        info = await check_service_account_token(token, signer, getter, audiences=wanted)
+    except Unauthorized as exc:
+        return TokenVerdict(None, error=f"[{INVALID_BEARER_TOKEN}, {exc}]")
+    return TokenVerdict(service_account_user(info), info.audiences)
 
 
 def unauthorized() -> errors.StatusError:
@@ -187,7 +310,7 @@ class AuthMiddleware:
             signer = getattr(self.state, "signer", None)
             if token is None or signer is None or not signer.looks_like_ours(token):
                 raise
-            return await authenticate_service_account(token, signer, self.state.registry)
+            return await authenticate_service_account(token, signer, token_getter(self.state))
 
     async def _open(self, scope: Scope, receive: Receive, send: Send) -> None:
         """No token file: everything goes through, but a service account token must be a valid one."""
@@ -199,7 +322,8 @@ class AuthMiddleware:
         signer = getattr(self.state, "signer", None)
         if token is not None and signer is not None and signer.looks_like_ours(token):
             try:
-                scope[IDENTITY_SCOPE_KEY] = await authenticate_service_account(token, signer, self.state.registry)
+                scope[IDENTITY_SCOPE_KEY] = await authenticate_service_account(token, signer,
+                                                                                token_getter(self.state))
             except Unauthorized:
                 await self._refuse(unauthorized(), scope, receive, send)
                 return
@@ -236,4 +360,5 @@ def user_of(scope: Scope) -> UserInfo | None:
     return user if isinstance(user, UserInfo) else None
 
 
-__all__ = ["AuthMiddleware", "Unauthorized", "authenticate", "identity_of", "user_of"]
+__all__ = ["AuthMiddleware", "TokenVerdict", "Unauthorized", "authenticate", "identity_of", "review_token",
+           "token_getter", "user_of"]

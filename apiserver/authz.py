@@ -62,6 +62,8 @@ NODE_WRITES: Mapping[tuple[str, str], frozenset[str]] = {
     # system:basic-user, which every authenticated user has: may ask what it may do (kubectl auth can-i).
     ("authorization.k8s.io", "selfsubjectaccessreviews"): frozenset({"create"}),
     ("authentication.k8s.io", "selfsubjectreviews"): frozenset({"create"}),  # kubectl auth whoami
+    # system:node's "needed to check API access" rule: a kubelet authenticates its own API's callers.
+    ("authentication.k8s.io", "tokenreviews"): frozenset({"create"}),
     # kubelab's own: a node's proxy agent reports its syncs for `kubelab trace` (apiserver/traces.py).
     (tracing.GROUP, "traces"): frozenset({"create"}),
 }

@@ -103,6 +103,8 @@ def api_resource_list(group_version: str, resources: Iterable[ResourceType]) -> 
                                 "verbs": ["create"]})
             elif sub in CONNECT_SUBRESOURCES:
                 kind, verbs = CONNECT_SUBRESOURCES[sub]
+                if sub == "proxy":  # NodeProxyOptions, PodProxyOptions, ServiceProxyOptions
+                    kind = f"{rt.kind}ProxyOptions"
                 entries.append({"name": f"{rt.plural}/{sub}", "singularName": "", "namespaced": rt.namespaced,
                                 "kind": kind or rt.kind, "verbs": list(verbs)})
             elif sub == "finalize":

@@ -97,31 +97,47 @@ def os_reason(exc: OSError) -> str:
     return os.strerror(exc.errno).lower() if exc.errno else str(exc)
 
 
-async def dial(location: KubeletLocation, *, netns: str | None, ssl_context: ssl.SSLContext | None = None,
-               timeout: float = DIAL_TIMEOUT) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
-    """A connection to the kubelet, made from `netns`; kube's dial error otherwise (never a hang: the
-    dial is bounded by `timeout`)."""
+class DialFailure(Exception):
+    """A TCP (and TLS) connection that could not be made; its text is Go's tail of the dial error
+    ("connect: connection refused", "i/o timeout")."""
+
+
+async def connect(host: str, port: int, *, netns: str | None, ssl_context: ssl.SSLContext | None = None,
+                  timeout: float = DIAL_TIMEOUT, limit: int = MAX_RESPONSE_HEAD
+                  ) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
+    """A connection to host:port made from `netns` (None: this process's own), bounded by `timeout`;
+    DialFailure otherwise. The socket is made inside the namespace and used from this loop: the route
+    is the namespace's, the I/O is ours."""
     def make() -> socket.socket:
-        return socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        family = socket.AF_INET6 if ":" in host else socket.AF_INET
+        return socket.socket(family, socket.SOCK_STREAM)
 
     try:
         sock = run_in_netns(netns, make, name="kubelet-dial") if netns else make()
     except OSError as exc:
-        raise dial_error(location, f"socket: {os_reason(exc)}") from None
+        raise DialFailure(f"socket: {os_reason(exc)}") from None
     try:
         sock.setblocking(False)
-        await asyncio.wait_for(asyncio.get_running_loop().sock_connect(sock, (location.host, location.port)),
-                               timeout)
-        return await asyncio.open_connection(sock=sock, ssl=ssl_context,
-                                             server_hostname=location.host if ssl_context else None,
-                                             limit=MAX_RESPONSE_HEAD)
+        await asyncio.wait_for(asyncio.get_running_loop().sock_connect(sock, (host, port)), timeout)
+        return await asyncio.open_connection(sock=sock, ssl=ssl_context, server_hostname=host if ssl_context else None,
+                                             limit=limit)
     except TimeoutError:
         sock.close()
-        raise dial_error(location, "i/o timeout") from None
+        raise DialFailure("i/o timeout") from None
     except (OSError, ssl.SSLError) as exc:
         sock.close()
         reason = os_reason(exc) if isinstance(exc, OSError) and not isinstance(exc, ssl.SSLError) else str(exc)
-        raise dial_error(location, f"connect: {reason}") from None
+        raise DialFailure(f"connect: {reason}") from None
+
+
+async def dial(location: KubeletLocation, *, netns: str | None, ssl_context: ssl.SSLContext | None = None,
+               timeout: float = DIAL_TIMEOUT) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
+    """A connection to the kubelet, made from `netns`; kube's dial error otherwise (never a hang: the
+    dial is bounded by `timeout`)."""
+    try:
+        return await connect(location.host, location.port, netns=netns, ssl_context=ssl_context, timeout=timeout)
+    except DialFailure as exc:
+        raise dial_error(location, str(exc)) from None
 
 
 def request_head(method: str, path_and_query: str, location: KubeletLocation,

@@ -115,7 +115,8 @@ def parse(method: str, path: str, query: Mapping[str, str] | QueryParams | bytes
         special, rest = rest[0], rest[1:]
         verb = special
     else:
-        verb = _METHOD_VERBS.get(method.upper(), "")
+        # Any other method is its own verb, lower-cased (OPTIONS of a proxy subresource is "options").
+        verb = _METHOD_VERBS.get(method.upper(), method.lower())
     namespace = ""
     in_namespace_path = False
     if rest[0] == "namespaces" and len(rest) > 1:

@@ -14,8 +14,7 @@ it names still exists is the authenticator's (auth.py), which has the registry.
 
 from __future__ import annotations
 
-import base64
-import hashlib
+import json
 import logging
 import uuid
 from dataclasses import dataclass
@@ -23,13 +22,14 @@ from pathlib import Path
 from typing import Any
 
 import jwt
-from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import ec
+
+from kubelab import satokenkey
 
 log = logging.getLogger(__name__)
 
 ISSUER = "https://kubernetes.default.svc.cluster.local"  # kubeadm's --service-account-issuer
-ALGORITHM = "ES256"
+ALGORITHM = satokenkey.ALGORITHM
 SERVICE_ACCOUNT_PREFIX = "system:serviceaccount:"
 SERVICE_ACCOUNTS_GROUP = "system:serviceaccounts"
 # pkg/serviceaccount: what kubelet asks for a projected token, and what the API server then really issues.
@@ -75,6 +75,7 @@ class ServiceAccountInfo:
     secret: Ref | None = None
     node: Ref | None = None
     credential_id: str = ""
+    audiences: tuple[str, ...] = ()  # those of the token that were asked for (a TokenReview's status.audiences)
 
     def extra(self) -> tuple[tuple[str, tuple[str, ...]], ...]:
         """The user's extras, as kube's ServiceAccountInfo.UserInfo fills them."""
@@ -109,6 +110,16 @@ def claims(sa: Ref, namespace: str, *, audiences: list[str], now: int, expiratio
             "sub": username(namespace, sa.name)}
 
 
+@dataclass(frozen=True)
+class LegacyToken:
+    """What a legacy (Secret-based) token claims: its account (by name and uid) and the Secret holding it."""
+
+    namespace: str
+    name: str
+    uid: str
+    secret: str
+
+
 class Signer:
     """The API server's service account key: signs tokens, checks them, and publishes its public half."""
 
@@ -117,16 +128,11 @@ class Signer:
         self.key = key
         self.issuer = issuer
         self.audiences = audiences or (issuer,)  # kube-apiserver's --api-audiences default to the issuer
-        der = key.public_key().public_bytes(serialization.Encoding.DER, serialization.PublicFormat.SubjectPublicKeyInfo)
-        # keyIDFromPublicKey: the unpadded base64url of the SHA-256 of the DER public key.
-        self.key_id = base64.urlsafe_b64encode(hashlib.sha256(der).digest()).decode().rstrip("=")
+        self.key_id = satokenkey.key_id(key)
 
     @classmethod
     def from_file(cls, path: str | Path, **options: Any) -> Signer:
-        key = serialization.load_pem_private_key(Path(path).read_bytes(), password=None)
-        if not isinstance(key, ec.EllipticCurvePrivateKey) or not isinstance(key.curve, ec.SECP256R1):
-            raise ValueError(f"{path}: not a P-256 EC private key (ES256)")  # noqa: TRY004 - a bad file
-        return cls(key, **options)
+        return cls(satokenkey.load_key(path), **options)
 
     @classmethod
     def ephemeral(cls, **options: Any) -> Signer:
@@ -134,7 +140,7 @@ class Signer:
         return cls(ec.generate_private_key(ec.SECP256R1()), **options)
 
     def sign(self, payload: dict[str, Any]) -> str:
-        return jwt.encode(payload, self.key, algorithm=ALGORITHM, headers={"kid": self.key_id})
+        return satokenkey.sign(self.key, payload)
 
     def is_kube_audience(self, audiences: list[str]) -> bool:
         """TokenREST.isKubeAudiences: every requested audience is one of the API's."""
@@ -147,32 +153,76 @@ class Signer:
             unverified = jwt.decode(token, options={"verify_signature": False})
         except jwt.PyJWTError:
             return False
-        return isinstance(unverified, dict) and unverified.get("iss") == self.issuer
+        return isinstance(unverified, dict) and unverified.get("iss") in (self.issuer, satokenkey.LEGACY_ISSUER)
 
-    def verify(self, token: str) -> ServiceAccountInfo:
+    @staticmethod
+    def is_legacy(token: str) -> bool:
+        """Whether a JWT (unverified) claims the legacy issuer of Secret-based tokens."""
+        try:
+            unverified = jwt.decode(token, options={"verify_signature": False})
+        except jwt.PyJWTError:
+            return False
+        return isinstance(unverified, dict) and unverified.get("iss") == satokenkey.LEGACY_ISSUER
+
+    def verify_legacy(self, token: str) -> LegacyToken:
+        """A legacy token's claims if its signature is ours (it has no times and no audience), else
+        InvalidToken. What it names is the authenticator's to check (auth.py)."""
+        try:
+            payload = jwt.decode(token, self.key.public_key(), algorithms=[ALGORITHM], issuer=satokenkey.LEGACY_ISSUER,
+                                 options={"require": ["sub", "iss"], "verify_aud": False, "verify_exp": False})
+        except jwt.InvalidSignatureError as exc:
+            raise InvalidToken("go-jose/go-jose: error in cryptographic primitive") from exc
+        except jwt.PyJWTError as exc:
+            raise InvalidToken(f"service account token claims could not be validated: {exc}") from exc
+        values = [payload.get(c) for c in (satokenkey.NAMESPACE_CLAIM, satokenkey.ACCOUNT_NAME_CLAIM,
+                                           satokenkey.ACCOUNT_UID_CLAIM, satokenkey.SECRET_NAME_CLAIM)]
+        if not all(isinstance(v, str) and v for v in values):
+            raise InvalidToken("service account token claims could not be validated due to unexpected private claim")
+        namespace, account, uid, secret = (str(v) for v in values)
+        if payload["sub"] != username(namespace, account):
+            raise InvalidToken("service account token claims could not be validated due to unexpected private claim")
+        return LegacyToken(namespace, account, uid, secret)
+
+    def verify(self, token: str, *, audiences: tuple[str, ...] | None = None) -> ServiceAccountInfo:
         """The token's holder if its signature, times (with go-jose's one minute of leeway) and audience
-        (one of the API's) are good, else InvalidToken."""
+        are good, else InvalidToken in kube's words (pkg/serviceaccount/jwt.go, claims.go). `audiences`
+        are the ones asked for (a TokenReview's spec.audiences), the API's by default; the token must
+        name one of them, and the holder's `audiences` are those it names."""
+        wanted = tuple(audiences) if audiences else self.audiences
         try:
             payload = jwt.decode(token, self.key.public_key(), algorithms=[ALGORITHM], issuer=self.issuer,
-                                 audience=list(self.audiences), leeway=LEEWAY_SECONDS,
-                                 options={"require": ["exp", "iat", "nbf", "sub", "iss"]})
+                                 leeway=LEEWAY_SECONDS, options={"require": ["exp", "iat", "nbf", "sub", "iss"],
+                                                                  "verify_aud": False})
         except jwt.ExpiredSignatureError as exc:
-            raise InvalidToken("Token has expired.") from exc
+            raise InvalidToken("service account token has expired") from exc
+        except jwt.ImmatureSignatureError as exc:
+            raise InvalidToken("service account token is not valid yet") from exc
+        except jwt.InvalidSignatureError as exc:
+            raise InvalidToken("go-jose/go-jose: error in cryptographic primitive") from exc
         except jwt.PyJWTError as exc:
-            raise InvalidToken(f"Token could not be validated: {exc}") from exc
+            raise InvalidToken(f"service account token claims could not be validated: {exc}") from exc
+        aud = payload.get("aud")
+        token_audiences = tuple(a for a in ([aud] if isinstance(aud, str) else aud or []) if isinstance(a, str))
+        if not token_audiences:
+            token_audiences = self.audiences  # a token naming none has the API's (implicit audiences)
+        matched = tuple(a for a in token_audiences if a in wanted)
+        if not matched:
+            raise InvalidToken(f"token audiences {go_strings(token_audiences)} is invalid for the target audiences "
+                               f"{go_strings(wanted)}")
         private = payload.get("kubernetes.io")
         if not isinstance(private, dict):
-            raise InvalidToken("Token could not be validated.")
+            raise InvalidToken("service account token claims could not be validated due to unexpected private claim")
         namespace, sa = private.get("namespace"), private.get("serviceaccount")
         if not isinstance(namespace, str) or not namespace or not isinstance(sa, dict):
-            raise InvalidToken("Token could not be validated.")
+            raise InvalidToken("service account token claims could not be validated due to unexpected private claim")
         account = _ref(sa)
         if account is None or payload["sub"] != username(namespace, account.name):
-            raise InvalidToken("Token could not be validated.")
+            raise InvalidToken("service account token claims could not be validated due to unexpected private claim")
         jti = payload.get("jti")
         return ServiceAccountInfo(namespace, account.name, account.uid, pod=_ref(private.get("pod")),
                                   secret=_ref(private.get("secret")), node=_ref(private.get("node"), uid_optional=True),
-                                  credential_id=f"JTI={jti}" if isinstance(jti, str) and jti else "")
+                                  credential_id=f"JTI={jti}" if isinstance(jti, str) and jti else "",
+                                  audiences=matched)
 
     def jwks(self) -> dict[str, Any]:
         """/openid/v1/jwks: the public key, as kube-apiserver publishes its service account keys."""
@@ -185,6 +235,11 @@ class Signer:
         return {"issuer": self.issuer, "jwks_uri": f"{self.issuer}/openid/v1/jwks",
                 "response_types_supported": ["id_token"], "subject_types_supported": ["public"],
                 "id_token_signing_alg_values_supported": [ALGORITHM]}
+
+
+def go_strings(values: tuple[str, ...]) -> str:
+    """A []string as Go's %q prints it: ["a" "b"]."""
+    return "[" + " ".join(json.dumps(v) for v in values) + "]"
 
 
 def _ref(value: Any, *, uid_optional: bool = False) -> Ref | None:

@@ -164,8 +164,12 @@ def protocol_class(options: ServingOptions) -> type[KubeHttpProtocol]:
 def uvicorn_config(app: ASGIApp, *, options: ServingOptions | None = None, ssl_certfile: str | None = None,
                    ssl_keyfile: str | None = None, lifespan: Literal["auto", "on", "off"] = "on",
                    graceful_shutdown: int | None = 2, **extra: Any) -> uvicorn.Config:
-    """The uvicorn configuration of an API server listener."""
+    """The uvicorn configuration of an API server listener. The client address is the connection's peer:
+    uvicorn's proxy_headers would take it from X-Forwarded-For whenever the peer is loopback, so any local
+    client could claim any address (kube-apiserver's RemoteAddr is the peer's; pods/proxy and services/proxy
+    append it to X-Forwarded-For as Go's ReverseProxy does)."""
     options = options or ServingOptions()
+    extra.setdefault("proxy_headers", False)
     return uvicorn.Config(app, http=protocol_class(options), ws="none", log_level="warning", access_log=False,
                           lifespan=lifespan, timeout_keep_alive=math.ceil(options.idle_timeout),
                           timeout_graceful_shutdown=graceful_shutdown, ssl_certfile=ssl_certfile,

@@ -3,7 +3,9 @@
 
 (a) TokenRequest latency (`POST serviceaccounts/NAME/token`, one at a time);
 (b) GET latency of one pod by who asks: a token-file user (a dict lookup), a service account JWT (ES256
-    check plus the account read from etcd) and a pod-bound JWT (plus the pod read);
+    check plus the account read from the watch cache, apiserver/tokengetters.py; from etcd before) and a
+    pod-bound JWT (plus the pod read, likewise). A/B against an older checkout: run it with
+    PYTHONPATH=<that checkout> (the API server is a child process and imports from there);
 (c) pod create latency with the ServiceAccount admission plugin (the account read, the volume added)
     and without it (a second API server on the same etcd with --disable-admission-plugins).
 

@@ -7,7 +7,7 @@ import logging
 from collections.abc import Callable
 from typing import Any, Protocol
 
-from kubelab import kinds
+from kubelab import kinds, satokenkey
 from kubelab.client import ApiClient, Informer, WorkQueue
 from kubelab.client.informer import Handler
 from kubelab.client.queuemetrics import WorkQueueMetricsProvider
@@ -134,9 +134,11 @@ def _service_handlers(informers: SharedInformers, queue: WorkQueue) -> Handler:
 async def run(api: ApiClient, *, workers: int = 2, node_monitor_grace_period: float = 50.0,
               node_monitor_period: float = 5.0, lb_pool: str | None = "172.18.255.200-172.18.255.250",
               metrics: WorkQueueMetricsProvider | None = None, ready: Callable[[], None] | None = None,
-              root_ca: str | None = None) -> None:
+              root_ca: str | None = None, service_account_private_key_file: str | None = None) -> None:
     """`root_ca`: the CA bundle (PEM) the root CA publisher puts in every namespace's kube-root-ca.crt
-    (kube-controller-manager's --root-ca-file); None runs no publisher. `lb_pool`: the addresses the LoadBalancer controller hands out ("FIRST-LAST" or a CIDR);
+    (kube-controller-manager's --root-ca-file); None runs no publisher. `service_account_private_key_file`:
+    the key the token controller signs legacy token Secrets with (--service-account-private-key-file, the
+    API server's signing key); None runs no token controller. `lb_pool`: the addresses the LoadBalancer controller hands out ("FIRST-LAST" or a CIDR);
     None runs no LoadBalancer controller (LoadBalancer Services then stay <pending>). `metrics`
     receives every work queue's workqueue_* metrics (the caller serves its registry). `ready()` is
     called once the caches have synced (`kubelab up` prints it)."""
@@ -153,6 +155,7 @@ async def run(api: ApiClient, *, workers: int = 2, node_monitor_grace_period: fl
     from .replicaset import ReplicaSetController
     from .rootcacert import RootCACertPublisher
     from .serviceaccounts import ServiceAccountsController
+    from .tokens import TokensController
 
     informers = SharedInformers(api)
     # The workload controllers keep their own queues (their handlers lower expectations, too).
@@ -179,11 +182,15 @@ async def run(api: ApiClient, *, workers: int = 2, node_monitor_grace_period: fl
         controllers.append((service_controller, queue))
     lb_controller = LoadBalancerController(api, informers.services, Pool.parse(lb_pool)) if lb_pool else None
     lb_queue = WorkQueue("loadbalancer-controller")
-    namespaced: list[ServiceAccountsController | RootCACertPublisher] = [
+    namespaced: list[ServiceAccountsController | RootCACertPublisher | TokensController] = [
         ServiceAccountsController(api, informers.namespaces, informers.serviceaccounts)]
     if root_ca is not None:
         namespaced.append(RootCACertPublisher(api, informers.namespaces, informers.configmaps, ca=root_ca))
     disruption = DisruptionController(api, informers.pods, informers.budgets)
+    if service_account_private_key_file is not None:
+        secrets = next(i for i in gc_informers if i.rt == kinds.SECRETS)  # the garbage collector's, shared
+        namespaced.append(TokensController(api, secrets, informers.serviceaccounts, root_ca=root_ca,
+                                           key=satokenkey.load_key(service_account_private_key_file)))
     if metrics is not None:
         for queue in ([q for _, q in controllers] + [lb_queue, gc.queue, disruption.queue] + [w.queue for w in workloads]
                       + [c.queue for c in apps_controllers]

@@ -352,7 +352,8 @@ def cmd_controllers(args: argparse.Namespace) -> int:
         provider = WorkQueueMetricsProvider()
         async with asyncio.TaskGroup() as tg:
             tg.create_task(controllers.run(api, node_monitor_grace_period=args.node_monitor_grace_period,
-                                           lb_pool=args.lb_pool or None, metrics=provider, root_ca=root_ca),
+                                           lb_pool=args.lb_pool or None, metrics=provider, root_ca=root_ca,
+                                           service_account_private_key_file=args.service_account_private_key_file),
                            name="controllers")
             tg.create_task(serve(_metrics_server(args, provider.registry)), name="controllers-metrics")
 
@@ -846,6 +847,10 @@ def build_parser() -> argparse.ArgumentParser:
                            help="the CA (PEM) of the API server's serving certificate, published in every "
                                 "namespace as ConfigMap kube-root-ca.crt for pods (kube-controller-manager's "
                                 "--root-ca-file; without it no such ConfigMap is made)")
+            p.add_argument("--service-account-private-key-file", metavar="FILE",
+                           help="the API server's service account signing key (P-256, PEM): the token controller "
+                                "signs the tokens of kubernetes.io/service-account-token Secrets with it "
+                                "(kube-controller-manager's flag; without it such Secrets are not filled)")
         p.set_defaults(func=func)
 
     p = sub.add_parser("node", help="run one node: kubelet stub + proxy agent")

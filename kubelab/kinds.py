@@ -72,11 +72,11 @@ NAMESPACES = ResourceType("", "v1", "namespaces", "Namespace", False, models.Nam
                           verbs=("create", "delete", "get", "list", "patch", "update", "watch"))
 NODES = ResourceType("", "v1", "nodes", "Node", False, models.Node, short_names=("no",),
                      subresources=("status", "proxy"))
-# attach, exec, log, portforward reach the pod's kubelet (apiserver/routers/proxy.py).
+# attach, exec, log, portforward reach the pod's kubelet, proxy the pod itself (apiserver/routers/proxy.py).
 PODS = ResourceType("", "v1", "pods", "Pod", True, models.Pod, short_names=("po",), categories=("all",),
-                    subresources=("status", "binding", "eviction", "attach", "exec", "log", "portforward"))
+                    subresources=("status", "binding", "eviction", "attach", "exec", "log", "portforward", "proxy"))
 SERVICES = ResourceType("", "v1", "services", "Service", True, models.Service, short_names=("svc",),
-                        categories=("all",), subresources=("status",),
+                        categories=("all",), subresources=("status", "proxy"),
                         verbs=("create", "delete", "deletecollection", "get", "list", "patch", "update",
                                "watch"))
 ENDPOINTS = ResourceType("", "v1", "endpoints", "Endpoints", True, models.Endpoints, short_names=("ep",),
@@ -130,7 +130,10 @@ SELFSUBJECTACCESSREVIEWS = ResourceType("authorization.k8s.io", "v1", "selfsubje
 # `kubectl auth whoami` creates one of these: who the API server takes the asker for (never stored either).
 SELFSUBJECTREVIEWS = ResourceType("authentication.k8s.io", "v1", "selfsubjectreviews", "SelfSubjectReview", False,
                                   models.SelfSubjectReview, verbs=("create",))
-SERVED: tuple[ResourceType, ...] = (*BUILTIN, SELFSUBJECTACCESSREVIEWS, SELFSUBJECTREVIEWS)
+# A webhook or an aggregated API server asks who a bearer token is (apiserver/routers/reviews.py; never stored).
+TOKENREVIEWS = ResourceType("authentication.k8s.io", "v1", "tokenreviews", "TokenReview", False, models.TokenReview,
+                            verbs=("create",))
+SERVED: tuple[ResourceType, ...] = (*BUILTIN, SELFSUBJECTACCESSREVIEWS, SELFSUBJECTREVIEWS, TOKENREVIEWS)
 # metrics.k8s.io, as metrics-server serves it behind kube-apiserver: read from the kubelets' stats/summary
 # when asked (apiserver/routers/metrics_api.py), never stored; in discovery so that `kubectl top` finds it.
 NODE_METRICS = ResourceType("metrics.k8s.io", "v1beta1", "nodes", "NodeMetrics", False, models.NodeMetrics,

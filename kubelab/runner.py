@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any, NoReturn
 
 from . import addressing, kubeconfig
+from . import pki as pki_files
 from .etcd import Etcd
 
 log = logging.getLogger("kubelab")
@@ -568,7 +569,9 @@ async def _run_components(tg: asyncio.TaskGroup, options: UpOptions, api_socket:
     controllers_synced = asyncio.Event()
     tg.create_task(controllers.run(client("controllers"), node_monitor_grace_period=options.node_monitor_grace_period,
                                    lb_pool=options.lb_pool, metrics=queue_metrics, ready=controllers_synced.set,
-                                   root_ca=root_ca),
+                                   root_ca=root_ca,
+                                   # the API server's key (ensure_service_account_key): legacy token Secrets
+                                   service_account_private_key_file=str(data_dir / "pki" / pki_files.SERVICE_ACCOUNT_KEY)),
                    name="controllers")
     announce("controllers", [controllers_synced.wait()])
     metrics["controllers"] = await serve_metrics(

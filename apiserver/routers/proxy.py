@@ -1,6 +1,8 @@
 """The pod subresources that reach a kubelet — pods/log, pods/exec, pods/attach, pods/portforward — and
 nodes/proxy, as kube-apiserver serves them (pkg/registry/core/pod/rest/subresources.go, log.go,
-pkg/registry/core/pod/strategy.go's *Location, pkg/registry/core/node/rest/proxy.go).
+pkg/registry/core/pod/strategy.go's *Location, pkg/registry/core/node/rest/proxy.go); and pods/proxy and
+services/proxy, which reach the pod itself (`connect_pod_proxy`, `connect_service_proxy`: the location
+is proxylocation.py's, the proxying reverseproxy.py's).
 
 Each finds the pod's kubelet (nodeproxy.kubelet_location) with kube's checks and words first: a pod
 that is not there is 404, a container it does not have or an ambiguous one is 400, a pod with no node
@@ -27,7 +29,7 @@ from starlette.responses import Response, StreamingResponse
 from kubelab import kinds
 from kubelab.validation import FieldError
 
-from .. import errors, nodeproxy
+from .. import errors, nodeproxy, proxylocation, reverseproxy
 from ..serving import UPGRADE_TRANSPORT_KEY
 
 POD_STREAMS = {"exec": "exec", "attach": "attach", "portforward": "portForward"}
@@ -251,6 +253,52 @@ async def connect_node(request: Request, name: str, rest: tuple[str, ...]) -> Re
 
     return StreamingResponse(stream(), status_code=head.status,
                              media_type=head.headers.get("content-type", "text/plain; charset=utf-8"))
+
+
+# --- pods/proxy and services/proxy ------------------------------------------------------------------
+
+def _proxy_path(request: Request, rest: tuple[str, ...]) -> str:
+    return reverseproxy.backend_path(rest, trailing_slash=request.url.path.endswith("/"))
+
+
+async def connect_pod_proxy(request: Request, namespace: str, pod_id: str, rest: tuple[str, ...]) -> Response:
+    """pods/[scheme:]NAME[:PORT]/proxy/PATH: the request to the pod's IP (ProxyREST.Connect)."""
+    scheme, name, port = proxylocation.parse_id("pod", pod_id)
+    pod = await request.app.state.registry.get(kinds.PODS, namespace, name)
+    target = proxylocation.pod_location(pod, scheme=scheme, port=port)
+    return await reverseproxy.forward(request, target, path=_proxy_path(request, rest),
+                                      netns=request.app.state.config.kubelet_netns,
+                                      upgrade_transport=request.scope.get(UPGRADE_TRANSPORT_KEY))
+
+
+async def connect_service_proxy(request: Request, namespace: str, service_id: str, rest: tuple[str, ...]
+                                ) -> Response:
+    """services/[scheme:]NAME[:PORT]/proxy/PATH: the request to one ready endpoint of the service, found
+    as the service's ResourceLocation finds it: a port number is looked up in the Service (which is read
+    only then, as kube reads it), then the Endpoints are read and an address whose pod still has its IP
+    is picked."""
+    registry = request.app.state.registry
+    scheme, name, port = proxylocation.parse_id("service", service_id)
+    number = proxylocation.numeric_port(port)
+    if number is not None:
+        service = await registry.get(kinds.SERVICES, namespace, name)
+        port = proxylocation.service_port_name(service, name, number)
+    endpoints = await registry.get(kinds.ENDPOINTS, namespace, name)
+    for address, endpoint_port in proxylocation.service_candidates(endpoints, name=name, port_name=port):
+        pod_name = proxylocation.address_pod(address, namespace)
+        if pod_name is None:
+            continue
+        try:
+            pod = await registry.get(kinds.PODS, namespace, pod_name)
+        except errors.StatusError:
+            continue  # isValidAddress: a pod that cannot be read is skipped
+        if address.get("ip") not in proxylocation.all_pod_ips(pod):
+            continue
+        target = proxylocation.ProxyTarget(scheme, str(address["ip"]), str(endpoint_port))
+        return await reverseproxy.forward(request, target, path=_proxy_path(request, rest),
+                                          netns=request.app.state.config.kubelet_netns,
+                                          upgrade_transport=request.scope.get(UPGRADE_TRANSPORT_KEY))
+    raise proxylocation.no_endpoints(service_id)
 
 
 _REASONS = {400: "BadRequest", 401: "Unauthorized", 403: "Forbidden", 404: "NotFound", 500: "InternalError",

@@ -80,8 +80,8 @@ def resolve(request: Request, info: RequestInfo) -> Target:
         raise errors.route_not_found()
     rt = next((rt for rt in _resources(request)
                if rt.group == info.group and rt.version == info.version and rt.plural == info.resource), None)
-    # nodes/NAME/proxy/PATH...: the rest of the path is the kubelet's (proxy.connect_node).
-    proxying = rt is not None and rt == kinds.NODES and info.subresource == "proxy"
+    # nodes|pods|services/NAME/proxy/PATH...: the rest of the path is the kubelet's or the pod's (proxy.py).
+    proxying = rt is not None and rt in PROXIED and info.subresource == "proxy"
     if rt is None or (len(info.parts) > 3 and not proxying) or "" in info.parts[:3]:
         raise errors.route_not_found()
     name = info.name or None
@@ -112,6 +112,7 @@ def resolve(request: Request, info: RequestInfo) -> Target:
     return target
 
 
+PROXIED = (kinds.NODES, kinds.PODS, kinds.SERVICES)
 _METHOD_VERBS = {"GET": ("get", "list", "watch"), "POST": ("create",), "PUT": ("update",), "PATCH": ("patch",),
                  "DELETE": ("delete", "deletecollection")}
 
@@ -177,7 +178,8 @@ def _list_kind(rt: ResourceType) -> str:
 # Plain Starlette routes, not FastAPI endpoints: the path is parsed here anyway, and FastAPI's
 # per-request dependency solving was a measurable share of every request's CPU (BENCHMARKS.md).
 
-METHODS = ("GET", "POST", "PUT", "PATCH", "DELETE")
+# HEAD and OPTIONS reach only the proxy subresources (routed_methods); elsewhere they are kube's 405.
+METHODS = ("GET", "POST", "PUT", "PATCH", "DELETE", "HEAD", "OPTIONS")
 
 
 def serves(info: RequestInfo) -> bool:
@@ -277,9 +279,13 @@ async def _dispatch(request: Request, target: Target, info: RequestInfo) -> Resp
     if target.rt == kinds.PODS and target.subresource in proxy.POD_SUBRESOURCES:
         assert target.namespace is not None and target.name is not None
         return await proxy.connect_pod(request, target.namespace, target.name, target.subresource)
-    if target.rt == kinds.NODES and target.subresource == "proxy":
-        assert target.name is not None
-        return await proxy.connect_node(request, target.name, info.parts[3:])
+    if target.subresource == "proxy" and target.name is not None:
+        if target.rt == kinds.NODES:
+            return await proxy.connect_node(request, target.name, info.parts[3:])
+        assert target.namespace is not None
+        if target.rt == kinds.PODS:
+            return await proxy.connect_pod_proxy(request, target.namespace, target.name, info.parts[3:])
+        return await proxy.connect_service_proxy(request, target.namespace, target.name, info.parts[3:])
     if target.rt == kinds.SELFSUBJECTACCESSREVIEWS:  # answered, never stored
         if method != "POST" or target.name is not None:
             raise errors.method_not_allowed()
@@ -288,6 +294,10 @@ async def _dispatch(request: Request, target: Target, info: RequestInfo) -> Resp
         if method != "POST" or target.name is not None:
             raise errors.method_not_allowed()
         return await reviews.create_self_subject_review(request)
+    if target.rt == kinds.TOKENREVIEWS:  # answered, never stored
+        if method != "POST" or target.name is not None:
+            raise errors.method_not_allowed()
+        return await reviews.create_token_review(request)
     if method == "GET":
         # info.verb is watch for a `watch/` path (resolve let only GET through) and for a list with ?watch.
         if info.verb == "watch":

@@ -1,4 +1,4 @@
-"""SelfSubjectAccessReview and SelfSubjectReview. `kubectl auth can-i VERB RESOURCE` asks the API server whether the asking user
+"""SelfSubjectAccessReview, SelfSubjectReview and TokenReview. `kubectl auth can-i VERB RESOURCE` asks the API server whether the asking user
 may do something, and the server answers with the same authorizers that judge real requests (authz.py).
 Nothing is stored; the answer comes back in `status` with 201, as kube-apiserver's REST handler gives it.
 
@@ -19,7 +19,7 @@ from kubelab.models import SelfSubjectAccessReview
 from kubelab.validation import FieldError, invalid
 
 from .. import codecs, errors
-from ..auth import ANONYMOUS, identity_of, user_of
+from ..auth import ANONYMOUS, identity_of, review_token, token_getter, user_of
 from ..authz import verdict
 from ..registry import decoding
 from ..requestinfo import RequestInfo
@@ -84,4 +84,65 @@ async def create_self_subject_review(request: Request) -> Response:
         info["extra"] = {key: list(values) for key, values in user.extra}
     out = {"kind": "SelfSubjectReview", "apiVersion": "authentication.k8s.io/v1",
            "metadata": {"creationTimestamp": None}, "status": {"userInfo": info}}
+    return codecs.respond(request, out, status_code=201)
+
+
+TOKENREVIEWS = kinds.TOKENREVIEWS
+
+
+def _token_review_decode_error(field: str, go_type: str) -> errors.StatusError:
+    return errors.bad_request(f'TokenReview in version "v1" cannot be handled as a TokenReview: json: cannot unmarshal '
+                              f"into Go struct field TokenReviewSpec.spec.{field} of type {go_type}")
+
+
+def _user_info(user: Any) -> dict[str, Any]:
+    """authentication.UserInfo as JSON: username, then uid, groups and extra when set (omitempty)."""
+    info: dict[str, Any] = {"username": user.name}
+    if user.uid:
+        info["uid"] = user.uid
+    if user.groups:
+        info["groups"] = list(user.groups)
+    if user.extra:
+        info["extra"] = {key: list(values) for key, values in user.extra}
+    return info
+
+
+async def create_token_review(request: Request) -> Response:
+    """TokenReview (pkg/registry/authentication/tokenreview/storage.go): the token of `spec.token` run
+    through the API server's own authenticators (auth.review_token) for `spec.audiences` (the API's when
+    none), and the answer in `status`, 201, nothing stored: `authenticated` and `user` (with its groups,
+    system:authenticated among them, and extras), the `audiences` it is valid for, or the `error` why not.
+    An empty token is kube's 400."""
+    body = codecs.decode(codecs.media_type(request), await codecs.read_body(request))
+    decoding.check_kind(TOKENREVIEWS, body)
+    spec = body.get("spec") if isinstance(body, dict) else None
+    if spec is not None and not isinstance(spec, dict):
+        raise errors.bad_request('TokenReview in version "v1" cannot be handled as a TokenReview: json: cannot '
+                                 "unmarshal into Go struct field TokenReview.spec of type v1.TokenReviewSpec")
+    spec = spec or {}
+    token = spec.get("token")
+    if token is not None and not isinstance(token, str):
+        raise _token_review_decode_error("token", "string")
+    audiences = spec.get("audiences")
+    if audiences is not None and (not isinstance(audiences, list) or not all(isinstance(a, str) for a in audiences)):
+        raise _token_review_decode_error("audiences", "[]string")
+    if not token:
+        raise errors.bad_request("token is required for TokenReview in authentication")
+    state = request.app.state
+    verdict = await review_token(token, tuple(audiences or ()), tokens=getattr(state, "tokens", None),
+                                 signer=state.signer, getter=token_getter(state))
+    status: dict[str, Any] = {}
+    if verdict.user is not None:
+        status["authenticated"] = True
+        status["user"] = _user_info(verdict.user)
+        if verdict.audiences:
+            status["audiences"] = list(verdict.audiences)
+    else:
+        status["user"] = {}
+        status["error"] = verdict.error
+    out_spec: dict[str, Any] = {"token": token}
+    if audiences:
+        out_spec["audiences"] = list(audiences)
+    out = {"kind": "TokenReview", "apiVersion": "authentication.k8s.io/v1", "metadata": {"creationTimestamp": None},
+           "spec": out_spec, "status": status}
     return codecs.respond(request, out, status_code=201)

@@ -17,7 +17,7 @@ from .apps import (
     ScaleSpec,
     ScaleStatus,
 )
-from .authorization import SelfSubjectAccessReview, SelfSubjectReview
+from .authorization import SelfSubjectAccessReview, SelfSubjectReview, TokenReview
 from .base import Model, to_wire
 from .batch import (
     CronJob,
@@ -104,8 +104,8 @@ __all__ = [
     "ReplicaSetSpec", "ReplicaSetStatus", "ResourceRequirements", "RollingUpdateDeployment", "Scale",
     "ScaleSpec", "ScaleStatus", "Secret", "SelfSubjectAccessReview", "SelfSubjectReview",
     "Service", "ServiceAccount", "ServicePort", "ServiceReference", "ServiceSpec",
-    "ServiceStatus", "SessionAffinityConfig", "Status", "StatusCause", "StatusDetails", "Taint", "Toleration",
-    "TypedObject", "to_wire",
+    "ServiceStatus", "SessionAffinityConfig", "Status", "StatusCause", "StatusDetails", "Taint", "TokenReview",
+    "Toleration", "TypedObject", "to_wire",
 ]
 
 # apps/v1 DaemonSet, StatefulSet, ControllerRevision and v1 ReplicationController (models/workloads.py).

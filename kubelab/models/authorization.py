@@ -1,5 +1,5 @@
 """authorization.k8s.io/v1: the SelfSubjectAccessReview `kubectl auth can-i` asks with; authentication.k8s.io/v1:
-the SelfSubjectReview `kubectl auth whoami` asks with. Never stored."""
+the SelfSubjectReview `kubectl auth whoami` asks with, and the TokenReview a webhook asks with. Never stored."""
 
 from __future__ import annotations
 
@@ -42,4 +42,11 @@ class SelfSubjectAccessReview(TypedObject):
 
 
 class SelfSubjectReview(TypedObject):
+    status: dict[str, Any] | None = None
+
+
+class TokenReview(TypedObject):
+    """authentication.k8s.io/v1 TokenReview: a webhook or proxy asks who a bearer token is. Never stored."""
+
+    spec: dict[str, Any] | None = None
     status: dict[str, Any] | None = None
