@@ -19,7 +19,7 @@ import secrets
 import signal
 import sys
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, NoReturn
@@ -699,32 +699,6 @@ def control(data_dir: Path, command: str, timeout: float = 30.0) -> dict[str, An
     return result
 
 
-@contextlib.contextmanager
-def _children_watched_with_pidfds(loop: asyncio.AbstractEventLoop) -> Iterator[None]:
-    """asyncio's subprocesses reaped through a pidfd on the event loop, as Python 3.12+ does by itself.
-    3.11's default starts a thread per child to block in waitpid: in `kubelab up` the proxy agents run
-    iptables-save and iptables-restore on every sync, and starting those threads (the loop waits until
-    each has run) was 4 % of the event loop's samples in bench/density.py, their wake-ups more. The
-    previous watcher is put back afterwards (a later event loop in the same process gets the default)."""
-    if sys.version_info >= (3, 12) or not hasattr(os, "pidfd_open"):
-        yield
-        return
-    try:
-        os.close(os.pidfd_open(os.getpid()))  # Linux 5.3+
-    except OSError:
-        yield
-        return
-    previous = asyncio.get_child_watcher()
-    watcher = asyncio.PidfdChildWatcher()
-    watcher.attach_loop(loop)
-    asyncio.set_child_watcher(watcher)
-    try:
-        yield
-    finally:
-        asyncio.set_child_watcher(previous)
-        watcher.close()
-
-
 def run_until_interrupted(coro_factory: Callable[[], Any], *, fast_loop: bool = False) -> int:
     """asyncio.run with Ctrl-C and SIGTERM turned into a clean cancellation (exit code 0). With
     `fast_loop`, on uvloop, as uvicorn runs the API server (the pure API clients: scheduler, controllers)."""
@@ -743,8 +717,7 @@ def run_until_interrupted(coro_factory: Callable[[], Any], *, fast_loop: bool = 
 
         for sig in (signal.SIGINT, signal.SIGTERM):
             loop.add_signal_handler(sig, stop, sig)
-        with _children_watched_with_pidfds(loop) if not fast_loop else contextlib.nullcontext():
-            await coro_factory()
+        await coro_factory()
 
     try:
         if fast_loop:
