@@ -83,7 +83,8 @@ class Cluster:
     """One `kubelab up` from the checkout `code`, in a private directory; `stop()` sends Ctrl-C, waits,
     then ends whatever is left by PID and removes the directory."""
 
-    def __init__(self, code: Path, *, grace: str = "3600") -> None:
+    def __init__(self, code: Path, *, grace: str = "3600", up_args: tuple[str, ...] = ("--nodes", "0", "--dataplane",
+                                                                                      "render")) -> None:
         self.code = code
         self.base = Path(tempfile.mkdtemp(prefix="kubelab-bench-up-", dir=etcd_dir()))
         self.port = free_port()
@@ -92,14 +93,15 @@ class Cluster:
         env = {**os.environ, "PYTHONPATH": str(code)}
         with open(self.log_path, "wb") as log:
             self.proc = subprocess.Popen(
-                [sys.executable, "-m", "kubelab", "up", "--nodes", "0", "--dataplane", "render", "--data-dir",
+                [sys.executable, "-m", "kubelab", "up", *up_args, "--data-dir",
                  str(self.base / "data"), "--listen", f"127.0.0.1:{self.port}", "--node-monitor-grace-period", grace],
                 stdout=log, stderr=subprocess.STDOUT, cwd=code, env=env, start_new_session=True)
         self.etcd_pid: int | None = None
         self.etcd_url = ""
+        self.prefix: str | None = None
         self.stop_seconds: float | None = None
 
-    async def wait_up(self, timeout: float = 180) -> None:
+    async def wait_up(self, timeout: float = 300) -> None:
         deadline = time.monotonic() + timeout
         while b"kubelab is up" not in self.log_path.read_bytes():
             if self.proc.poll() is not None or time.monotonic() > deadline:
@@ -107,6 +109,7 @@ class Cluster:
             await asyncio.sleep(0.1)
         state = json.loads((self.base / "data" / "cluster.json").read_text())
         self.etcd_url = state["etcd"][0]
+        self.prefix = state.get("netnsPrefix")  # the netns lab's, to check that none of its namespaces is left
         self.etcd_pid = int(json.loads((self.base / "data" / "etcd.pid").read_text())["pid"])
 
     def cpu(self) -> tuple[float, float]:
@@ -369,6 +372,8 @@ def summarize_profile(path: Path, top: int = 15) -> dict[str, Any]:
             continue
         count = int(count_text)
         frames = stack.split(";")[1:] if stack.startswith(("process", "Thread")) else stack.split(";")
+        if not frames:
+            continue
         total += count
         packages = [_package(f) for f in frames]
         for package in set(packages):

@@ -44,7 +44,7 @@ class Kubelet:
         assert pod is not None
         if new is None:
             self.manager.cache.pop(pod.key, None)
-        else:
+        elif not _older(new, self.manager.cache.get(pod.key)):
             self.manager.cache[pod.key] = new
         self.queue.add(pod.key)
 
@@ -177,6 +177,20 @@ class Kubelet:
             self.manager.adopt(self.pods.items())
             for _ in range(4):
                 tg.create_task(self.queue.run_worker(self.manager.sync), name=f"kubelet-{self.config.name}-worker")
+
+
+def _older(new: Pod, cached: Pod | None) -> bool:
+    """Whether the informer's `new` is an older version of the pod the kubelet already holds: its own status
+    write answered with a newer one before the watch delivered the events in between. Taking it would put
+    the kubelet's next status write on a stale resourceVersion, a 409 Conflict and a retry each time (on a
+    busy `kubelab up`, hundreds per minute: bench/density.py). kube's kubelet never sees this: its status
+    manager PATCHes the status with only the pod's UID as precondition."""
+    if cached is None or cached.metadata.uid != new.metadata.uid:
+        return False
+    try:
+        return int(new.metadata.resource_version or 0) < int(cached.metadata.resource_version or 0)
+    except ValueError:  # not an etcd revision: no order to go by
+        return False
 
 
 async def run(api: ApiClient, config: NodeConfig, dataplane: Dataplane | None = None) -> None:

@@ -1,0 +1,298 @@
+"""ClusterLoader2-shaped density on the netns lab: `kubelab up --nodes N` as users run it, one Deployment of
+R replicas behind one Service.
+
+    .venv/bin/python bench/density.py                              # 20 nodes x 10 pods, then 50 x 20
+    .venv/bin/python bench/density.py --size 20x10
+    .venv/bin/python bench/density.py --size 20x10 --code before=/tmp/base --code after=. --repeat 2
+    .venv/bin/python bench/density.py --size 20x10 --profile /tmp/prof   # py-spy the `kubelab up` process
+
+Each run starts the real command, `python -m kubelab up --nodes N --dataplane netns` (its own private
+etcd on /dev/shm, its own data dir, port and lab prefix), as a process of its own, from the checkout given
+with --code. Once it says it is up, from this process (aiohttp, outside the cluster): a Service `density`
+(port 80) selecting app=density, then a Deployment of N x P replicas of 10m / 16Mi (CL2's density pods:
+pause, no ports of their own) whose pods the Service selects. Measured, per run:
+
+- pod startup latency, as CL2's pod_startup_latency: from the pod's appearance on a pod watch (ADDED; its
+  creationTimestamp has whole seconds only) to the watch event that first shows it Running, p50/p90/p99;
+- rules complete: for every node, the first moment its own iptables (`iptables-save -t nat` in the
+  node's network namespace, polled every --poll seconds) DNATs the Service to every replica's IP,
+  counted from the Deployment's create; the slowest node is the figure (target <= 10 s);
+- API call latency: the API server's own apiserver_request_duration_seconds histogram (as CL2's
+  APIResponsivenessPrometheus reads it), the delta over the run, p99 by bucket upper bound for mutating
+  single-object calls (POST/PUT/PATCH/DELETE) and for LISTs; every component's request counts;
+- memory: RSS of the `kubelab up` process when up (nodes, no pods) and with every pod Running; per pod
+  the difference over the replicas; the RSS of its children (pod sandboxes) beside it;
+- CPU seconds of `kubelab up` and of its etcd from the Deployment's create to the last node's rules;
+- and the machine's gauge: raw etcd puts/s of pod-sized bytes at 32 in flight into the same etcd.
+
+Everything started here is stopped here (Ctrl-C first, as a user would; then by PID), whatever happens;
+`kubelab up` removes its namespaces on Ctrl-C.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import math
+import os
+import re
+import signal
+import subprocess
+import time
+from collections import Counter, defaultdict
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+from harness import ROOT, cpu_seconds, machine, percentile, rss_mib
+from up import NAMESPACE, Cluster, gauge, list_all, profiler, summarize_profile, watch
+
+APP = "density"
+MUTATING = ("POST", "PUT", "PATCH", "DELETE")
+_BUCKET = re.compile(r'^apiserver_request_duration_seconds_bucket\{(?P<labels>[^}]*)\} (?P<value>\S+)$')
+_LABEL = re.compile(r'(\w+)="([^"]*)"')
+_DNAT = re.compile(r'--comment "?' + NAMESPACE + "/" + APP + r'\S*.* -j DNAT --to-destination (\d+\.\d+\.\d+\.\d+):')
+
+
+def service_body() -> dict[str, Any]:
+    return {"apiVersion": "v1", "kind": "Service", "metadata": {"name": APP, "namespace": NAMESPACE},
+            "spec": {"selector": {"app": APP}, "ports": [{"name": "http", "port": 80, "targetPort": 80}]}}
+
+
+def deployment_body(replicas: int) -> dict[str, Any]:
+    """CL2's density deployment: pause pods requesting 10m / 16Mi (testing/density/deployment.yaml)."""
+    resources = {"cpu": "10m", "memory": "16Mi"}
+    return {"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": APP, "namespace": NAMESPACE},
+            "spec": {"replicas": replicas, "selector": {"matchLabels": {"app": APP}},
+                     "template": {"metadata": {"labels": {"app": APP}},
+                                  "spec": {"containers": [{"name": "pause", "image": "registry.k8s.io/pause:3.10.1",
+                                                           "resources": {"requests": resources,
+                                                                         "limits": resources}}]}}}}
+
+
+# --- the API server's latency histogram -------------------------------------------------------------
+
+
+async def scrape(http: aiohttp.ClientSession) -> dict[tuple[str, str, str, str], dict[float, float]]:
+    """(verb, resource, subresource, scope) -> {le: cumulative count} of apiserver_request_duration_seconds."""
+    async with http.get("/metrics") as resp:
+        text = (await resp.read()).decode()
+    out: dict[tuple[str, str, str, str], dict[float, float]] = defaultdict(dict)
+    for line in text.splitlines():
+        m = _BUCKET.match(line)
+        if not m:
+            continue
+        labels = dict(_LABEL.findall(m["labels"]))
+        key = (labels.get("verb", ""), labels.get("resource", ""), labels.get("subresource", ""),
+               labels.get("scope", ""))
+        le = math.inf if labels["le"] == "+Inf" else float(labels["le"])
+        out[key][le] = out[key].get(le, 0.0) + float(m["value"])
+    return out
+
+
+def latency_summary(before: dict[Any, dict[float, float]], after: dict[Any, dict[float, float]]
+                    ) -> dict[str, Any]:
+    """p99 (a bucket's upper bound, as Prometheus' histogram_quantile rounds up to) of the calls made between
+    the two scrapes: mutating single-object calls, and LISTs; the busiest (verb, resource) of each."""
+    groups: dict[str, dict[float, float]] = {"mutating": defaultdict(float), "list": defaultdict(float)}
+    counts: Counter[str] = Counter()
+    for key, buckets in after.items():
+        verb, resource, sub, _scope = key
+        if verb == "WATCH" or verb == "CONNECT":
+            continue
+        group = "mutating" if verb in MUTATING else "list" if verb == "LIST" else None
+        if group is None:
+            continue
+        delta = {le: n - before.get(key, {}).get(le, 0.0) for le, n in buckets.items()}
+        for le, n in delta.items():
+            groups[group][le] += n
+        counts[f"{verb} {resource}{'/' + sub if sub else ''}"] += int(delta.get(math.inf, 0))
+    result: dict[str, Any] = {}
+    for group, buckets in groups.items():
+        total = buckets.get(math.inf, 0.0)
+        p99 = next((le for le in sorted(buckets) if total and buckets[le] >= 0.99 * total), None)
+        p50 = next((le for le in sorted(buckets) if total and buckets[le] >= 0.5 * total), None)
+        result[group] = {"calls": int(total), "p50_le_s": p50, "p99_le_s": p99}
+    result["busiest"] = dict(counts.most_common(8))
+    return result
+
+
+# --- the nodes' rules -------------------------------------------------------------------------------
+
+
+async def dnat_targets(netns: str) -> set[str]:
+    """The pod IPs the node's nat table DNATs the Service to (its KUBE-SEP chains)."""
+    proc = await asyncio.create_subprocess_exec("ip", "netns", "exec", netns, "iptables-save", "-t", "nat",
+                                                stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.DEVNULL)
+    out, _ = await proc.communicate()
+    return {m[1] for line in out.decode().splitlines() if (m := _DNAT.search(line))}
+
+
+def children_rss_mib(pid: int) -> tuple[int, float]:
+    """The number and total RSS of the processes whose parent is `pid` (pod sandboxes, servers)."""
+    count, total = 0, 0.0
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat") as f:
+                ppid = int(f.read().rsplit(")", 1)[1].split()[1])
+            if ppid == pid:
+                count += 1
+                total += rss_mib(int(entry))
+        except (OSError, ValueError, IndexError):
+            continue
+    return count, round(total, 1)
+
+
+# --- one run ----------------------------------------------------------------------------------------
+
+
+async def density(cluster: Cluster, nodes: int, per_node: int, args: argparse.Namespace) -> dict[str, Any]:
+    replicas = nodes * per_node
+    result: dict[str, Any] = {"nodes": nodes, "pods": replicas}
+    state = json.loads((cluster.base / "data" / "cluster.json").read_text())
+    netns = {name: node["netns"] for name, node in state["nodes"].items()}
+    result["gauge_before"] = await gauge(cluster, args.gauge_puts)
+    async with aiohttp.ClientSession(cluster.server, timeout=aiohttp.ClientTimeout(total=300)) as http:
+        await asyncio.sleep(args.settle)  # what `kubelab up` does once up (leases, first syncs) settles
+        rss_idle = rss_mib(cluster.proc.pid)
+        result["rss_mib_up"] = round(rss_idle, 1)
+        result["rss_mib_per_node_up"] = round(rss_idle / nodes, 1)
+        _, pods_rv = await list_all(http, f"/api/v1/namespaces/{NAMESPACE}/pods")
+        seen: dict[str, float] = {}
+        running: dict[str, float] = {}
+        ips: dict[str, str] = {}
+
+        def on_pod(kind: str, obj: dict[str, Any], now: float) -> None:
+            name = obj["metadata"]["name"]
+            if kind == "DELETED":
+                return
+            seen.setdefault(name, now)
+            status = obj.get("status") or {}
+            if status.get("phase") == "Running" and name not in running:
+                running[name] = now
+                ips[name] = status.get("podIP", "")
+
+        pod_watch = asyncio.create_task(watch(http, f"/api/v1/namespaces/{NAMESPACE}/pods", pods_rv, on_pod,
+                                              labelSelector=f"app={APP}"))
+        metrics_before = await scrape(http)
+        async with http.post(f"/api/v1/namespaces/{NAMESPACE}/services", json=service_body()) as resp:
+            assert resp.status == 201, await resp.text()
+        spy = profiler(cluster.proc.pid, Path(args.profile) / f"density-{args.label}-{nodes}x{per_node}.txt") \
+            if args.profile else None
+        up0, etcd0 = cpu_seconds(cluster.proc.pid), cpu_seconds(cluster.etcd_pid or 0)
+        t0 = time.time()
+        async with http.post(f"/apis/apps/v1/namespaces/{NAMESPACE}/deployments",
+                             json=deployment_body(replicas)) as resp:
+            assert resp.status == 201, await resp.text()
+        complete: dict[str, float] = {}
+        deadline = time.monotonic() + args.timeout
+        polls = 0
+        while (len(complete) < nodes or len(running) < replicas) and time.monotonic() < deadline:
+            want = set(ips.values()) if len(running) >= replicas else None
+            if want is not None:
+                todo = [n for n in netns if n not in complete]
+                found = await asyncio.gather(*(dnat_targets(netns[n]) for n in todo))
+                now = time.time()
+                polls += 1
+                for name, targets in zip(todo, found, strict=True):
+                    if want <= targets:
+                        complete[name] = now
+            await asyncio.sleep(args.poll)
+        up1, etcd1 = cpu_seconds(cluster.proc.pid), cpu_seconds(cluster.etcd_pid or 0)
+        if spy is not None:
+            spy.send_signal(signal.SIGINT)  # py-spy writes its file on SIGINT
+            await asyncio.to_thread(spy.wait, 60)
+        metrics_after = await scrape(http)
+        pod_watch.cancel()
+        startup = [running[n] - seen[n] for n in running if n in seen]
+        result["running"] = len(running)
+        result["pod_startup_s"] = {"p50": round(percentile(startup, 50), 2), "p90": round(percentile(startup, 90), 2),
+                                   "p99": round(percentile(startup, 99), 2),
+                                   "max": round(max(startup), 2) if startup else None}
+        result["all_running_after_create_s"] = round(max(running.values()) - t0, 2) if running else None
+        slowest = max(complete.values()) if len(complete) == nodes else None
+        result["rules_complete_after_create_s"] = {
+            "every_node": round(slowest - t0, 2) if slowest else None,
+            "first_node": round(min(complete.values()) - t0, 2) if complete else None,
+            "nodes_complete": len(complete), "polls": polls}
+        result["api_latency"] = latency_summary(metrics_before, metrics_after)
+        result["cpu_s"] = {"kubelab up": round(up1 - up0, 1), "its etcd": round(etcd1 - etcd0, 1)}
+        rss_full = rss_mib(cluster.proc.pid)
+        result["rss_mib_running"] = round(rss_full, 1)
+        result["rss_kib_per_pod"] = round(1024 * (rss_full - rss_idle) / replicas, 1)
+        result["children"] = dict(zip(("count", "rss_mib"), children_rss_mib(cluster.proc.pid), strict=True))
+    result["gauge_after"] = await gauge(cluster, args.gauge_puts)
+    profile = Path(args.profile) / f"density-{args.label}-{nodes}x{per_node}.txt" if args.profile else None
+    if profile is not None and profile.exists():
+        result["profile"] = summarize_profile(profile)
+    return result
+
+
+async def one_run(code: Path, nodes: int, per_node: int, args: argparse.Namespace) -> dict[str, Any]:
+    cluster = Cluster(code, grace="50", up_args=("--nodes", str(nodes), "--dataplane", "netns"))
+    result: dict[str, Any] = {"code": args.label}
+    try:
+        started = time.monotonic()
+        await cluster.wait_up()
+        result["startup_s"] = round(time.monotonic() - started, 2)
+        result.update(await density(cluster, nodes, per_node, args))
+    finally:
+        await asyncio.to_thread(cluster.stop)
+    result["ctrl_c_to_exit_s"] = cluster.stop_seconds
+    left = (await asyncio.to_thread(subprocess.run, ["ip", "netns", "list"], check=False, capture_output=True,
+                                    text=True)).stdout
+    result["namespaces_left"] = sum(1 for line in left.splitlines() if line.startswith(f"{cluster.prefix}-")) \
+        if cluster.prefix else None
+    return result
+
+
+def table_row(r: dict[str, Any]) -> str:
+    g = (r["gauge_before"]["raw_etcd_puts_per_s"], r["gauge_after"]["raw_etcd_puts_per_s"])
+    s, rules, api = r["pod_startup_s"], r["rules_complete_after_create_s"], r["api_latency"]
+    return (f"| {r['code']} | {r['nodes']} x {r['pods'] // r['nodes']} | {s['p50']} s | **{s['p99']} s** | "
+            f"**{rules['every_node']} s** | {api['mutating']['p99_le_s']} s | {api['list']['p99_le_s']} s | "
+            f"{r['rss_mib_per_node_up']} MiB | {r['rss_kib_per_pod']} KiB | {r['cpu_s']['kubelab up']} s | "
+            f"{g[0]:,} / {g[1]:,} |")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--size", action="append", metavar="NODESxPODS",
+                        help="nodes x pods per node (repeat; default 20x10 then 50x20)")
+    parser.add_argument("--code", action="append", metavar="LABEL=DIR",
+                        help="a checkout to run `kubelab up` from (repeat for A/B; runs alternate); default: this one")
+    parser.add_argument("--repeat", type=int, default=1, help="rounds (each runs every --code once)")
+    parser.add_argument("--gauge-puts", type=int, default=3000, help="raw etcd puts per gauge")
+    parser.add_argument("--poll", type=float, default=0.25, help="seconds between reads of the nodes' rules")
+    parser.add_argument("--settle", type=float, default=5.0, help="seconds to wait after `kubelab up` is up")
+    parser.add_argument("--timeout", type=float, default=600, help="seconds to wait for the rules of every node")
+    parser.add_argument("--profile", metavar="DIR", help="py-spy the `kubelab up` process from the Deployment's "
+                        "create to the last node's rules")
+    parser.add_argument("--json", metavar="FILE", help="also write every result here")
+    args = parser.parse_args()
+    codes = [(c.split("=", 1)[0], Path(c.split("=", 1)[1]).resolve()) for c in args.code or [f"this={ROOT}"]]
+    sizes = [tuple(int(x) for x in s.split("x")) for s in args.size or ["20x10", "50x20"]]
+    results = []
+    for nodes, per_node in sizes:
+        for _ in range(args.repeat):
+            for label, code in codes:
+                args.label = label
+                before = machine()
+                result = asyncio.run(one_run(code, nodes, per_node, args))
+                result["machine"] = {"before": before, "after": machine()}
+                print(json.dumps(result), flush=True)
+                results.append(result)
+    print("\n| code | nodes x pods/node | pod startup p50 | p99 | every node's rules complete | mutating p99 | "
+          "LIST p99 | RSS per node (up) | RSS per pod | `kubelab up` CPU | gauge: raw etcd puts/s "
+          "(before / after) |\n|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+    for r in results:
+        print(table_row(r))
+    if args.json:
+        Path(args.json).write_text(json.dumps(results, indent=1))
+
+
+if __name__ == "__main__":
+    main()
