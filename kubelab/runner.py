@@ -574,6 +574,7 @@ async def _run_components(tg: asyncio.TaskGroup, options: UpOptions, api_socket:
                                    service_account_private_key_file=str(data_dir / "pki" / pki_files.SERVICE_ACCOUNT_KEY)),
                    name="controllers")
     announce("controllers", [controllers_synced.wait()])
+    announce("serviceaccounts", [_default_account(client("controllers"))], "default/default ServiceAccount made")
     metrics["controllers"] = await serve_metrics(
         MetricsServer("127.0.0.1", 0, registry=queue_metrics.registry, name="controllers"), "controllers-metrics")
 
@@ -618,6 +619,21 @@ async def _run_components(tg: asyncio.TaskGroup, options: UpOptions, api_socket:
         for node in nodes.values():  # containers go before their namespaces (they would die with us anyway)
             with contextlib.suppress(Exception):
                 await node.dataplane.runtime.close()
+
+
+async def _default_account(api: Any) -> None:
+    """Pods are admitted only once their namespace's `default` ServiceAccount exists (the ServiceAccount
+    admission plugin): "up" waits for the one in `default`, so a first `kubectl run` (or a Job's first pod)
+    is not refused while the ServiceAccounts controller is still starting."""
+    from . import kinds
+    from .client import NotFound
+
+    while True:
+        try:
+            await api.get(kinds.SERVICEACCOUNTS, "default", "default")
+            return
+        except NotFound:
+            await asyncio.sleep(0.1)
 
 
 async def _run_dns(api: Any, state: dict[str, Any], data_dir: Path, *,

@@ -88,12 +88,12 @@ def test_statefulset_pods_resolve_each_other_by_name(cluster: Cluster) -> None:
         return result.stdout.strip() if result.returncode == 0 else ""
 
     ip_1 = pods["web-1"]["status"]["podIP"]
-    assert wait_for("web-1 by name from web-0", lambda: resolves("web-0", "web-1.web") == ip_1, timeout=30)
+    assert wait_for("web-1 by name from web-0", lambda: resolves("web-0", "web-1.web") == ip_1, timeout=120)
     assert resolves("web-0", "web-1.web.default.svc.cluster.local") == ip_1
     assert resolves("web-1", "web-0.web") == pods["web-0"]["status"]["podIP"]
 
     cluster.kubectl("scale", "sts", "web", "--replicas=3")
     cluster.kubectl("rollout", "status", "sts/web", "--timeout=120s")
     ip_2 = cluster.kubectl_json("get", "pod", "web-2")["status"]["podIP"]
-    assert wait_for("web-2 by name from web-0", lambda: resolves("web-0", "web-2.web") == ip_2, timeout=30)
+    assert wait_for("web-2 by name from web-0", lambda: resolves("web-0", "web-2.web") == ip_2, timeout=120)
     cluster.kubectl("delete", "-f", "-", input=yaml.safe_dump_all(WEB))

@@ -33,7 +33,7 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RenderCluster]
 def kubectl(cluster: RenderCluster, *args: str, check: bool = True, stdin: str | None = None
             ) -> subprocess.CompletedProcess[str]:
     return subprocess.run(["kubectl", "--kubeconfig", str(cluster.kubeconfig), *args], input=stdin,
-                          capture_output=True, text=True, check=check, timeout=120)
+                          capture_output=True, text=True, check=check, timeout=240)
 
 
 def get(cluster: RenderCluster, *args: str) -> Any:
@@ -50,7 +50,7 @@ def create_job(cluster: RenderCluster, name: str, command: str, **spec: Any) -> 
 
 
 def wait_condition(cluster: RenderCluster, name: str, condition: str) -> None:
-    result = kubectl(cluster, "wait", f"--for=condition={condition}", f"job/{name}", "--timeout=90s", check=False)
+    result = kubectl(cluster, "wait", f"--for=condition={condition}", f"job/{name}", "--timeout=180s", check=False)
     assert result.returncode == 0, (result.stdout, result.stderr, get(cluster, "job", name),
                                     get(cluster, "pods", "-l", f"job-name={name}"))
 
