@@ -43,6 +43,11 @@ class EtcdNotFound(EtcdError):
     pass
 
 
+class CrashedAtStart(EtcdError):
+    """etcd died of a signal before writing a line (seen: SIGSEGV at once on a loaded machine, with an empty
+    log); nothing was started, so it is started again."""
+
+
 class PortTaken(EtcdError):
     """etcd's port was taken between choosing it and etcd binding it."""
 
@@ -116,22 +121,26 @@ class Etcd:
         """Start etcd and wait until it is healthy. Ports chosen here (none given) are free when chosen,
         but another process may take one before etcd binds it: then etcd exits with "address already in
         use", or another etcd answers on that port. Either way this etcd is stopped and started again
-        on other ports (a few times). DataDirInUse when another process holds the data dir."""
+        on other ports (a few times); an etcd that crashed before writing anything is started again too.
+        DataDirInUse when another process holds the data dir."""
         self.binary = self.binary or find_etcd()
         self._take_over_data_dir()
         choose = not self.client_port and not self.peer_port
-        for _ in range(PORT_ATTEMPTS if choose else 1):
+        for _ in range(PORT_ATTEMPTS):
             if choose:
                 self.client_port, self.peer_port = free_port(), free_port()
             try:
                 self._launch()
                 self.wait_healthy(timeout)
                 return self
+            except CrashedAtStart as exc:
+                log.warning("%s; starting it again", exc)
+                self.stop()
             except PortTaken:
                 self.stop()
                 if not choose:
                     raise
-        raise EtcdError(f"etcd could not get free ports in {PORT_ATTEMPTS} attempts; see {self.log_path}")
+        raise EtcdError(f"etcd did not start in {PORT_ATTEMPTS} attempts; see {self.log_path}")
 
     @property
     def log_path(self) -> Path:
@@ -204,6 +213,8 @@ class Etcd:
             if self.process is not None and self.process.poll() is not None:
                 if b"address already in use" in self._log_since_start():
                     raise PortTaken(f"etcd could not bind {self.url} or its peer port")
+                if self.process.returncode < 0 and not self._log_since_start().strip():
+                    raise CrashedAtStart(f"etcd died of signal {-self.process.returncode} before writing anything")
                 raise EtcdError(f"etcd exited with code {self.process.returncode}; see {self.log_path}")
             if b"holds the file lock" in self._log_since_start():  # taken after _take_over_data_dir looked
                 raise DataDirInUse(f"etcd's data dir {self.data_dir} is in use by another process; stop it, or "

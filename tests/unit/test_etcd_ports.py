@@ -42,3 +42,21 @@ def test_given_ports_that_are_taken_fail_clearly(tmp_path: Path, other: Etcd) ->
         taken.start()
     assert taken.process is None  # stopped
     assert other.process is not None and other.process.poll() is None
+
+
+def test_an_etcd_that_crashes_before_writing_anything_is_started_again(tmp_path: Path) -> None:
+    """A Go binary killed by SIGSEGV at once, with an empty log, was seen on a loaded machine: the launcher
+    starts it again. The first run here is a real process dying of SIGSEGV; the second execs etcd."""
+    marker = tmp_path / "crashed-once"
+    wrapper = tmp_path / "etcd-crashing-once"
+    wrapper.write_text(f"#!/bin/sh\nif [ ! -e {marker} ]; then touch {marker}; kill -SEGV $$; fi\n"
+                       f'exec {etcd_module.find_etcd()} "$@"\n')
+    wrapper.chmod(0o755)
+    server = Etcd(tmp_path / "etcd")
+    server.binary = str(wrapper)
+    server.start()
+    try:
+        assert marker.exists()  # it did crash once
+        assert server.process is not None and server.process.poll() is None and server._answers_as_itself()
+    finally:
+        server.stop()
