@@ -78,7 +78,7 @@ def test_a_pod_reads_the_api_through_the_cluster_ip(lab: Cluster, tmp_path: Path
                   ["data"]["ca.crt"])
 
     def get(from_pod: str, path: str) -> tuple[int, str]:
-        result = lab.exec(f"{NS}/{from_pod}", "curl", "-sS", "--max-time", "10", "--cacert", str(ca),
+        result = lab.exec(f"{NS}/{from_pod}", "curl", "-sS", "--max-time", "60", "--cacert", str(ca),
                           "-H", f"Authorization: Bearer {token}", "-w", "\n%{http_code}", f"https://10.96.0.1{path}",
                           check=False)
         assert result.returncode == 0, result.stderr
@@ -90,7 +90,7 @@ def test_a_pod_reads_the_api_through_the_cluster_ip(lab: Cluster, tmp_path: Path
     answer = json.loads(body)
     assert answer["metadata"]["name"] == "reader" and answer["metadata"]["namespace"] == NS
     # The name the certificate carries for the Service, through cluster DNS.
-    result = lab.exec(f"{NS}/other", "curl", "-sS", "--max-time", "10", "--cacert", str(ca),
+    result = lab.exec(f"{NS}/other", "curl", "-sS", "--max-time", "60", "--cacert", str(ca),
                       "-H", f"Authorization: Bearer {token}", "https://kubernetes.default.svc/version", check=False)
     assert result.returncode == 0 and json.loads(result.stdout)["major"] == "1", result.stderr
 
