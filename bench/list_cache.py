@@ -15,9 +15,7 @@ the API server is started and LISTed, the kinds alternated round by round so eac
 - and, as a floor, the same etcd range read from this process by the API server's storage layer (aetcd,
   each object decoded; no HTTP, no encoding).
 
-Latency is the client's (aiohttp), from the request to the last byte of the answer; p50/p99 of each; and
-the API server's CPU per LIST of each kind (its /proc CPU time around each request: on a loaded machine
-the steadier figure). The
+Latency is the client's (aiohttp), from the request to the last byte of the answer; p50/p99 of each. The
 gauge beside it: raw etcd puts/s at 32 in flight into the same etcd. Everything started here is stopped
 here, by PID, whatever happens.
 """
@@ -33,7 +31,7 @@ from typing import Any
 import aiohttp
 import orjson
 from api_server import NAMESPACE, pod_body
-from harness import Lab, cpu_seconds, machine, raw_etcd_puts, run_concurrently, summary_ms
+from harness import Lab, machine, raw_etcd_puts, run_concurrently, summary_ms
 
 from apiserver.storage import Storage
 
@@ -58,10 +56,9 @@ async def fill(etcd_url: str, count: int) -> None:
         await storage.close()
 
 
-async def measure(server: str, etcd_url: str, count: int, repeat: int, apiserver_pid: int) -> dict[str, Any]:
+async def measure(server: str, etcd_url: str, count: int, repeat: int) -> dict[str, Any]:
     path = f"/api/v1/namespaces/{NAMESPACE}/pods"
     times: dict[str, list[float]] = {}
-    cpu: dict[str, float] = {}  # the API server's CPU seconds, summed per kind: robust on a loaded machine
     sizes: dict[str, int] = {}
     storage = Storage([etcd_url])
     try:
@@ -80,10 +77,9 @@ async def measure(server: str, etcd_url: str, count: int, repeat: int, apiserver
                          "consistent, limit=500": {"limit": "500"},
                          "etcd (exact rv)": {"resourceVersion": current, "resourceVersionMatch": "Exact"}}
                 for name, params in kinds.items():
-                    started, cpu0 = time.perf_counter(), cpu_seconds(apiserver_pid)
+                    started = time.perf_counter()
                     answer = await get(params)
                     times.setdefault(name, []).append(time.perf_counter() - started)
-                    cpu[name] = cpu.get(name, 0.0) + cpu_seconds(apiserver_pid) - cpu0
                     sizes[name] = answer["bytes"]
                 started = time.perf_counter()
                 rng = await storage.list_range(f"/registry/pods/{NAMESPACE}/", f"/registry/pods/{NAMESPACE}0", limit=0,
@@ -92,9 +88,7 @@ async def measure(server: str, etcd_url: str, count: int, repeat: int, apiserver
                 assert len(rng.items) == count
     finally:
         await storage.close()
-    return {name: {**summary_ms(values), "bytes": sizes.get(name),
-                   "apiserver_cpu_ms_per_list": round(1000 * cpu[name] / len(values), 1) if name in cpu else None}
-            for name, values in times.items()}
+    return {name: {**summary_ms(values), "bytes": sizes.get(name)} for name, values in times.items()}
 
 
 def main() -> None:
@@ -113,7 +107,7 @@ def main() -> None:
         gauge = asyncio.run(raw_etcd_puts(etcd.url, [b"x" * 1700] * args.gauge_puts, 32, etcd_pid=etcd.process.pid,
                                           prefix="/bench-list-gauge/"))
         result["gauge_raw_etcd_puts_per_s"] = round(gauge.per_second)
-        result["lists"] = asyncio.run(measure(server, etcd.url, args.pods, args.repeat, lab.procs["apiserver"].pid))
+        result["lists"] = asyncio.run(measure(server, etcd.url, args.pods, args.repeat))
     finally:
         lab.stop()
     result["machine_after"] = machine()
