@@ -196,21 +196,6 @@ def _with_revision(obj: dict[str, Any], revision: int) -> dict[str, Any]:
     return {**obj, "metadata": {**(obj.get("metadata") or {}), "resourceVersion": str(revision)}}
 
 
-class CachedList:
-    """A LIST answered from the cache: the items, the revision they are the state of, their stored size,
-    and for a page with more after it the key of its last item; `total` counts every key under the
-    prefix (what remainingItemCount is computed from)."""
-
-    __slots__ = ("items", "last_key", "revision", "size", "total")
-
-    def __init__(self, items: list[dict[str, Any]], revision: int, size: int, last_key: str, total: int) -> None:
-        self.items = items
-        self.revision = revision
-        self.size = size
-        self.last_key = last_key
-        self.total = total
-
-
 class WatchCache:
     """The cache of one resource (all namespaces). Started by the first watch, see `Cacher`."""
 
@@ -447,28 +432,6 @@ class WatchCache:
         if not self._ready:
             return None
         return self.store.get(key)
-
-    def list(self, prefix: str, matches: Matcher | None, limit: int = 0) -> CachedList | None:
-        """The objects under `prefix` as of `revision`, in key order (etcd's), filtered by `matches`; with a
-        `limit`, at most that many and the key of the last one when more follow. None when the cache is
-        not running. Nothing awaits here: the answer is one revision's state."""
-        if not self._ready:
-            return None
-        store, sizes = self.store, self.sizes
-        keys = sorted(k for k in store if k.startswith(prefix))
-        items: list[dict[str, Any]] = []
-        size, last, more = 0, "", False
-        for key in keys:
-            obj = store[key]
-            if matches is not None and not matches(obj):
-                continue
-            if limit and len(items) >= limit:
-                more = True
-                break
-            items.append(obj)
-            size += sizes.get(key, 0)
-            last = key
-        return CachedList(items, self.revision, size, last if more else "", len(keys))
 
     async def watch(self, prefix: str, since: int | None, matches: Matcher | None, *,
                     current_revision: Callable[[], Any]) -> AsyncGenerator[WatchEvent, None]:

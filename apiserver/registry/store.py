@@ -250,12 +250,6 @@ class Registry:
             at = max(token_revision, 0)  # -1: continue at the current revision (after a compaction)
         elif options.resource_version_match == EXACT or (not options.resource_version_match and limit and wanted):
             at = wanted
-        if self.cacher is not None and not at and not continuing:
-            cached = await self._list_from_cache(rt, prefix, None if everything else matches,
-                                                 consistent=options.resource_version == "", wanted=wanted,
-                                                 limit=limit, everything=everything)
-            if cached is not None:
-                return cached
         if not limit and not at and not continuing:
             return await self._list_whole(rt, prefix, matches, wanted)
 
@@ -287,42 +281,6 @@ class Registry:
             return ListPage(items, at, size=size)
         token = continuetoken.encode(last_key + "\x00", prefix, at)
         return ListPage(items, at, token, page.count - limit if everything else None, size=size)
-
-    async def _list_from_cache(self, rt: ResourceType, prefix: str, matches: Callable[[dict[str, Any]], bool] | None,
-                               *, consistent: bool, wanted: int, limit: int, everything: bool) -> ListPage | None:
-        """A LIST from the watch cache, as kube-apiserver's cacher serves it (None: read etcd instead).
-
-        * resourceVersion "0": whatever the cache holds now, however old (kube's "Any").
-        * resourceVersion N (not older than): once the cache has seen N (up to 3 s, as waitUntilFreshAndBlock).
-        * no resourceVersion, the consistent read: etcd's current revision is read (one cheap range of a
-          single key), and the cache answers once it has caught up to it (a progress notification asks
-          etcd to confirm), as kube 1.31+ does with ConsistentListFromCache; when it cannot within 3 s,
-          etcd answers, as kube falls back to it.
-        * `limit`: the first page comes from the cache (kube 1.31's cacher ignored the limit at "0" and
-          sent consistent pages to etcd; 1.33+ pages from the cache); its continue token carries the
-          cache's revision, so later pages are read from etcd at exactly that revision: together they are
-          one snapshot, as with pages read from etcd alone. Continuations and exact resourceVersions are
-          not the cache's (the caller reads etcd)."""
-        assert self.cacher is not None
-        cache = self.cacher.cache(rt)
-        try:
-            await cache.ensure_started()
-            if consistent:
-                await cache.wait_fresh(await self._current_revision())
-            elif wanted:
-                await cache.wait_fresh(wanted)
-        except NotServable:
-            return None
-        except Unavailable as exc:
-            raise errors.unavailable(f"etcd is unavailable: {exc}") from exc
-        listed = cache.list(prefix, matches, limit)
-        if listed is None:
-            return None
-        if not listed.last_key:
-            return ListPage(listed.items, listed.revision, size=listed.size)
-        token = continuetoken.encode(listed.last_key + "\x00", prefix, listed.revision)
-        return ListPage(listed.items, listed.revision, token, listed.total - limit if everything else None,
-                        size=listed.size)
 
     async def _list_whole(self, rt: ResourceType, prefix: str, matches: Callable[[dict[str, Any]], bool],
                           wanted: int) -> ListPage:
