@@ -32,8 +32,8 @@ def test_reviews_are_answered_not_stored(apiserver: str) -> None:
         assert_status(api.get(PATH), 405, "MethodNotAllowed",
                       "the server does not allow this method on the requested resource")
         assert_status(api.post(PATH, json={"spec": {}}), 422, "Invalid",
-                      'SelfSubjectAccessReview "" is invalid: spec.resourceAttributes: Invalid value: null: exactly '
-                      "one of nonResourceAttributes or resourceAttributes must be specified")
+                      'SelfSubjectAccessReview.authorization.k8s.io "" is invalid: spec.resourceAttributes: Invalid value: '
+                      "null: exactly one of nonResourceAttributes or resourceAttributes must be specified")
         both = {"spec": {"resourceAttributes": {"verb": "get"}, "nonResourceAttributes": {"path": "/"}}}
         assert api.post(PATH, json=both).json()["details"]["causes"][0]["field"] == "spec.nonResourceAttributes"
         # Bodies are decoded as every kind's are, with the Go decoder's words.
