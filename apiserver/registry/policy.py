@@ -3,38 +3,15 @@ spec changes (the disruption controller's observedGeneration, which an eviction 
 
 from __future__ import annotations
 
-import re
-
 from kubelab import validation
 from kubelab.models import PodDisruptionBudget, TypedObject
 from kubelab.selectors import SelectorError, selector_from_label_selector
 from kubelab.validation import FieldError, invalid, not_supported
 
 from .strategy import Strategy
+from .workloads import int_or_percent_errors
 
-PERCENT = re.compile(r"[0-9]+%")
-PERCENT_MESSAGE = "a valid percent string must be a numeric string followed by an ending '%' (e.g. '1%',  or '93%')"
 EVICTION_POLICIES = ["AlwaysAllow", "IfHealthyBudget"]
-
-
-def _int_or_string(value: int | str) -> validation.GoLiteral:
-    """intstr.IntOrString as field.Invalid prints it (%#v of the struct)."""
-    if isinstance(value, str):
-        return validation.GoLiteral(f"intstr.IntOrString{{Type:1, IntVal:0, StrVal:{validation.go_quote(value)}}}")
-    return validation.GoLiteral(f"intstr.IntOrString{{Type:0, IntVal:{value}, StrVal:\"\"}}")
-
-
-def _int_or_percent_errors(value: int | str | None, path: str) -> list[FieldError]:
-    """ValidatePositiveIntOrPercent, then IsNotMoreThan100Percent."""
-    if value is None:
-        return []
-    if isinstance(value, str):
-        if not PERCENT.fullmatch(value):
-            return [invalid(path, _int_or_string(value), PERCENT_MESSAGE)]
-        if int(value[:-1]) > 100:
-            return [invalid(path, _int_or_string(value), "must not be greater than 100%")]
-        return []
-    return [invalid(path, value, "must be greater than or equal to 0")] if value < 0 else []
 
 
 class PodDisruptionBudgetStrategy(Strategy):
@@ -74,8 +51,8 @@ def validate_spec(pdb: PodDisruptionBudget) -> list[FieldError]:
     if spec.min_available is not None and spec.max_unavailable is not None:
         errs.append(invalid("spec", validation.GoLiteral("policy.PodDisruptionBudgetSpec{...}"),
                             "minAvailable and maxUnavailable cannot be both set"))
-    errs += _int_or_percent_errors(spec.min_available, "spec.minAvailable")
-    errs += _int_or_percent_errors(spec.max_unavailable, "spec.maxUnavailable")
+    errs += int_or_percent_errors(spec.min_available, "spec.minAvailable")
+    errs += int_or_percent_errors(spec.max_unavailable, "spec.maxUnavailable")
     if spec.selector is not None:
         try:
             selector_from_label_selector(spec.selector)
