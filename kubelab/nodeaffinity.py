@@ -1,8 +1,8 @@
 """Whether a pod may run on a node by its nodeSelector, required node affinity and tolerations: kube's
 component-helpers/scheduling/corev1, which kube-scheduler and the DaemonSet controller both use.
 
-Pure functions over the models. The scheduler keeps its own pre-computed variant of the same checks
-(scheduler/fit.py, per scheduling cycle); this one is for controllers, which must not import it.
+Pure functions over the models, shared by the scheduler (scheduler/fit.py pre-computes a pod's terms once
+per scheduling cycle and calls these) and the controllers.
 """
 
 from __future__ import annotations
@@ -10,6 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 from kubelab.models import Node, PodSpec, Taint, Toleration
+from kubelab.selectors import parse_int64
 
 
 def toleration_matches(toleration: Toleration, taint: Taint) -> bool:
@@ -44,9 +45,10 @@ def _match_expression(expr: dict[str, Any], labels: dict[str, str]) -> bool:
     if op == "DoesNotExist":
         return key not in labels
     if op in ("Gt", "Lt"):
-        try:
-            have, want = int(labels[key]), int(values[0])
-        except (KeyError, ValueError, IndexError):
+        # labels.Requirement.Matches: both sides through strconv.ParseInt, so " 5" and "1_000" match nothing.
+        have = parse_int64(labels[key]) if key in labels else None
+        want = parse_int64(values[0]) if len(values) == 1 else None
+        if have is None or want is None:
             return False
         return have > want if op == "Gt" else have < want
     return False

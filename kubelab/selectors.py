@@ -42,7 +42,7 @@ class Requirement:
         if op in ("gt", "lt"):
             if self.key not in labels or len(self.values) != 1:
                 return False
-            have, want = _parse_int64(labels[self.key]), _parse_int64(self.values[0])
+            have, want = parse_int64(labels[self.key]), parse_int64(self.values[0])
             if have is None or want is None:
                 return False
             return have > want if op == "gt" else have < want
@@ -87,7 +87,7 @@ NOTHING = Selector(selects_nothing=True)
 _INT64 = re.compile(r"[+-]?[0-9]+")
 
 
-def _parse_int64(text: str) -> int | None:
+def parse_int64(text: str) -> int | None:
     """strconv.ParseInt(text, 10, 64): an optional sign and digits only (no spaces, no `_`), in range."""
     if not _INT64.fullmatch(text):
         return None
@@ -126,7 +126,7 @@ def new_requirement(key: str, operator: str, values: list[str] | tuple[str, ...]
         if len(vals) != 1:
             problems.append(str(validation.invalid("values", shown, "for 'Gt', 'Lt' operators, exactly one value is required")))
         for i, v in enumerate(vals):
-            if _parse_int64(v) is None:
+            if parse_int64(v) is None:
                 problems.append(str(validation.invalid(f"values[{i}]", v, "for 'Gt', 'Lt' operators, the value must be an integer")))
     for i, v in enumerate(vals):
         value_errors = validation.label_value_errors(v)

@@ -14,7 +14,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from kubelab.models import Node, Pod, Taint, Toleration
+from kubelab.models import Pod, Taint, Toleration
+from kubelab.nodeaffinity import required_terms, term_matches, toleration_matches
 
 from .cache import NodeInfo, host_ports
 from .resources import Resources, pod_nonzero_requests, pod_requests
@@ -38,20 +39,6 @@ NO_NODES = "no nodes available to schedule pods"
 UNSCHEDULABLE_TAINT = Taint(key="node.kubernetes.io/unschedulable", effect="NoSchedule")
 
 
-def toleration_matches(toleration: Toleration, taint: Taint) -> bool:
-    """v1.Toleration.ToleratesTaint: an empty effect matches every effect; Exists with no key matches all."""
-    if toleration.effect and toleration.effect != taint.effect:
-        return False
-    if toleration.key and toleration.key != taint.key:
-        return False
-    operator = toleration.operator or "Equal"
-    if operator == "Exists":
-        return True
-    if operator == "Equal":
-        return (toleration.value or "") == (taint.value or "")
-    return False
-
-
 def _first_untolerated(taints: tuple[Taint, ...] | list[Taint], tolerations: list[Toleration]) -> Taint | None:
     for taint in taints:
         if not any(toleration_matches(t, taint) for t in tolerations):
@@ -59,55 +46,9 @@ def _first_untolerated(taints: tuple[Taint, ...] | list[Taint], tolerations: lis
     return None
 
 
-def untolerated_taint(pod: Pod, node: Node) -> Taint | None:
-    """The first NoSchedule/NoExecute taint, in spec order, that no toleration of the pod matches."""
-    tolerations = (pod.spec.tolerations if pod.spec else None) or []
-    taints = [t for t in (node.spec.taints if node.spec else None) or [] if t.effect in ("NoSchedule", "NoExecute")]
-    return _first_untolerated(taints, tolerations)
-
-
 def taint_reason(taint: Taint) -> str:
     # An empty value still gets its ": " — `{node.kubernetes.io/not-ready: }`, as Go's %v prints it.
     return f"node(s) had untolerated taint {{{taint.key}: {taint.value or ''}}}"
-
-
-def _match_expression(expr: dict[str, Any], labels: dict[str, str]) -> bool:
-    key, op, values = expr.get("key", ""), expr.get("operator", ""), expr.get("values") or []
-    if op == "In":
-        return key in labels and labels[key] in values
-    if op == "NotIn":
-        return key not in labels or labels[key] not in values
-    if op == "Exists":
-        return key in labels
-    if op == "DoesNotExist":
-        return key not in labels
-    if op in ("Gt", "Lt"):
-        try:
-            have, want = int(labels[key]), int(values[0])
-        except (KeyError, ValueError, IndexError):
-            return False
-        return have > want if op == "Gt" else have < want
-    return False
-
-
-def term_matches(term: dict[str, Any], labels: dict[str, str], name: str) -> bool:
-    """A NodeSelectorTerm: its expressions ANDed; matchFields knows only metadata.name; empty matches nothing."""
-    exprs = term.get("matchExpressions") or []
-    fields = term.get("matchFields") or []
-    if not exprs and not fields:
-        return False
-    if not all(_match_expression(e, labels) for e in exprs):
-        return False
-    return all(_match_expression(f, {"metadata.name": name}) for f in fields)
-
-
-def _required_terms(pod: Pod) -> list[dict[str, Any]] | None:
-    affinity = (pod.spec.affinity if pod.spec else None) or {}
-    required = (affinity.get("nodeAffinity") or {}).get("requiredDuringSchedulingIgnoredDuringExecution")
-    if not required:
-        return None
-    terms: list[dict[str, Any]] = required.get("nodeSelectorTerms") or []
-    return terms
 
 
 def preferred_terms(pod: Pod) -> list[tuple[int, dict[str, Any]]]:
@@ -117,22 +58,10 @@ def preferred_terms(pod: Pod) -> list[tuple[int, dict[str, Any]]]:
     return [(int(p.get("weight") or 0), p.get("preference") or {}) for p in preferred if p.get("weight")]
 
 
-def matches_node_affinity(pod: Pod, node: Node) -> bool:
-    """nodeSelector (every pair must be a node label) AND required node affinity (terms ORed)."""
-    labels = node.metadata.labels or {}
-    for key, value in ((pod.spec.node_selector if pod.spec else None) or {}).items():
-        if labels.get(key) != value:
-            return False
-    terms = _required_terms(pod)
-    if terms is not None:
-        return any(term_matches(t, labels, node.metadata.name or "") for t in terms)
-    return True
-
-
 def pinned_node_names(pod: Pod) -> frozenset[str] | None:
     """NodeAffinity's PreFilterResult: when every required term pins `metadata.name In [...]` (how
     DaemonSet pods are placed), only those nodes need to be looked at. None means every node."""
-    terms = _required_terms(pod)
+    terms = required_terms(pod.spec)
     if not terms:
         return None
     names: set[str] = set()
@@ -204,7 +133,7 @@ class PodContext:
         self.tolerates_unschedulable = any(toleration_matches(t, UNSCHEDULABLE_TAINT) for t in self.tolerations)
         self.node_name = (spec.node_name if spec else None) or ""
         self.node_selector = (spec.node_selector if spec else None) or {}
-        self.required_terms = _required_terms(pod)
+        self.required_terms = required_terms(spec)
         self.preferred = preferred_terms(pod)
         self.host_ports = host_ports(pod)
         self.pinned = pinned_node_names(pod)

@@ -12,9 +12,10 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 
 from kubelab.models import Toleration
+from kubelab.nodeaffinity import term_matches, toleration_matches
 
 from .cache import NodeInfo
-from .fit import PodContext, term_matches, toleration_matches
+from .fit import PodContext
 from .resources import Resources
 
 MAX_SCORE = 100

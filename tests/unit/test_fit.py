@@ -10,9 +10,10 @@ from typing import Any
 import pytest
 
 from kubelab.models import Node, Pod, Taint, Toleration
+from kubelab.nodeaffinity import toleration_matches
 from scheduler.algorithm import num_feasible_nodes_to_find
 from scheduler.cache import Cache, NodeInfo
-from scheduler.fit import failure_message, fits, toleration_matches, truncate_note
+from scheduler.fit import failure_message, fits, truncate_note
 from scheduler.resources import pod_nonzero_requests, pod_requests
 from scheduler.scheduling import decide
 
@@ -216,6 +217,14 @@ UNTOLERATED = "node(s) had untolerated taint {dedicated: db}"
                  ["node(s) didn't match Pod's node affinity/selector"], id="Lt is strict"),
     pytest.param(pod(affinity=required_affinity({"matchExpressions": [expr("zone", "Gt", "1")]})), info(ZONE_A),
                  ["node(s) didn't match Pod's node affinity/selector"], id="Gt on a non-integer label"),
+    # strconv.ParseInt on both sides, as labels.Requirement.Matches: Python's int() would take these.
+    pytest.param(pod(affinity=required_affinity({"matchExpressions": [expr("gpus", "Gt", "1_0")]})),
+                 info(node(labels={"gpus": "2_000"})), ["node(s) didn't match Pod's node affinity/selector"],
+                 id="Gt with underscores in numbers"),
+    pytest.param(pod(affinity=required_affinity({"matchExpressions": [expr("gpus", "Lt", " 9")]})), info(ZONE_A),
+                 ["node(s) didn't match Pod's node affinity/selector"], id="Lt with a space in the value"),
+    pytest.param(pod(affinity=required_affinity({"matchExpressions": [expr("gpus", "Gt", "+3")]})), info(ZONE_A), [],
+                 id="Gt with a plus sign"),
     pytest.param(pod(affinity=required_affinity({"matchExpressions": [expr("zone", "In", "b")]},
                                                 {"matchExpressions": [expr("zone", "In", "a")]})), info(ZONE_A), [],
                  id="terms are ORed"),

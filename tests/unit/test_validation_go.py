@@ -23,7 +23,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from kubelab import validation
-from kubelab.selectors import _parse_int64
+from kubelab.selectors import parse_int64
 
 FIXTURE = json.loads((Path(__file__).parent / "fixtures" / "validation_go_corpus.json").read_text())
 
@@ -50,7 +50,7 @@ MATCHES: dict[str, Callable[[str], bool]] = {
 }
 PARSES: dict[str, Callable[[str], bool]] = {
     "cidr": _parses(validation.parse_cidr),
-    "int64": lambda value: _parse_int64(value) is not None,
+    "int64": lambda value: parse_int64(value) is not None,
     "ip": _parses(validation.parse_ip),
 }
 ERRORS: dict[str, Callable[[str], list[str]]] = {
@@ -177,7 +177,7 @@ def test_whatever_a_validator_takes_is_plain_ascii(value: str) -> None:
 @given(value=st.text(alphabet=st.characters(categories=["Nd", "No"]), min_size=1, max_size=5))
 def test_only_ascii_digits_are_digits(value: str) -> None:
     assert validation.is_ascii_digits(value) == all(c in "0123456789" for c in value)
-    assert (_parse_int64(value) is not None) == validation.is_ascii_digits(value)
+    assert (parse_int64(value) is not None) == validation.is_ascii_digits(value)
 
 
 @pytest.mark.parametrize("pattern", ["^[a-z]+$", "[a-z]+$", "^[a-z]+", r"\A[a-z]+\Z"])
