@@ -134,13 +134,16 @@ def _service_handlers(informers: SharedInformers, queue: WorkQueue) -> Handler:
 async def run(api: ApiClient, *, workers: int = 2, node_monitor_grace_period: float = 50.0,
               node_monitor_period: float = 5.0, lb_pool: str | None = "172.18.255.200-172.18.255.250",
               metrics: WorkQueueMetricsProvider | None = None, ready: Callable[[], None] | None = None,
-              root_ca: str | None = None, service_account_private_key_file: str | None = None) -> None:
+              root_ca: str | None = None, service_account_private_key_file: str | None = None,
+              terminated_pod_gc_threshold: int = 12500) -> None:
     """`root_ca`: the CA bundle (PEM) the root CA publisher puts in every namespace's kube-root-ca.crt
     (kube-controller-manager's --root-ca-file); None runs no publisher. `service_account_private_key_file`:
     the key the token controller signs legacy token Secrets with (--service-account-private-key-file, the
     API server's signing key); None runs no token controller. `lb_pool`: the addresses the LoadBalancer controller hands out ("FIRST-LAST" or a CIDR);
     None runs no LoadBalancer controller (LoadBalancer Services then stay <pending>). `metrics`
-    receives every work queue's workqueue_* metrics (the caller serves its registry). `ready()` is
+    receives every work queue's workqueue_* metrics (the caller serves its registry).
+    `terminated_pod_gc_threshold`: how many terminated pods the pod garbage collector keeps
+    (--terminated-pod-gc-threshold; 0 or less keeps them all). `ready()` is
     called once the caches have synced (`kubelab up` prints it)."""
     from . import garbagecollector
     from .cronjob import CronJobController
@@ -152,6 +155,7 @@ async def run(api: ApiClient, *, workers: int = 2, node_monitor_grace_period: fl
     from .loadbalancer import LoadBalancerController, Pool
     from .namespace import NamespaceController
     from .nodelifecycle import NodeLifecycleController
+    from .podgc import PodGCController
     from .replicaset import ReplicaSetController
     from .rootcacert import RootCACertPublisher
     from .serviceaccounts import ServiceAccountsController
@@ -228,6 +232,9 @@ async def run(api: ApiClient, *, workers: int = 2, node_monitor_grace_period: fl
                                             grace_period=node_monitor_grace_period)
         tg.create_task(lifecycle.run(), name="node-lifecycle-controller")
         tg.create_task(NamespaceController(api, informers.namespaces).run(), name="namespace-controller")
+        podgc = PodGCController(api, informers.nodes, informers.pods,
+                                terminated_pod_threshold=terminated_pod_gc_threshold)
+        tg.create_task(podgc.run(), name=podgc.name)
         tg.create_task(disruption.run(workers), name=disruption.name)
         for each in namespaced:
             tg.create_task(each.run(), name=each.name)

@@ -353,7 +353,8 @@ def cmd_controllers(args: argparse.Namespace) -> int:
         async with asyncio.TaskGroup() as tg:
             tg.create_task(controllers.run(api, node_monitor_grace_period=args.node_monitor_grace_period,
                                            lb_pool=args.lb_pool or None, metrics=provider, root_ca=root_ca,
-                                           service_account_private_key_file=args.service_account_private_key_file),
+                                           service_account_private_key_file=args.service_account_private_key_file,
+                                           terminated_pod_gc_threshold=args.terminated_pod_gc_threshold),
                            name="controllers")
             tg.create_task(serve(_metrics_server(args, provider.registry)), name="controllers-metrics")
 
@@ -826,8 +827,8 @@ def build_parser() -> argparse.ArgumentParser:
     for name, func, text in (("scheduler", cmd_scheduler, "run only the scheduler"),
                              ("controllers", cmd_controllers, ("run only the controllers (endpoints, endpointslice, node "
                                                               "lifecycle, namespace, replicaset, deployment, garbage "
-                                                              "collector, loadbalancer, serviceaccounts, root CA "
-                                                              "publisher)"))):
+                                                              "collector, pod garbage collector, loadbalancer, "
+                                                              "serviceaccounts, root CA publisher, ...)"))):
         p = sub.add_parser(name, help=text)
         p.add_argument("--server", default="http://127.0.0.1:8080", help="API server URL")
         _token_args(p)
@@ -851,6 +852,10 @@ def build_parser() -> argparse.ArgumentParser:
                            help="the API server's service account signing key (P-256, PEM): the token controller "
                                 "signs the tokens of kubernetes.io/service-account-token Secrets with it "
                                 "(kube-controller-manager's flag; without it such Secrets are not filled)")
+            p.add_argument("--terminated-pod-gc-threshold", type=int, default=12500, metavar="N",
+                           help="terminated pods the pod garbage collector keeps before it deletes the oldest "
+                                "(kube's default 12500; 0 or less: never). Pods on deleted nodes and unscheduled "
+                                "terminating pods are collected whatever it is")
         p.set_defaults(func=func)
 
     p = sub.add_parser("node", help="run one node: kubelet stub + proxy agent")
