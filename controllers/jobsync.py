@@ -161,6 +161,11 @@ def match_failure_policy(job: Job, pod: Pod) -> PolicyMatch | None:
 
 # --- back-off --------------------------------------------------------------------------------------
 
+def _backoff_delay(failures: int) -> float:
+    """getRemainingTimeForFailuresCount's delay: 10 s doubled per failure after the first, at most 6 min."""
+    return float(min(BACKOFF_BASE * 2.0 ** (failures - 1), BACKOFF_MAX))
+
+
 def backoff_remaining(pods: list[Pod], now: datetime) -> float:
     """Seconds before a replacement may be created: 10 s * 2^(n-1) (at most 6 min) after the last of the
     n failures since the last success, as kube's backoff store computes it from finish times."""
@@ -175,8 +180,28 @@ def backoff_remaining(pods: list[Pod], now: datetime) -> float:
             failures, last = failures + 1, when
     if failures == 0 or last is None:
         return 0.0
-    delay = min(BACKOFF_BASE * 2 ** (failures - 1), BACKOFF_MAX)
-    return max(0.0, (last + timedelta(seconds=delay) - now).total_seconds())
+    return max(0.0, (last + timedelta(seconds=_backoff_delay(failures)) - now).total_seconds())
+
+
+def index_backoff_remaining(pods: list[Pod], now: datetime) -> dict[int, float]:
+    """backoffLimitPerIndex: seconds before each index that failed may get its replacement
+    (getRemainingTimePerIndex). An index's back-off counts its own failures only: those its last failed pod
+    carries in `batch.kubernetes.io/job-index-failure-count`, plus that pod's, from when it finished; the
+    other indexes' failures do not delay it. Indexes absent from the result may be created now."""
+    last: dict[int, tuple[datetime, Pod]] = {}
+    for pod in pods:
+        index = completion_index(pod)
+        when = finish_time(pod) if index is not None and counts_as_failed(pod) else None
+        if index is not None and when is not None and (index not in last or when > last[index][0]):
+            last[index] = (when, pod)
+    remaining: dict[int, float] = {}
+    for index, (when, pod) in last.items():
+        text = (pod.metadata.annotations or {}).get(INDEX_FAILURE_COUNT, "0")
+        failures = (int(text) if validation.is_ascii_digits(text) else 0) + 1
+        wait = (when + timedelta(seconds=_backoff_delay(failures)) - now).total_seconds()
+        if wait > 0:
+            remaining[index] = wait
+    return remaining
 
 
 # --- the pod a Job creates ---------------------------------------------------------------------
@@ -450,7 +475,15 @@ def plan(job: Job, pods: list[Pod], now: datetime, *, finalizers_removed: frozen
         if len(active) > min(parallelism, missing):
             result.delete = active[min(parallelism, missing):]
     want = want[:MAX_CREATE_PER_SYNC]
-    if want:
+    if want and per_index:
+        # Each index waits out its own back-off; the ones that need not wait are created now (kube's
+        # getPodCreationInfoForIndependentIndexes), and the sync comes back for the earliest of the others.
+        waits = index_backoff_remaining(pods, now)
+        held = [waits[i] for i in want if i in waits]
+        want = [i for i in want if i not in waits]
+        if held:
+            result.requeue_after = min(result.requeue_after or min(held), min(held)) + 0.1
+    elif want:
         wait = backoff_remaining(pods, now)
         if wait > 0:
             result.requeue_after = min(result.requeue_after or wait, wait) + 0.1

@@ -275,8 +275,8 @@ def test_huge_jobs_cost_what_they_run() -> None:
     assert len(queue.create) == 500
 
 
-def _failed_index_pod(index: int, failures_before: int) -> Pod:
-    failed = pod("Failed", exit_code=1, finalizer=False, index=index)
+def _failed_index_pod(index: int, failures_before: int, finished: datetime | None = None) -> Pod:
+    failed = pod("Failed", exit_code=1, finalizer=False, index=index, finished=finished)
     failed.metadata.annotations = {**(failed.metadata.annotations or {}),
                                    jobsync.INDEX_FAILURE_COUNT: str(failures_before)}
     return failed
@@ -299,6 +299,21 @@ def test_backoff_limit_per_index() -> None:
     assert twice.create == []
     assert twice.status.failed_indexes == "1"
     assert conditions(twice)[-1] == ("Failed", "True", "FailedIndexes")
+
+
+def test_each_index_waits_out_its_own_backoff() -> None:
+    """backoffLimitPerIndex: index 0 (first failure, 10 s) and index 1 (second failure, 20 s) failed 5 s ago;
+    index 2 never ran and is created at once, the others when their own back-off ends."""
+    spec = {"completionMode": "Indexed", "completions": 3, "parallelism": 3, "backoffLimitPerIndex": 3,
+            "backoffLimit": 2**31 - 1}
+    pods = [_failed_index_pod(0, 0, NOW - timedelta(seconds=5)), _failed_index_pod(1, 1, NOW - timedelta(seconds=5))]
+    status = {"startTime": timeutil.rfc3339(NOW - timedelta(minutes=1))}
+    assert jobsync.index_backoff_remaining(pods, NOW) == {0: pytest.approx(5.0), 1: pytest.approx(15.0)}
+    first = jobsync.plan(job(status, **spec), pods, NOW)
+    assert first.create == [2] and first.requeue_after == pytest.approx(5.1)
+    later = jobsync.plan(job(status, **spec), [*pods, pod("Running", index=2)], NOW + timedelta(seconds=12))
+    assert later.create == [0] and later.requeue_after == pytest.approx(3.1)
+    assert jobsync.plan(job(status, **spec), pods, NOW + timedelta(seconds=16)).create == [0, 1, 2]
 
 
 def test_max_failed_indexes_and_fail_index_rule() -> None:
