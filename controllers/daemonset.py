@@ -429,7 +429,8 @@ class DaemonSetController:
                                 lambda pod: selector.matches(pod.metadata.labels), what="pods")
         if ds.metadata.deletion_timestamp:
             return
-        revisions = history.owned_by(self.informers.controllerrevisions.items(), ds)
+        revisions = await history.claim_revisions(self.api, ds, kinds.DAEMONSETS,
+                                                  self.informers.controllerrevisions.items(), selector)
         try:
             current, revisions = await history.sync_revisions(
                 self.api, ds, ds.spec.template if ds.spec else None, revisions,

@@ -13,9 +13,11 @@ from typing import Any
 
 from kubelab import kinds
 from kubelab.client import AlreadyExists, ApiClient, NotFound
+from kubelab.kinds import ResourceType
 from kubelab.models import ControllerRevision, ObjectMeta, PodTemplateSpec, TypedObject
+from kubelab.selectors import Selector
 
-from .ownership import controller_ref, new_controller_ref
+from .ownership import claim_all, controller_ref, new_controller_ref
 from .rollout import compute_hash
 
 HASH_LABEL = "controller-revision-hash"
@@ -30,10 +32,15 @@ def template_hash(template: PodTemplateSpec | None, collision_count: int | None)
     return compute_hash(template, collision_count)
 
 
-def owned_by(revisions: list[ControllerRevision], owner: TypedObject) -> list[ControllerRevision]:
-    return sorted((r for r in revisions if r.metadata.namespace == owner.metadata.namespace
-                   and (ref := controller_ref(r)) is not None and ref.uid == owner.metadata.uid),
-                  key=lambda r: (r.revision or 0, r.metadata.name or ""))
+async def claim_revisions(api: ApiClient, owner: TypedObject, owner_rt: ResourceType,
+                          revisions: list[ControllerRevision], selector: Selector) -> list[ControllerRevision]:
+    """ClaimControllerRevisions: the owner's revisions, in revision order, after adopting the orphaned ones
+    its selector matches (left behind by an owner deleted with propagationPolicy=Orphan: a set recreated
+    with the same template picks its history back up) and releasing its own that no longer match."""
+    candidates = [r for r in revisions if r.metadata.namespace == owner.metadata.namespace]
+    owned = await claim_all(api, owner, owner_rt, candidates, kinds.CONTROLLERREVISIONS,
+                            lambda r: selector.matches(r.metadata.labels), what="controllerrevisions")
+    return sorted(owned, key=lambda r: (r.revision or 0, r.metadata.name or ""))
 
 
 def matching(revisions: list[ControllerRevision], data: dict[str, Any]) -> list[ControllerRevision]:

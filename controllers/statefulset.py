@@ -256,7 +256,8 @@ class StatefulSetController:
                                what="pods")
         if sts.metadata.deletion_timestamp:
             return
-        revisions = history.owned_by(self.informers.controllerrevisions.items(), sts)
+        revisions = await history.claim_revisions(self.api, sts, kinds.STATEFULSETS,
+                                                  self.informers.controllerrevisions.items(), selector)
         status = sts.status or StatefulSetStatus()
         try:
             update, revisions = await history.sync_revisions(self.api, sts, sts.spec.template if sts.spec else None,

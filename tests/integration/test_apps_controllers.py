@@ -308,6 +308,42 @@ async def test_statefulset_ordinals_identity_scale_and_rolling_update(private_ap
         await http.delete(f"/api/v1/namespaces/default/services/{name}")
 
 
+async def test_a_statefulset_recreated_after_an_orphaning_delete_adopts_its_pods_and_history(
+        private_api: str) -> None:
+    """ClaimControllerRevisions: the orphaned ControllerRevision is adopted, not duplicated, so the pods
+    made from it are current and none is replaced."""
+    name = unique_name("keep")
+    async with control_plane(private_api) as http:
+        resp = await http.post(ns_path("statefulsets", group=APPS), json=statefulset(name, replicas=2))
+        assert resp.status_code == 201, resp.text
+        first = await wait_for("2 ready replicas", lambda: sts_done(http, name, 2), timeout=60)
+        pods = {p["metadata"]["name"]: p["metadata"]["uid"] for p in await pods_of(http, name)}
+        resp = await http.request("DELETE", ns_path("statefulsets", name=name, group=APPS),
+                                  json={"propagationPolicy": "Orphan"})
+        assert resp.status_code == 200, resp.text
+
+        async def orphaned() -> list[dict[str, Any]] | None:
+            revisions = await items(http, ns_path("controllerrevisions", group=APPS), labelSelector=f"app={name}")
+            pods = await pods_of(http, name)
+            gone = await get(http, ns_path("statefulsets", name=name, group=APPS)) is None
+            free = all(not p["metadata"].get("ownerReferences") for p in [*revisions, *pods])
+            return revisions if gone and free else None
+
+        [revision] = await wait_for("the pods and the revision orphaned", orphaned)
+        resp = await http.post(ns_path("statefulsets", group=APPS), json=statefulset(name, replicas=2))
+        assert resp.status_code == 201, resp.text
+        again = await wait_for("2 ready replicas again", lambda: sts_done(http, name, 2), timeout=60)
+        revisions = await items(http, ns_path("controllerrevisions", group=APPS), labelSelector=f"app={name}")
+        assert [r["metadata"]["name"] for r in revisions] == [revision["metadata"]["name"]]
+        assert owners(revisions[0]) == [("StatefulSet", name, True)]
+        assert revisions[0]["metadata"]["ownerReferences"][0]["uid"] == again["metadata"]["uid"]
+        assert again["status"]["updateRevision"] == first["status"]["updateRevision"] == revision["metadata"]["name"]
+        now = await pods_of(http, name)
+        assert {p["metadata"]["name"]: p["metadata"]["uid"] for p in now} == pods  # adopted, none replaced
+        assert all(owners(p) == [("StatefulSet", name, True)] for p in now)
+        await http.delete(ns_path("statefulsets", name=name, group=APPS))
+
+
 async def test_replicationcontroller_keeps_its_replicas(private_api: str) -> None:
     name = unique_name("rc")
     async with control_plane(private_api) as http:
