@@ -5,6 +5,10 @@ Defaults: 1 replica, podManagementPolicy OrderedReady, updateStrategy RollingUpd
 persistentVolumeClaimRetentionPolicy Retain/Retain, 10 revisions kept. Only replicas, ordinals, template,
 updateStrategy, persistentVolumeClaimRetentionPolicy and minReadySeconds may change after creation.
 
+updateStrategy.rollingUpdate.maxUnavailable is dropped on write unless the stored set already has it, as
+kube 1.32 does with its MaxUnavailableStatefulSet feature gate off (alpha): the field is accepted and
+forgotten, and a rolling update replaces one pod at a time.
+
 volumeClaimTemplates are refused: kubelab has no volumes to bind a PersistentVolumeClaim to (no PV/PVC
 objects, no provisioner), and accepting the field would promise storage the pods never get.
 """
@@ -40,7 +44,29 @@ NO_VOLUME_CLAIMS = ("kubelab does not provision volumes (no PersistentVolumeClai
                     "hostPath volume from the pod template instead")
 
 
+def _drop_disabled_fields(new: StatefulSet, old: StatefulSet | None) -> None:
+    """dropStatefulSetDisabledFields: maxUnavailable goes unless the old object uses it."""
+    def in_use(sts: StatefulSet | None) -> bool:
+        strategy = sts.spec.update_strategy if sts is not None and sts.spec else None
+        return bool(strategy and strategy.rolling_update and strategy.rolling_update.max_unavailable is not None)
+
+    strategy = new.spec.update_strategy if new.spec else None
+    if strategy and strategy.rolling_update and not in_use(old):
+        strategy.rolling_update.max_unavailable = None
+
+
 class StatefulSetStrategy(TemplateStrategy):
+    def prepare_create(self, obj: TypedObject) -> None:
+        assert isinstance(obj, StatefulSet)
+        _drop_disabled_fields(obj, None)
+        super().prepare_create(obj)
+
+    def prepare_update(self, new: TypedObject, old: TypedObject, subresource: str | None) -> None:
+        assert isinstance(new, StatefulSet) and isinstance(old, StatefulSet)
+        if subresource is None:
+            _drop_disabled_fields(new, old)
+        super().prepare_update(new, old, subresource)
+
     def set_defaults(self, obj: TypedObject) -> None:
         assert isinstance(obj, StatefulSet)
         spec = obj.spec
