@@ -7,8 +7,9 @@ from kubelab import kinds
 
 from .apiservices import APIServiceStrategy
 from .apps import ConfigMapStrategy, DeploymentsStrategy, ReplicaSetsStrategy
-from .batch import CronJobStrategy, JobStrategy
+from .batch import JobStrategy
 from .cluster import NamespaceStrategy, NodeStrategy
+from .cronjobs import CronJobStrategy
 from .daemonsets import ControllerRevisionStrategy, DaemonSetStrategy
 from .events import DEFAULT_EVENT_TTL, EventStrategy, LeaseStrategy
 from .networking import EndpointSliceStrategy, EndpointsStrategy
