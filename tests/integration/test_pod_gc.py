@@ -10,11 +10,12 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 import httpx
 from apitools import CORE, ns_path, unique_name
+from test_workload_controllers import wait_for
 
 from controllers.podgc import PodGCController
 from kubelab import kinds
@@ -36,17 +37,6 @@ async def pod_gc(url: str, namespace: str, *, threshold: int = 12500) -> AsyncIt
             task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
         await api.close()
-
-
-async def wait_for(what: str, check: Callable[[], Awaitable[Any]], timeout: float = 30.0) -> Any:
-    deadline = asyncio.get_running_loop().time() + timeout
-    while True:
-        value = await check()
-        if value:
-            return value
-        if asyncio.get_running_loop().time() > deadline:
-            raise AssertionError(f"timed out waiting for {what} (last: {value!r})")
-        await asyncio.sleep(0.05)
 
 
 async def post(http: httpx.AsyncClient, path: str, body: dict[str, Any]) -> dict[str, Any]:
