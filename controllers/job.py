@@ -23,7 +23,7 @@ from kubelab.events import EventRecorder
 from kubelab.models import Job, JobStatus, Pod
 from kubelab.selectors import SelectorError, selector_from_label_selector
 
-from . import jobsync
+from . import jobpods, jobsync
 from .expectations import Expectations
 from .ownership import SMP, claim_all, controller_ref
 from .replicaset import slow_start_batches
@@ -81,12 +81,12 @@ class JobController:
         assert pod is not None
         key = self._owner_key(pod)
         if key is None:
-            if new is not None and jobsync.TRACKING_FINALIZER in (new.metadata.finalizers or []):
+            if new is not None and jobpods.TRACKING_FINALIZER in (new.metadata.finalizers or []):
                 # Its Job is gone (deleted, or replaced by one of the same name): nobody would ever
                 # remove the finalizer, and a deleted pod would stay Terminating (kube's syncOrphanPod).
                 self.queue.add(ORPHAN_POD + new.key)
             return
-        if new is None or jobsync.TRACKING_FINALIZER not in (new.metadata.finalizers or []):
+        if new is None or jobpods.TRACKING_FINALIZER not in (new.metadata.finalizers or []):
             self.finalizers_removed.get(key, set()).discard(pod.metadata.uid or "")
         if old is None and new is not None:
             self.expectations.creation_observed(key)
@@ -125,7 +125,7 @@ class JobController:
         pods = [p for p in self.informers.pods_in(job.metadata.namespace or "")]
         owned = await claim_all(self.api, job, kinds.JOBS, pods, kinds.PODS,
                                 lambda pod: selector.matches(pod.metadata.labels) and
-                                (jobsync.is_active(pod) or controller_ref(pod) is not None), what="pods")
+                                (jobpods.is_active(pod) or controller_ref(pod) is not None), what="pods")
         removed = frozenset(self.finalizers_removed.get(key, set()))
         decision = jobsync.plan(job, owned, now, finalizers_removed=removed)
         if not self.expectations.satisfied(key):
@@ -168,7 +168,7 @@ class JobController:
         removed = self.finalizers_removed.setdefault(key, set()) if key else set()
 
         async def remove(pod: Pod) -> None:
-            patch = {"metadata": {"$deleteFromPrimitiveList/finalizers": [jobsync.TRACKING_FINALIZER]}}
+            patch = {"metadata": {"$deleteFromPrimitiveList/finalizers": [jobpods.TRACKING_FINALIZER]}}
             try:
                 await self.api.patch(kinds.PODS, pod.metadata.name or "", patch, pod.metadata.namespace,
                                      content_type=SMP)
@@ -216,7 +216,7 @@ class JobController:
 
     async def _create_pod(self, job: Job, index: int | None, failures: int) -> None:
         try:
-            pod = await self.api.create(kinds.PODS, jobsync.pod_from_template(job, index, failures=failures),
+            pod = await self.api.create(kinds.PODS, jobpods.pod_from_template(job, index, failures=failures),
                                         job.metadata.namespace)
         except ApiError as exc:
             if exc.code == 403 and "is being terminated" in exc.message:

@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from controllers import jobsync
+from controllers import jobpods, jobsync
 from kubelab import timeutil
 from kubelab.models import Job, Pod
 
@@ -38,9 +38,9 @@ def pod(phase: str = "Running", *, finalizer: bool = True, exit_code: int | None
         uid: str | None = None) -> Pod:
     n = next(_counter)
     meta: dict[str, Any] = {"name": f"pi-{n}", "namespace": "default", "uid": uid or f"pod-{n}",
-                            "finalizers": [jobsync.TRACKING_FINALIZER] if finalizer else None}
+                            "finalizers": [jobpods.TRACKING_FINALIZER] if finalizer else None}
     if index is not None:
-        meta["annotations"] = {jobsync.COMPLETION_INDEX: str(index)}
+        meta["annotations"] = {jobpods.COMPLETION_INDEX: str(index)}
     if deleting:
         meta["deletionTimestamp"] = timeutil.rfc3339(NOW)
     status: dict[str, Any] = {"phase": phase}
@@ -131,7 +131,7 @@ def test_backoff_limit_exceeded_fails_the_job_after_its_pods_are_gone() -> None:
 
 
 def test_on_failure_restarts_count_against_the_backoff_limit() -> None:
-    restarting = Pod.from_dict({"metadata": {"name": "p", "uid": "u", "finalizers": [jobsync.TRACKING_FINALIZER]},
+    restarting = Pod.from_dict({"metadata": {"name": "p", "uid": "u", "finalizers": [jobpods.TRACKING_FINALIZER]},
                                 "status": {"phase": "Running", "containerStatuses": [{"name": "main",
                                                                                       "restartCount": 2}]}})
     spec = {"backoffLimit": 2, "template": {"spec": {"restartPolicy": "OnFailure",
@@ -158,7 +158,7 @@ def test_backoff_between_retries(failures: int, since: float, wait: float) -> No
     pods = [pod("Failed", exit_code=1, finalizer=False, finished=NOW - timedelta(seconds=since + 100 * (failures - i)))
             for i in range(failures - 1)]
     pods.append(pod("Failed", exit_code=1, finalizer=False, finished=NOW - timedelta(seconds=since)))
-    assert jobsync.backoff_remaining(pods, NOW) == pytest.approx(wait)
+    assert jobpods.backoff_remaining(pods, NOW) == pytest.approx(wait)
     plan = jobsync.plan(job({"startTime": timeutil.rfc3339(NOW), "failed": failures}, backoffLimit=20), pods, NOW)
     assert plan.create == ([] if wait else [None])
 
@@ -166,7 +166,7 @@ def test_backoff_between_retries(failures: int, since: float, wait: float) -> No
 def test_a_success_resets_the_backoff() -> None:
     pods = [pod("Failed", exit_code=1, finalizer=False, finished=NOW - timedelta(seconds=3)),
             pod("Succeeded", exit_code=0, finalizer=False, finished=NOW - timedelta(seconds=2))]
-    assert jobsync.backoff_remaining(pods, NOW) == 0.0
+    assert jobpods.backoff_remaining(pods, NOW) == 0.0
 
 
 def test_indexed_job_runs_each_missing_index_once() -> None:
@@ -184,17 +184,17 @@ def test_indexed_job_runs_each_missing_index_once() -> None:
     pytest.param(set(), "", id="none"),
 ])
 def test_completed_indexes_format(indexes: set[int], text: str) -> None:
-    assert jobsync.format_indexes(indexes) == text
-    assert jobsync.parse_indexes(text, limit=10) == indexes
+    assert jobpods.format_indexes(indexes) == text
+    assert jobpods.parse_indexes(text, limit=10) == indexes
 
 
 def test_indexed_pod_template() -> None:
-    body = jobsync.pod_from_template(job(completionMode="Indexed", completions=3), 2)
+    body = jobpods.pod_from_template(job(completionMode="Indexed", completions=3), 2)
     meta, spec = body["metadata"], body["spec"]
     assert meta["generateName"] == "pi-2-"
-    assert meta["annotations"] == {jobsync.COMPLETION_INDEX: "2"}
-    assert meta["labels"][jobsync.COMPLETION_INDEX] == "2"
-    assert meta["finalizers"] == [jobsync.TRACKING_FINALIZER]
+    assert meta["annotations"] == {jobpods.COMPLETION_INDEX: "2"}
+    assert meta["labels"][jobpods.COMPLETION_INDEX] == "2"
+    assert meta["finalizers"] == [jobpods.TRACKING_FINALIZER]
     assert meta["ownerReferences"][0]["controller"] is True
     assert spec["hostname"] == "pi-2"
     assert spec["containers"][0]["env"][0] == {"name": "JOB_COMPLETION_INDEX", "valueFrom": {"fieldRef": {
@@ -241,7 +241,7 @@ def test_pod_failure_policy(rules: list[dict[str, Any]], exit_code: int, outcome
 
 def test_disruption_target_condition_matches_on_pod_conditions() -> None:
     evicted = Pod.from_dict({"metadata": {"name": "p", "namespace": "default", "uid": "u",
-                                          "finalizers": [jobsync.TRACKING_FINALIZER]},
+                                          "finalizers": [jobpods.TRACKING_FINALIZER]},
                              "status": {"phase": "Failed", "conditions": [{"type": "DisruptionTarget",
                                                                            "status": "True"}]}})
     rules = [{"action": "Ignore", "onPodConditions": [{"type": "DisruptionTarget"}]}]
@@ -278,7 +278,7 @@ def test_huge_jobs_cost_what_they_run() -> None:
 def _failed_index_pod(index: int, failures_before: int, finished: datetime | None = None) -> Pod:
     failed = pod("Failed", exit_code=1, finalizer=False, index=index, finished=finished)
     failed.metadata.annotations = {**(failed.metadata.annotations or {}),
-                                   jobsync.INDEX_FAILURE_COUNT: str(failures_before)}
+                                   jobpods.INDEX_FAILURE_COUNT: str(failures_before)}
     return failed
 
 
@@ -291,8 +291,8 @@ def test_backoff_limit_per_index() -> None:
                         [_failed_index_pod(1, 0)], later)
     assert once.create == [1] and once.index_failures == {1: 1}
     assert once.status.failed_indexes == ""
-    body = jobsync.pod_from_template(job(**spec), 1, failures=1)
-    assert body["metadata"]["annotations"][jobsync.INDEX_FAILURE_COUNT] == "1"
+    body = jobpods.pod_from_template(job(**spec), 1, failures=1)
+    assert body["metadata"]["annotations"][jobpods.INDEX_FAILURE_COUNT] == "1"
     # Twice: the index has failed for good, and with the others complete the Job fails.
     twice = jobsync.plan(job({"startTime": timeutil.rfc3339(NOW), "completedIndexes": "0,2"}, **spec),
                          [_failed_index_pod(1, 0), _failed_index_pod(1, 1)], later)
@@ -308,7 +308,7 @@ def test_each_index_waits_out_its_own_backoff() -> None:
             "backoffLimit": 2**31 - 1}
     pods = [_failed_index_pod(0, 0, NOW - timedelta(seconds=5)), _failed_index_pod(1, 1, NOW - timedelta(seconds=5))]
     status = {"startTime": timeutil.rfc3339(NOW - timedelta(minutes=1))}
-    assert jobsync.index_backoff_remaining(pods, NOW) == {0: pytest.approx(5.0), 1: pytest.approx(15.0)}
+    assert jobpods.index_backoff_remaining(pods, NOW) == {0: pytest.approx(5.0), 1: pytest.approx(15.0)}
     first = jobsync.plan(job(status, **spec), pods, NOW)
     assert first.create == [2] and first.requeue_after == pytest.approx(5.1)
     later = jobsync.plan(job(status, **spec), [*pods, pod("Running", index=2)], NOW + timedelta(seconds=12))
