@@ -25,7 +25,7 @@ from datetime import datetime
 from typing import Any
 
 from kubelab import kinds, nodeaffinity, timeutil
-from kubelab.client import ApiClient, ApiError, Conflict, NotFound, WorkQueue
+from kubelab.client import ApiClient, ApiError, NotFound, WorkQueue
 from kubelab.events import EventRecorder
 from kubelab.models import (
     ControllerRevision,
@@ -43,6 +43,7 @@ from .expectations import Expectations
 from .ownership import claim_all, controller_ref, new_controller_ref
 from .replicaset import is_pod_available, slow_start_batches
 from .rollout import scaled_value
+from .statuswrite import write_status
 
 log = logging.getLogger(__name__)
 
@@ -462,7 +463,7 @@ class DaemonSetController:
                                         keep={current.metadata.name or ""})
             await history.delete_revisions(self.api, stale)
         status = calculate_status(ds, nodes, pods_by_node, revision_hash, now)
-        await self._write_status(ds, status)
+        await write_status(self.api, kinds.DAEMONSETS, ds, status)
         min_ready = (ds.spec.min_ready_seconds if ds.spec else None) or 0
         if min_ready and status.number_ready != status.number_available:
             self.queue.add_after(key, min_ready + 1)  # pods become available by the clock
@@ -532,20 +533,3 @@ class DaemonSetController:
             self.events.event(ds, "Warning", "FailedDelete", f"Error deleting: {exc.message}")
             raise
         self.events.event(ds, "Normal", "SuccessfulDelete", f"Deleted pod: {pod.metadata.name}")
-
-    async def _write_status(self, ds: DaemonSet, status: DaemonSetStatus) -> None:
-        if ds.status is not None and ds.status.to_dict() == status.to_dict():
-            return
-        for attempt in range(2):
-            try:
-                await self.api.update_status(kinds.DAEMONSETS, ds.model_copy(update={"status": status}))
-                return
-            except NotFound:
-                return
-            except Conflict:
-                if attempt:
-                    raise
-                ds = await self.api.get(kinds.DAEMONSETS, ds.metadata.name or "", ds.metadata.namespace)
-                status.observed_generation = ds.metadata.generation
-
-

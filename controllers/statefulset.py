@@ -23,7 +23,7 @@ from datetime import datetime
 from typing import Any
 
 from kubelab import kinds, timeutil, validation
-from kubelab.client import AlreadyExists, ApiClient, ApiError, Conflict, NotFound, WorkQueue
+from kubelab.client import AlreadyExists, ApiClient, ApiError, NotFound, WorkQueue
 from kubelab.events import EventRecorder
 from kubelab.models import ControllerRevision, Pod, PodTemplateSpec, StatefulSet, StatefulSetStatus
 from kubelab.selectors import SelectorError, selector_from_label_selector
@@ -31,6 +31,7 @@ from kubelab.selectors import SelectorError, selector_from_label_selector
 from . import history
 from .ownership import claim_all, controller_ref, new_controller_ref
 from .replicaset import is_pod_available
+from .statuswrite import write_status
 
 log = logging.getLogger(__name__)
 
@@ -282,8 +283,9 @@ class StatefulSetController:
         stale = history.to_truncate(revisions, limit=limit + 1, live_hashes=set(),
                                     keep=live | {update.metadata.name or ""})
         await history.delete_revisions(self.api, stale)
-        await self._write_status(sts, calculate_status(sts, pods, current_revision=current_hash or "",
-                                                       update_revision=update_hash, now=now))
+        status = calculate_status(sts, pods, current_revision=current_hash or "", update_revision=update_hash,
+                                  now=now)
+        await write_status(self.api, kinds.STATEFULSETS, sts, status)
         errors = [r for r in results if isinstance(r, BaseException)]
         if errors:
             raise errors[0]
@@ -315,18 +317,3 @@ class StatefulSetController:
             raise
         self.events.event(sts, "Normal", "SuccessfulDelete",
                           f"delete Pod {action.pod_name} in StatefulSet {sts.metadata.name} successful")
-
-    async def _write_status(self, sts: StatefulSet, status: StatefulSetStatus) -> None:
-        if sts.status is not None and sts.status.to_dict() == status.to_dict():
-            return
-        for attempt in range(2):
-            try:
-                await self.api.update_status(kinds.STATEFULSETS, sts.model_copy(update={"status": status}))
-                return
-            except NotFound:
-                return
-            except Conflict:
-                if attempt:
-                    raise
-                sts = await self.api.get(kinds.STATEFULSETS, sts.metadata.name or "", sts.metadata.namespace)
-                status.observed_generation = sts.metadata.generation
