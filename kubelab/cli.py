@@ -446,7 +446,7 @@ def cmd_node(args: argparse.Namespace) -> int:
                 else:
                     tg.create_task(server.serve_forever(), name="proxy-metrics")
 
-    from kubeletstub.netns import DataplaneError
+    from kubeletstub.netlinkops import DataplaneError
 
     try:
         return _run_client_component(args, run)
@@ -486,7 +486,8 @@ def cmd_exec(args: argparse.Namespace) -> int:
     elif target == "apiserver" and state.get("apiserver"):
         netns = state["apiserver"]["netns"]
     else:
-        from kubeletstub.netns import DataplaneError, lookup_netns
+        from kubeletstub.netlinkops import DataplaneError
+        from kubeletstub.netnsstate import lookup_netns
 
         pod_key = target if "/" in target else f"default/{target.removeprefix('pod/')}"
         for node in state["nodes"]:

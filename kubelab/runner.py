@@ -423,7 +423,7 @@ def _refuse_second_cluster(data_dir: Path) -> None:
     log.warning("the cluster last run from %s (pid %s) ended without stopping; cleaning up after it", data_dir,
                 old.get("pid", "?"))
     if old.get("netnsPrefix"):
-        from kubeletstub.netns import cleanup
+        from kubeletstub.netnsstate import cleanup
 
         report = cleanup(data_dir / "netns", prefix=old["netnsPrefix"])
         if report.removed_netns:

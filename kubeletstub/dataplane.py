@@ -171,7 +171,8 @@ def open_host_dataplane(state_dir: str | os.PathLike[str], node: str, ip: str, p
     runs in (a node container), its pods are namespaces wired to it. Whatever an earlier run that
     crashed left in `state_dir` is removed first. Blocks (run it off the event loop); `close()` the
     result's lab on the way out."""
-    from .netns import LabNetwork, cleanup
+    from .netns import LabNetwork
+    from .netnsstate import cleanup
 
     cleanup(state_dir, prefix=HOST_NETNS_PREFIX)
     lab = LabNetwork(HOST_NETNS_PREFIX, state_dir, current_netns=True)

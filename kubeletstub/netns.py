@@ -36,12 +36,8 @@ node only ARPs a pod for the pod's own address; no proxy_arp is needed. Pod-to-p
 node is routed (in on one veth, out another), so ip_forward=1 is enough and iptables in the node
 namespace sees every packet, exactly what kube-proxy's rules need.
 
-Names: namespaces ``<prefix>-lab``, ``<prefix>-<node>``, ``<prefix>-<node>_<pod-ns>_<pod-name>``.
-Kubernetes names never contain ``_``, so a pod's namespace can never be mistaken for a node's or
-another pod's; a name longer than 64 characters keeps its first 51 and ends in ``~`` and 12 hex
-digits of its SHA-1 (``~`` appears in no untruncated name). Interfaces: ``eth0`` in nodes and pods,
-``lab0`` (bridge), ``ln-<node>`` or ``ln<13 hex>`` (bridge ports), ``veth<11 hex>`` (pod host ends,
-as Calico names ``cali<11 hex>``).
+The names of namespaces and interfaces are `netnames.py`'s; the netlink and sysctl primitives
+`netlinkops.py`'s; the records of what a lab made, its state file and the crash cleanup `netnsstate.py`'s.
 
 Threads: every method blocks (netlink, process start-up) and must run off the event loop, e.g. via
 ``asyncio.to_thread``; never on the event loop's own thread, because pyroute2's synchronous API runs
@@ -53,59 +49,73 @@ other calls.
 from __future__ import annotations
 
 import contextlib
-import errno
-import hashlib
 import ipaddress
 import json
 import logging
 import os
-import shutil
 import threading
 from collections.abc import Iterator, Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
 from pathlib import Path
 from typing import Any, Self
 
-from pyroute2 import IPRoute
-from pyroute2 import config as pyroute2_config
-from pyroute2 import netns as pyroute2_netns
-from pyroute2.netlink.exceptions import NetlinkError
-
-from kubelab import validation
-from kubelab.netnsthread import run_in_netns
+from kubelab import addressing
 from kubeletstub.podprocess import (
     PodProcess,
     PodProcessError,
     ServedPort,
-    is_process_running,
     process_start_time,
     start_pod_process,
     stop_pod_process,
     stop_pod_processes,
 )
 
+from .netlinkops import (
+    NETNS_ETC_FILES,
+    DataplaneError,
+    NetnsExists,
+    create_netns_in_thread,
+    delete_link,
+    delete_route,
+    gateway_routes,
+    interface_holding,
+    link_index,
+    netns_fd,
+    remove_netns,
+    remove_netns_etc,
+    rtnl,
+    set_up,
+    translated,
+    write_netns_etc,
+    write_sysctls,
+)
+from .netnames import (
+    LAB_BRIDGE,
+    NODE_IFNAME,
+    POD_IFNAME,
+    exec_argv,
+    lab_netns_name,
+    lab_port_name,
+    node_netns_name,
+    pod_host_ifname,
+    pod_netns_name,
+    split_pod_key,
+    validate_node_name,
+    validate_prefix,
+)
+from .netnsstate import (
+    STATE_VERSION,
+    NodeNet,
+    PodNet,
+    lab_log_dir,
+    remove_state_file,
+    state_file_path,
+    teardown_state,
+)
+
 log = logging.getLogger(__name__)
 
-# pyroute2 forks short-lived children to open sockets inside namespaces and stops them with SIGTERM.
-# A forked child inherits the parent's signal handlers and asyncio's signal wakeup fd, so a SIGTERM
-# the child receives would reach the parent's event loop as if the parent had been told to stop.
-# With this set, the child resets SIGTERM to its default action first thing after the fork.
-pyroute2_config.disable_mp_signal = True
-
-NETNS_RUN_DIR = "/var/run/netns"
-LAB_BRIDGE = "lab0"
-NODE_IFNAME = "eth0"
-POD_IFNAME = "eth0"
-DEFAULT_NODE_NETWORK = "10.240.0.0/24"
-DEFAULT_SERVICE_CIDR = "10.96.0.0/12"
-STATE_VERSION = 1
-
-_NETNS_NAME_MAX = 64
-_IFNAMSIZ = 15  # usable characters of IFNAMSIZ (16 with the NUL)
 _RT_SCOPE_LINK = 253
-_RT_TABLE_MAIN = 254
-# A lab prefix: a short DNS label (it starts every namespace and bridge name of the lab).
-_PREFIX = validation.GoRegexp("[a-z0-9]([a-z0-9-]{0,18}[a-z0-9])?")
 
 # Sysctls of a node namespace, written before its interfaces exist so that conf/default applies to
 # all of them.
@@ -127,171 +137,6 @@ _NODE_SYSCTLS: Mapping[str, str] = {
 }
 
 
-class DataplaneError(RuntimeError):
-    """A namespace, link, address, route or pod process could not be set up or removed."""
-
-
-@dataclass(frozen=True)
-class NodeNet:
-    """A node's namespace and addresses."""
-
-    name: str
-    netns: str | None  # None: the current network namespace (current_netns labs)
-    ip: str  # on the uplink, e.g. 10.240.0.11
-    prefixlen: int  # of the node network, e.g. 24
-    pod_cidr: str  # e.g. 10.244.1.0/24
-    gateway: str  # the pods' default gateway, first host of pod_cidr, e.g. 10.244.1.1
-    lab_port: str  # the bridge port in the lab namespace ("" for the current namespace)
-    uplink: str = NODE_IFNAME  # the interface holding `ip`, where node routes point
-
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "name": self.name,
-            "netns": self.netns,
-            "ip": self.ip,
-            "prefixLength": self.prefixlen,
-            "podCIDR": self.pod_cidr,
-            "gateway": self.gateway,
-            "labPort": self.lab_port,
-            "uplink": self.uplink,
-        }
-
-    @classmethod
-    def from_json(cls, data: Mapping[str, Any]) -> NodeNet:
-        return cls(
-            name=data["name"],
-            netns=data["netns"],
-            ip=data["ip"],
-            prefixlen=int(data["prefixLength"]),
-            pod_cidr=data["podCIDR"],
-            gateway=data["gateway"],
-            lab_port=data["labPort"],
-            uplink=data.get("uplink", NODE_IFNAME),
-        )
-
-
-@dataclass(frozen=True)
-class PodNet:
-    """A pod's namespace, address, host-side veth and server process (None if it has no ports). A
-    hostNetwork pod has none of its own: its namespace is the node's ("" when that is the current one),
-    its address the node's, and no veth."""
-
-    node: str
-    key: str  # "namespace/name"
-    netns: str
-    ip: str
-    gateway: str
-    host_ifname: str  # the veth end in the node namespace
-    server: PodProcess | None = None
-    host_network: bool = False
-
-    @property
-    def name(self) -> str:
-        return self.key.partition("/")[2]
-
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "node": self.node,
-            "key": self.key,
-            "netns": self.netns,
-            "ip": self.ip,
-            "gateway": self.gateway,
-            "hostIfname": self.host_ifname,
-            "server": self.server.to_json() if self.server is not None else None,
-            "hostNetwork": self.host_network,
-        }
-
-    @classmethod
-    def from_json(cls, data: Mapping[str, Any]) -> PodNet:
-        server = data.get("server")
-        return cls(
-            node=data["node"],
-            key=data["key"],
-            netns=data["netns"],
-            ip=data["ip"],
-            gateway=data["gateway"],
-            host_ifname=data["hostIfname"],
-            server=PodProcess.from_json(server) if server else None,
-            host_network=bool(data.get("hostNetwork")),
-        )
-
-
-@dataclass
-class CleanupReport:
-    """What `cleanup` removed, and the labs it left alone because their owner is still running."""
-
-    removed_netns: list[str] = field(default_factory=list)
-    stopped_pids: list[int] = field(default_factory=list)
-    skipped_prefixes: list[str] = field(default_factory=list)
-
-
-# --- names (pure) ---------------------------------------------------------------------------------
-
-
-def lab_netns_name(prefix: str) -> str:
-    return f"{prefix}-lab"
-
-
-def node_netns_name(prefix: str, node: str) -> str:
-    return _fit_netns_name(f"{prefix}-{node}")
-
-
-def pod_netns_name(prefix: str, node: str, pod_key: str) -> str:
-    namespace, name = split_pod_key(pod_key)
-    return _fit_netns_name(f"{prefix}-{node}_{namespace}_{name}")
-
-
-def lab_port_name(node: str) -> str:
-    readable = f"ln-{node}"
-    return readable if len(readable) <= _IFNAMSIZ else "ln" + _digest(node, _IFNAMSIZ - 2)
-
-
-def pod_host_ifname(node: str, pod_key: str) -> str:
-    return "veth" + _digest(f"{node}/{pod_key}", _IFNAMSIZ - 4)
-
-
-def split_pod_key(pod_key: str) -> tuple[str, str]:
-    """``"default/web-0"`` -> ``("default", "web-0")``, validated as Kubernetes names."""
-    namespace, sep, name = pod_key.partition("/")
-    if not sep or not validation.is_dns1123_label(namespace) or not validation.is_dns1123_subdomain(name):
-        raise ValueError(f"invalid pod key {pod_key!r}: want <namespace>/<name> (lowercase DNS names)")
-    return namespace, name
-
-
-def exec_argv(netns: str, cmd: Sequence[str]) -> list[str]:
-    """The argv that runs `cmd` inside the named network namespace (for ``kubelab exec``)."""
-    if not netns or "/" in netns or netns in (".", ".."):
-        raise ValueError(f"invalid network namespace name {netns!r}")
-    if not cmd:
-        raise ValueError("empty command")
-    return ["ip", "netns", "exec", netns, *cmd]
-
-
-def _fit_netns_name(name: str) -> str:
-    if len(name) <= _NETNS_NAME_MAX:
-        return name
-    return f"{name[: _NETNS_NAME_MAX - 13]}~{_digest(name, 12)}"
-
-
-def _digest(text: str, length: int) -> str:
-    return hashlib.sha1(text.encode()).hexdigest()[:length]
-
-
-def _validate_prefix(prefix: str) -> None:
-    if not _PREFIX.matches(prefix):
-        raise ValueError(f"invalid prefix {prefix!r}: 1-20 characters of [a-z0-9-]")
-
-
-def _validate_node_name(node: str) -> None:
-    if not validation.is_dns1123_subdomain(node):
-        raise ValueError(f"invalid node name {node!r}: want a lowercase DNS subdomain")
-    if node == "lab":
-        raise ValueError("node name 'lab' is reserved for the lab network namespace")
-
-
-# --- the lab --------------------------------------------------------------------------------------
-
-
 class LabNetwork:
     """One cluster's namespaces. ``create()`` first, ``destroy()`` last (or use ``with``).
 
@@ -305,12 +150,12 @@ class LabNetwork:
         prefix: str,
         state_dir: str | os.PathLike[str],
         *,
-        node_network: str = DEFAULT_NODE_NETWORK,
-        service_cidr: str = DEFAULT_SERVICE_CIDR,
+        node_network: str = addressing.NODE_CIDR,
+        service_cidr: str = addressing.SERVICE_CIDR,
         local_routes: Sequence[str] = (),
         current_netns: bool = False,
     ) -> None:
-        _validate_prefix(prefix)
+        validate_prefix(prefix)
         self.current_netns = current_netns
         self.prefix = prefix
         self.state_dir = Path(state_dir)
@@ -319,8 +164,8 @@ class LabNetwork:
         # More virtual ranges a node must route out of eth0 for nat OUTPUT to see them (LoadBalancer IPs).
         self.local_routes = tuple(ipaddress.IPv4Network(r) for r in local_routes)
         self.lab_netns = lab_netns_name(prefix)  # not created when current_netns
-        self.state_path = _state_path(self.state_dir, prefix)
-        self.log_dir = _log_dir(self.state_dir, prefix)
+        self.state_path = state_file_path(self.state_dir, prefix)
+        self.log_dir = lab_log_dir(self.state_dir, prefix)
         self._state_lock = threading.Lock()
         self._node_locks: dict[str, threading.Lock] = {}
         self._created = False
@@ -367,16 +212,16 @@ class LabNetwork:
                 return
             self._record_namespace(self.lab_netns)
         try:
-            with self._undo_namespace_on_error(self.lab_netns), _translated(f"create lab {self.prefix}"):
+            with self._undo_namespace_on_error(self.lab_netns), translated(f"create lab {self.prefix}"):
                 self._create_netns(self.lab_netns)
-                with _rtnl(self.lab_netns) as ipr:
-                    _set_up(ipr, "lo")
+                with rtnl(self.lab_netns) as ipr:
+                    set_up(ipr, "lo")
                     ipr.link("add", ifname=LAB_BRIDGE, kind="bridge")
-                    _set_up(ipr, LAB_BRIDGE)
+                    set_up(ipr, LAB_BRIDGE)
         except BaseException:
             with self._state_lock:
                 self._created = False
-            _remove_state(self.state_path, self.log_dir)
+            remove_state_file(self.state_path, self.log_dir)
             raise
 
     def destroy(self) -> None:
@@ -409,8 +254,8 @@ class LabNetwork:
                     log.exception("could not take node %s out of this network namespace", node)
         with self._state_lock:
             state = self._state_json()
-        _teardown(state)
-        _remove_state(self.state_path, self.log_dir)
+        teardown_state(state)
+        remove_state_file(self.state_path, self.log_dir)
         with self._state_lock:
             self._created = False
             self._closing = False
@@ -427,7 +272,7 @@ class LabNetwork:
         or if the IP, CIDR or names collide with another node's. With current_netns, the node is the
         current namespace: `ip` must already be an address of one of its interfaces.
         """
-        _validate_node_name(name)
+        validate_node_name(name)
         if self.current_netns:
             return self._adopt_current_netns(name, ip, pod_cidr)
         node_ip = ipaddress.IPv4Address(ip)
@@ -469,7 +314,7 @@ class LabNetwork:
                         # Takes the bridge port with it now, not whenever the kernel gets round to
                         # cleaning up the namespace, so a retry does not trip over it.
                         with contextlib.suppress(Exception):
-                            _delete_link(node.netns, NODE_IFNAME)
+                            delete_link(node.netns, NODE_IFNAME)
                         raise
                 with self._state_lock:
                     self._nodes[name] = node
@@ -489,8 +334,8 @@ class LabNetwork:
                 others = [n for n in self._nodes.values() if n.name != name]
             if others:
                 raise DataplaneError(f"this network namespace is already node {others[0].name}")
-            with _translated(f"adopt this network namespace as node {name}"), _rtnl(None) as ipr:
-                uplink, prefixlen = _interface_holding(ipr, ip)
+            with translated(f"adopt this network namespace as node {name}"), rtnl(None) as ipr:
+                uplink, prefixlen = interface_holding(ipr, ip)
             node = NodeNet(name=name, netns=None, ip=str(ipaddress.IPv4Address(ip)), prefixlen=prefixlen,
                            pod_cidr=str(cidr), gateway=str(cidr.network_address + 1), lab_port="", uplink=uplink)
             with self._state_lock:
@@ -499,10 +344,10 @@ class LabNetwork:
                     if existing == node:
                         return existing
                     raise DataplaneError(f"node {name} exists with different addresses: {existing}")
-            with _translated(f"set up node {name}"):
+            with translated(f"set up node {name}"):
                 # conf/<uplink>: the interface existed before conf/default changed; send_redirects is
                 # or-ed with conf/all, so the uplink's own value must go too.
-                _write_sysctls(None, {**_NODE_SYSCTLS, f"net/ipv4/conf/{uplink}/send_redirects": "0"})
+                write_sysctls(None, {**_NODE_SYSCTLS, f"net/ipv4/conf/{uplink}/send_redirects": "0"})
             with self._state_lock:
                 self.node_network = ipaddress.IPv4Network(f"{node.ip}/{prefixlen}", strict=False)
                 self._nodes[name] = node
@@ -517,10 +362,10 @@ class LabNetwork:
         network (e.g. a LoadBalancer pool via a node, as a cloud load balancer would forward);
         `etc` maps ``hosts`` and ``resolv.conf`` to their text for /etc/netns/<namespace>/, which
         `ip netns exec` bind-mounts over /etc. Returns the namespace name. Idempotent."""
-        _validate_node_name(name)
-        unknown = set(etc or {}) - set(_NETNS_ETC_FILES)
+        validate_node_name(name)
+        unknown = set(etc or {}) - set(NETNS_ETC_FILES)
         if unknown:
-            raise ValueError(f"only {', '.join(_NETNS_ETC_FILES)} can be given for /etc/netns, not {sorted(unknown)}")
+            raise ValueError(f"only {', '.join(NETNS_ETC_FILES)} can be given for /etc/netns, not {sorted(unknown)}")
         if self.current_netns:
             raise DataplaneError("a lab in the current network namespace has no lab network for clients")
         netns = f"{self.prefix}-{name}"
@@ -535,20 +380,20 @@ class LabNetwork:
                 raise DataplaneError(f"client IP {ip} is a node's address")
             self._record_namespace(netns)
         port = lab_port_name(name)
-        with self._undo_namespace_on_error(netns), _translated(f"set up client {name}"):
+        with self._undo_namespace_on_error(netns), translated(f"set up client {name}"):
             self._create_netns(netns)
-            with _netns_fd(self.lab_netns) as lab_fd, _rtnl(netns) as ipr:
-                _set_up(ipr, "lo")
+            with netns_fd(self.lab_netns) as lab_fd, rtnl(netns) as ipr:
+                set_up(ipr, "lo")
                 ipr.link("add", ifname=NODE_IFNAME, kind="veth", peer={"ifname": port, "net_ns_fd": lab_fd})
-                eth0 = _index(ipr, NODE_IFNAME)
+                eth0 = link_index(ipr, NODE_IFNAME)
                 ipr.addr("add", index=eth0, address=ip, prefixlen=self.node_network.prefixlen)
                 ipr.link("set", index=eth0, state="up")
                 for cidr, via in (routes or {}).items():
                     ipr.route("add", dst=cidr, gateway=via, oif=eth0)
-            with _rtnl(self.lab_netns) as ipr:
-                ipr.link("set", index=_index(ipr, port), master=_index(ipr, LAB_BRIDGE), state="up")
+            with rtnl(self.lab_netns) as ipr:
+                ipr.link("set", index=link_index(ipr, port), master=link_index(ipr, LAB_BRIDGE), state="up")
             for filename, text in (etc or {}).items():
-                _write_netns_etc(netns, filename, text)
+                write_netns_etc(netns, filename, text)
         return netns
 
     def remove_node(self, name: str) -> None:
@@ -566,19 +411,19 @@ class LabNetwork:
                 self._remove_pod_locked(pod)
             if node.netns is None:
                 # The current namespace and its uplink are not ours; the node routes are.
-                with _translated(f"remove node {name}"), _rtnl(None) as ipr:
-                    uplink = _index(ipr, node.uplink)
-                    for dst in _gateway_routes(ipr, uplink):
-                        _delete_route(ipr, ipaddress.IPv4Network(dst), uplink)
+                with translated(f"remove node {name}"), rtnl(None) as ipr:
+                    uplink = link_index(ipr, node.uplink)
+                    for dst in gateway_routes(ipr, uplink):
+                        delete_route(ipr, ipaddress.IPv4Network(dst), uplink)
                 with self._state_lock:
                     del self._nodes[name]
                     self._save()
                 return
-            with _translated(f"remove node {name}"):
+            with translated(f"remove node {name}"):
                 # Deleting eth0 deletes its peer, the bridge port, at once; deleting the namespace
                 # alone would leave that to the kernel's asynchronous namespace cleanup.
-                _delete_link(node.netns, NODE_IFNAME)
-                _remove_netns(node.netns)
+                delete_link(node.netns, NODE_IFNAME)
+                remove_netns(node.netns)
             with self._state_lock:
                 del self._nodes[name]
                 self._forget_namespace(node.netns)
@@ -594,23 +439,23 @@ class LabNetwork:
         with self._node_lock(node):
             me = self._node(node)
             dst, via = self._check_node_route(me, pod_cidr, via_ip)
-            with _translated(f"add route {dst} via {via} on {node}"), _rtnl(me.netns) as ipr:
-                ipr.route("replace", dst=str(dst), gateway=str(via), oif=_index(ipr, me.uplink))
+            with translated(f"add route {dst} via {via} on {node}"), rtnl(me.netns) as ipr:
+                ipr.route("replace", dst=str(dst), gateway=str(via), oif=link_index(ipr, me.uplink))
 
     def remove_node_route(self, node: str, pod_cidr: str) -> None:
         """Remove the route to `pod_cidr` from `node`'s namespace. Idempotent."""
         with self._node_lock(node):
             me = self._node(node)
             dst = ipaddress.IPv4Network(pod_cidr)
-            with _translated(f"remove route {dst} on {node}"), _rtnl(me.netns) as ipr:
-                _delete_route(ipr, dst, _index(ipr, me.uplink))
+            with translated(f"remove route {dst} on {node}"), rtnl(me.netns) as ipr:
+                delete_route(ipr, dst, link_index(ipr, me.uplink))
 
     def node_routes(self, node: str) -> dict[str, str]:
         """The node routes installed in `node`'s namespace: pod CIDR -> via IP."""
         with self._node_lock(node):
             me = self._node(node)
-            with _translated(f"list routes on {node}"), _rtnl(me.netns) as ipr:
-                return _gateway_routes(ipr, _index(ipr, me.uplink))
+            with translated(f"list routes on {node}"), rtnl(me.netns) as ipr:
+                return gateway_routes(ipr, link_index(ipr, me.uplink))
 
     def sync_node_routes(self, node: str, routes: Mapping[str, str]) -> None:
         """Make `node`'s node routes exactly `routes` (pod CIDR -> via IP), changing only differences.
@@ -628,11 +473,11 @@ class LabNetwork:
             }
             checked = (self._check_node_route(me, cidr, via) for cidr, via in others.items())
             desired = {str(dst): str(via) for dst, via in checked}
-            with _translated(f"sync routes on {node}"), _rtnl(me.netns) as ipr:
-                eth0 = _index(ipr, me.uplink)
-                current = _gateway_routes(ipr, eth0)
+            with translated(f"sync routes on {node}"), rtnl(me.netns) as ipr:
+                eth0 = link_index(ipr, me.uplink)
+                current = gateway_routes(ipr, eth0)
                 for dst in current.keys() - desired.keys():
-                    _delete_route(ipr, ipaddress.IPv4Network(dst), eth0)
+                    delete_route(ipr, ipaddress.IPv4Network(dst), eth0)
                 for dst, via in desired.items():
                     if current.get(dst) != via:
                         ipr.route("replace", dst=dst, gateway=via, oif=eth0)
@@ -686,10 +531,10 @@ class LabNetwork:
                 try:
                     self._wire_pod(me, pod)
                     if resolv_conf is not None:
-                        _write_netns_etc(pod.netns, "resolv.conf", resolv_conf)
+                        write_netns_etc(pod.netns, "resolv.conf", resolv_conf)
                     if served:
                         log_path = self.log_dir / f"{pod.netns}.log"
-                        with _translated(f"start pod {pod_key}"):
+                        with translated(f"start pod {pod_key}"):
                             server = start_pod_process(
                                 pod.netns, pod_name, served, pod_ip=ip, log_path=log_path, timeout=timeout,
                                 request_log=request_log,
@@ -705,8 +550,8 @@ class LabNetwork:
                         if server is not None:
                             stop_pod_process(server)
                     with contextlib.suppress(Exception):
-                        _delete_link(me.netns, pod.host_ifname)
-                    _remove_netns_etc(pod.netns)
+                        delete_link(me.netns, pod.host_ifname)
+                    remove_netns_etc(pod.netns)
                     raise
         return pod
 
@@ -739,7 +584,7 @@ class LabNetwork:
                          host_network=True)
             if served:
                 log_path = self.log_dir / f"{self.pod_netns(node, pod_key)}.log"
-                with _translated(f"start pod {pod_key}"):
+                with translated(f"start pod {pod_key}"):
                     server = start_pod_process(pod.netns or None, pod_name, served, pod_ip=me.ip, log_path=log_path,
                                                timeout=timeout, request_log=request_log)
                 pod = replace(pod, server=server)
@@ -775,15 +620,15 @@ class LabNetwork:
     # internals: building
 
     def _build_node(self, node: NodeNet) -> None:
-        with _translated(f"set up node {node.name}"):
-            _write_sysctls(node.netns, _NODE_SYSCTLS)
-            with _netns_fd(self.lab_netns) as lab_fd, _rtnl(node.netns) as ipr:
-                _set_up(ipr, "lo")
+        with translated(f"set up node {node.name}"):
+            write_sysctls(node.netns, _NODE_SYSCTLS)
+            with netns_fd(self.lab_netns) as lab_fd, rtnl(node.netns) as ipr:
+                set_up(ipr, "lo")
                 # Created here with the peer born in the lab namespace: no interface ever appears in
                 # the root namespace.
                 peer = {"ifname": node.lab_port, "net_ns_fd": lab_fd}
                 ipr.link("add", ifname=NODE_IFNAME, kind="veth", peer=peer)
-                eth0 = _index(ipr, NODE_IFNAME)
+                eth0 = link_index(ipr, NODE_IFNAME)
                 ipr.addr("add", index=eth0, address=node.ip, prefixlen=node.prefixlen)
                 ipr.link("set", index=eth0, state="up")
                 # Locally generated packets are routed *before* the nat OUTPUT chain DNATs them, so
@@ -793,23 +638,23 @@ class LabNetwork:
                 ipr.route("add", dst=str(self.service_cidr), oif=eth0, scope=_RT_SCOPE_LINK)
                 for extra in self.local_routes:
                     ipr.route("add", dst=str(extra), oif=eth0, scope=_RT_SCOPE_LINK)
-            with _rtnl(self.lab_netns) as ipr:
-                ipr.link("set", index=_index(ipr, node.lab_port), master=_index(ipr, LAB_BRIDGE), state="up")
+            with rtnl(self.lab_netns) as ipr:
+                ipr.link("set", index=link_index(ipr, node.lab_port), master=link_index(ipr, LAB_BRIDGE), state="up")
 
     def _wire_pod(self, node: NodeNet, pod: PodNet) -> None:
-        with _translated(f"set up pod {pod.key} on {node.name}"):
-            with _netns_fd(pod.netns) as pod_fd, _rtnl(node.netns) as ipr:
+        with translated(f"set up pod {pod.key} on {node.name}"):
+            with netns_fd(pod.netns) as pod_fd, rtnl(node.netns) as ipr:
                 peer = {"ifname": POD_IFNAME, "net_ns_fd": pod_fd}
                 ipr.link("add", ifname=pod.host_ifname, kind="veth", peer=peer)
-                host = _index(ipr, pod.host_ifname)
+                host = link_index(ipr, pod.host_ifname)
                 # The same gateway /32 on every pod veth of the node (ptp CNI): each pod ARPs for an
                 # address that really exists on its link.
                 ipr.addr("add", index=host, address=pod.gateway, prefixlen=32)
                 ipr.link("set", index=host, state="up")
                 ipr.route("add", dst=f"{pod.ip}/32", oif=host, scope=_RT_SCOPE_LINK)
-            with _rtnl(pod.netns) as ipr:
-                _set_up(ipr, "lo")
-                eth0 = _index(ipr, POD_IFNAME)
+            with rtnl(pod.netns) as ipr:
+                set_up(ipr, "lo")
+                eth0 = link_index(ipr, POD_IFNAME)
                 ipr.addr("add", index=eth0, address=pod.ip, prefixlen=32)
                 ipr.link("set", index=eth0, state="up")
                 ipr.route("add", dst=f"{pod.gateway}/32", oif=eth0, scope=_RT_SCOPE_LINK)
@@ -817,7 +662,7 @@ class LabNetwork:
 
     def _remove_pod_locked(self, pod: PodNet) -> None:
         node = self._node(pod.node)
-        with _translated(f"remove pod {pod.key} from {pod.node}"):
+        with translated(f"remove pod {pod.key} from {pod.node}"):
             if pod.server is not None:
                 stop_pod_process(pod.server)
         if pod.host_network:  # the node's namespace is not the pod's to remove
@@ -827,12 +672,12 @@ class LabNetwork:
             if pod.server is not None and pod.server.log_path is not None:
                 Path(pod.server.log_path).unlink(missing_ok=True)
             return
-        with _translated(f"remove pod {pod.key} from {pod.node}"):
+        with translated(f"remove pod {pod.key} from {pod.node}"):
             # Deleting the host end deletes the pod's eth0, the /32 route and that veth's copy of the
             # gateway address synchronously, so the same pod can be re-added at once.
-            _delete_link(node.netns, pod.host_ifname)
-            _remove_netns(pod.netns)
-            _remove_netns_etc(pod.netns)
+            delete_link(node.netns, pod.host_ifname)
+            remove_netns(pod.netns)
+            remove_netns_etc(pod.netns)
         with self._state_lock:
             self._pods.pop((pod.node, pod.key), None)
             self._forget_namespace(pod.netns)
@@ -841,9 +686,9 @@ class LabNetwork:
 
     def _create_netns(self, name: str) -> None:
         try:
-            _create_netns_in_thread(name)
+            create_netns_in_thread(name)
         except FileExistsError:
-            raise _NetnsExists(
+            raise NetnsExists(
                 f"network namespace {name} already exists and is not ours (is another lab using prefix"
                 f" {self.prefix!r}?)"
             ) from None
@@ -854,13 +699,13 @@ class LabNetwork:
     def _undo_namespace_on_error(self, name: str) -> Iterator[None]:
         try:
             yield
-        except _NetnsExists:
+        except NetnsExists:
             with self._state_lock:
                 self._forget_namespace(name)
             raise
         except BaseException:
             try:
-                _remove_netns(name)
+                remove_netns(name)
             except OSError:
                 log.exception("could not remove network namespace %s after a failed setup", name)
             else:
@@ -954,318 +799,3 @@ class LabNetwork:
         tmp = self.state_path.with_name(f".{self.state_path.name}.{threading.get_ident()}.tmp")
         tmp.write_text(json.dumps(self._state_json(), indent=2, sort_keys=True) + "\n")
         os.replace(tmp, self.state_path)  # atomic: a reader never sees half a file
-
-
-class _NetnsExists(DataplaneError):
-    pass
-
-
-# --- cleanup from state files ---------------------------------------------------------------------
-
-
-def cleanup(
-    state_dir: str | os.PathLike[str], *, prefix: str | None = None, force: bool = False
-) -> CleanupReport:
-    """Remove the labs recorded under `state_dir` (only `prefix`'s if given), e.g. after a crash.
-
-    Stops the recorded pod processes (only if PID and start time still match), deletes the recorded
-    namespaces and the state files. A lab whose owning process is another live process is skipped
-    unless `force`. Safe to call when there is nothing to clean.
-    """
-    report = CleanupReport()
-    errors: list[str] = []
-    for path in _state_files(Path(state_dir), prefix):
-        try:
-            state = json.loads(path.read_text())
-        except FileNotFoundError:
-            continue
-        except ValueError as exc:
-            errors.append(f"{path}: unreadable state file: {exc}")
-            continue
-        if not force and _owner_is_other_live_process(state.get("owner") or {}):
-            report.skipped_prefixes.append(str(state.get("prefix")))
-            continue
-        try:
-            removed, stopped = _teardown(state)
-        except DataplaneError as exc:
-            errors.append(str(exc))
-            continue
-        report.removed_netns += removed
-        report.stopped_pids += stopped
-        _remove_state(path, Path(state["logDir"]) if state.get("logDir") else None)
-    if errors:
-        raise DataplaneError("; ".join(errors))
-    return report
-
-
-def lookup_netns(
-    state_dir: str | os.PathLike[str], node: str, *, pod_key: str | None = None, prefix: str | None = None
-) -> str:
-    """The namespace of `node` (or of pod `pod_key` on it) from the state files (``kubelab exec``)."""
-    found: list[str] = []
-    for path in _state_files(Path(state_dir), prefix):
-        try:
-            state = json.loads(path.read_text())
-        except (FileNotFoundError, ValueError):
-            continue
-        if pod_key is None:
-            found += [n["netns"] for n in state.get("nodes", []) if n["name"] == node]
-        else:
-            found += [p["netns"] for p in state.get("pods", []) if p["node"] == node and p["key"] == pod_key]
-    what = f"pod {pod_key} on node {node}" if pod_key else f"node {node}"
-    if not found:
-        raise DataplaneError(f"no {what} in the netns dataplane state under {state_dir}")
-    if len(found) > 1:
-        raise DataplaneError(f"{what} is in several labs under {state_dir}; pass a prefix")
-    return found[0]
-
-
-def _teardown(state: Mapping[str, Any]) -> tuple[list[str], list[int]]:
-    """Stop the pod processes, then delete the namespaces, newest first. Returns what it removed."""
-    errors: list[str] = []
-    stopped: list[int] = []
-    servers = [pod.server for pod in map(PodNet.from_json, state.get("pods", [])) if pod.server is not None]
-    try:
-        # Before the namespaces go: a process inside keeps a deleted namespace alive. All at once, with
-        # one grace period: one by one, 300 pods took 28 s under load.
-        stopped = [proc.pid for proc in stop_pod_processes(servers)]  # also reaps our (exited) children
-    except (OSError, PodProcessError) as exc:
-        errors.append(f"stop pods: {exc}")
-    namespaces: list[str] = list(state.get("namespaces", []))
-    _warn_about_strangers(namespaces)
-    removed: list[str] = []
-    for name in reversed(namespaces):
-        try:
-            if _remove_netns(name):
-                removed.append(name)
-            _remove_netns_etc(name)
-        except OSError as exc:
-            errors.append(f"remove network namespace {name}: {exc}")
-    if errors:
-        raise DataplaneError(f"lab {state.get('prefix')}: " + "; ".join(errors))
-    return removed, stopped
-
-
-def _warn_about_strangers(namespaces: Sequence[str]) -> None:
-    # Processes we did not start (`kubelab exec node-1 -- sleep 1d`) keep a namespace, and so its
-    # interfaces, alive after we unmount it. They are not ours to kill; say so.
-    ours = set(namespaces)
-    for name, pids in pyroute2_netns.ns_pids().items():
-        if name in ours and pids:
-            log.warning(
-                "processes %s still run in network namespace %s; it lingers until they exit", pids, name
-            )
-
-
-def _owner_is_other_live_process(owner: Mapping[str, Any]) -> bool:
-    pid = owner.get("pid")
-    if not isinstance(pid, int) or pid == os.getpid():
-        return False
-    return is_process_running(pid, owner.get("startTime"))
-
-
-def _state_path(state_dir: Path, prefix: str) -> Path:
-    return state_dir / f"netns-{prefix}.json"
-
-
-def _log_dir(state_dir: Path, prefix: str) -> Path:
-    return state_dir / f"netns-{prefix}-logs"
-
-
-def _state_files(state_dir: Path, prefix: str | None) -> list[Path]:
-    if prefix is not None:
-        return [_state_path(state_dir, prefix)]
-    return sorted(state_dir.glob("netns-*.json"))
-
-
-def _remove_state(path: Path, log_dir: Path | None) -> None:
-    path.unlink(missing_ok=True)
-    if log_dir is not None:
-        shutil.rmtree(log_dir, ignore_errors=True)
-
-
-# --- netlink and namespace helpers ----------------------------------------------------------------
-
-
-@contextlib.contextmanager
-def _rtnl(netns: str | None) -> Iterator[Any]:
-    """An rtnetlink socket inside an existing namespace, or in the current one for None.
-
-    pyroute2 would fork a child to open a socket inside a namespace; a forked copy of a process whose
-    gRPC threads (etcd client) are busy sometimes dies of SIGSEGV. A socket belongs to the namespace
-    it is created in, whichever thread uses it later, so a throwaway thread enters the namespace,
-    opens the netlink socket, and hands its descriptor over."""
-    try:
-        ipr = IPRoute() if netns is None else IPRoute(fileno=run_in_netns(netns, _netlink_socket_fd))
-    except FileNotFoundError:
-        raise DataplaneError(f"network namespace {netns} does not exist") from None
-    try:
-        yield ipr
-    finally:
-        ipr.close()
-
-
-_CLONE_NEWNET = 0x40000000
-
-
-def _netlink_socket_fd() -> int:
-    import socket
-
-    return socket.socket(socket.AF_NETLINK, socket.SOCK_DGRAM, 0).detach()  # NETLINK_ROUTE
-
-
-def _create_netns_in_thread(name: str) -> None:
-    """`ip netns add NAME` without a fork: a throwaway thread unshares its network namespace and
-    pyroute2's attach() bind-mounts it at /var/run/netns/NAME (making the directory a shared mount
-    first, as iproute2 does). FileExistsError if the name is taken."""
-    import ctypes
-
-    def create() -> None:
-        libc = ctypes.CDLL(None, use_errno=True)
-        if libc.unshare(_CLONE_NEWNET) != 0:
-            raise OSError(ctypes.get_errno(), "unshare(CLONE_NEWNET) failed")
-        pyroute2_netns.attach(name, "thread-self", libc=libc)
-
-    run_in_netns(None, create)
-
-
-@contextlib.contextmanager
-def _netns_fd(netns: str) -> Iterator[int]:
-    fd = os.open(os.path.join(NETNS_RUN_DIR, netns), os.O_RDONLY | os.O_CLOEXEC)
-    try:
-        yield fd
-    finally:
-        os.close(fd)
-
-
-@contextlib.contextmanager
-def _translated(what: str) -> Iterator[None]:
-    try:
-        yield
-    except DataplaneError:
-        raise
-    except (NetlinkError, OSError, PodProcessError) as exc:
-        raise DataplaneError(f"{what}: {exc}") from exc
-
-
-NETNS_ETC_DIR = "/etc/netns"
-_NETNS_ETC_FILES = ("resolv.conf", "hosts")
-
-
-def _write_netns_etc(netns: str, filename: str, text: str) -> None:
-    """/etc/netns/<netns>/<filename>: `ip netns exec` bind-mounts it over /etc/<filename>."""
-    directory = Path(NETNS_ETC_DIR) / netns
-    directory.mkdir(parents=True, exist_ok=True)
-    tmp = directory / f".{filename}.tmp"
-    tmp.write_text(text)
-    os.replace(tmp, directory / filename)
-
-
-def _remove_netns_etc(netns: str) -> None:
-    """Remove the files kubelab writes under /etc/netns/<netns>, and the directory once empty. Only our
-    namespaces' names reach here (they carry the lab's prefix), so nothing else is touched."""
-    if not netns or "/" in netns or netns in (".", ".."):
-        return
-    directory = Path(NETNS_ETC_DIR) / netns
-    for filename in _NETNS_ETC_FILES:
-        (directory / filename).unlink(missing_ok=True)
-    with contextlib.suppress(OSError):
-        directory.rmdir()
-
-
-def _netns_exists(name: str) -> bool:
-    return os.path.exists(os.path.join(NETNS_RUN_DIR, name))
-
-
-def _remove_netns(name: str) -> bool:
-    """Unmount and delete a named namespace; False if it was not there."""
-    if not _netns_exists(name):
-        return False
-    try:
-        pyroute2_netns.remove(name)
-    except FileNotFoundError:
-        return False
-    return True
-
-
-def _index(ipr: Any, ifname: str) -> int:
-    found = ipr.link_lookup(ifname=ifname)
-    if not found:
-        raise DataplaneError(f"no interface {ifname}")
-    return int(found[0])
-
-
-def _set_up(ipr: Any, ifname: str) -> None:
-    ipr.link("set", index=_index(ipr, ifname), state="up")
-
-
-def _delete_link(netns: str | None, ifname: str) -> None:
-    if netns is not None and not _netns_exists(netns):
-        return
-    with _rtnl(netns) as ipr:
-        found = ipr.link_lookup(ifname=ifname)
-        if found:
-            try:
-                ipr.link("del", index=found[0])
-            except NetlinkError as exc:
-                if exc.code != errno.ENODEV:
-                    raise
-
-
-def _delete_route(ipr: Any, dst: ipaddress.IPv4Network, oif: int) -> None:
-    try:
-        ipr.route("del", dst=str(dst), oif=oif)
-    except NetlinkError as exc:
-        if exc.code != errno.ESRCH:
-            raise
-
-
-def _gateway_routes(ipr: Any, oif: int) -> dict[str, str]:
-    """Routes in the main table with a gateway on `oif`: exactly the node routes we install."""
-    routes: dict[str, str] = {}
-    for msg in ipr.route("dump", family=2, table=_RT_TABLE_MAIN):
-        gateway = msg.get("gateway")
-        if gateway is None or msg.get("oif") != oif or msg["dst_len"] == 0:
-            continue
-        routes[f"{msg.get('dst')}/{msg['dst_len']}"] = gateway
-    return routes
-
-
-def _write_sysctls(netns: str | None, values: Mapping[str, str]) -> None:
-    """Write /proc/sys entries as seen from inside `netns` (None: the current namespace), without a
-    shell or a subprocess. Entries that already hold the value are left alone, so a container whose
-    /proc/sys is read-only but whose runtime set them (compose's `sysctls:`) passes.
-
-    /proc/sys/net resolves to the network namespace of the *thread* that opens it, so a throwaway
-    thread enters the namespace (setns affects only the calling thread), writes, and exits; no
-    thread that is reused for anything else ever changes namespace.
-    """
-    def write() -> None:
-        for key, value in values.items():
-            with open(f"/proc/sys/{key}") as f:
-                if f.read().strip() == value:
-                    continue
-            try:
-                with open(f"/proc/sys/{key}", "w") as f:
-                    f.write(value)
-            except OSError as exc:
-                raise OSError(exc.errno, f"cannot set {key.replace('/', '.')}={value} ({exc.strerror}); "
-                              "set it for the container (compose `sysctls:`) or run it privileged") from exc
-
-    try:
-        run_in_netns(netns, write, name=f"sysctl-{netns}")
-    except Exception as exc:
-        where = netns if netns is not None else "this network namespace"
-        raise DataplaneError(f"sysctls in {where}: {exc}") from exc
-
-
-def _interface_holding(ipr: Any, ip: str) -> tuple[str, int]:
-    """(interface name, prefix length) of the IPv4 address `ip` in `ipr`'s namespace."""
-    for msg in ipr.get_addr(family=2):
-        if (msg.get("local") or msg.get("address")) == ip:
-            (link,) = ipr.get_links(msg["index"])
-            return str(link.get("ifname")), int(msg["prefixlen"])
-    raise DataplaneError(
-        f"{ip} is not an address of this network namespace: with the node in the current namespace, "
-        "the node IP must be the address of its uplink (e.g. the container's eth0)"
-    )

@@ -7,7 +7,7 @@ kernel has recycled for someone else's process is never signalled, even from a f
 only has the lab's state file. Signals go through a pidfd, so the check and the kill cannot race.
 Needs Linux 5.3+ (pidfd_open).
 
-Namespaces and state files belong to `kubeletstub.netns`; this module only knows processes.
+Namespaces belong to `kubeletstub.netns` and state files to `kubeletstub.netnsstate`; this module only knows processes.
 """
 
 from __future__ import annotations

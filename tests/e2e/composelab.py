@@ -64,7 +64,8 @@ from pyroute2 import IPRoute
 from kubelab.etcd import find_etcd
 from kubelab.netnsthread import run_in_netns
 from kubelab.processes import stop_process
-from kubeletstub.netns import LAB_BRIDGE, LabNetwork
+from kubeletstub.netnames import LAB_BRIDGE
+from kubeletstub.netns import LabNetwork
 
 REPO = Path(__file__).resolve().parents[2]
 VENV_BIN = Path(sys.executable).parent

@@ -19,7 +19,7 @@ from typing import Any
 import pytest
 from pyroute2 import netns as pyroute2_netns
 
-from kubeletstub.netns import cleanup
+from kubeletstub.netnsstate import cleanup
 
 REQUIRED_TOOLS = ("ip", "curl", "iptables-restore")
 

@@ -107,7 +107,7 @@ class Cluster:
 
     def cleanup_after_failure(self) -> None:
         """If stop() did not leave things clean, remove what is left (and the test still fails)."""
-        from kubeletstub.netns import cleanup
+        from kubeletstub.netnsstate import cleanup
 
         cleanup(self.data_dir / "netns", force=True)
         prefix = self.state.get("netnsPrefix")

@@ -30,7 +30,7 @@ from kubelab_cluster import wait_for
 
 from kubelab.tokenfile import load as load_tokens
 from kubeletstub.dataplane import HOST_NETNS_PREFIX
-from kubeletstub.netns import pod_netns_name
+from kubeletstub.netnames import pod_netns_name
 
 pytestmark = pytest.mark.root
 

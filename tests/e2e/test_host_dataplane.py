@@ -24,7 +24,7 @@ NODE_IP, POD_CIDR, POD_IP = "10.240.0.11", "10.244.1.0/24", "10.244.1.5"
 INSIDE = r"""
 import json, subprocess, sys
 from kubeletstub.dataplane import open_host_dataplane
-from kubeletstub.netns import DataplaneError
+from kubeletstub.netlinkops import DataplaneError
 
 state_dir, node_ip, pod_cidr, pod_ip = sys.argv[1:5]
 def ip(*args):

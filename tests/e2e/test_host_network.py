@@ -11,7 +11,7 @@ from typing import Any
 from kubelab_cluster import Cluster, wait_for
 from pyroute2 import netns as pyroute2_netns
 
-from kubeletstub.netns import pod_netns_name
+from kubeletstub.netnames import pod_netns_name
 
 
 def apply_pod(cluster: Cluster, name: str, container: dict[str, Any]) -> None:

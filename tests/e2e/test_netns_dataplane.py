@@ -21,7 +21,10 @@ from typing import Protocol
 
 import pytest
 
-from kubeletstub.netns import DataplaneError, LabNetwork, cleanup, exec_argv, lookup_netns
+from kubeletstub.netlinkops import DataplaneError
+from kubeletstub.netnames import exec_argv
+from kubeletstub.netns import LabNetwork
+from kubeletstub.netnsstate import cleanup, lookup_netns
 from kubeletstub.podprocess import PodProcess, ServedPort, is_pod_process_alive
 
 pytestmark = pytest.mark.root

@@ -10,7 +10,8 @@ from typing import Protocol
 
 import pytest
 
-from kubeletstub.netns import LabNetwork, cleanup
+from kubeletstub.netns import LabNetwork
+from kubeletstub.netnsstate import cleanup
 
 pytestmark = pytest.mark.root
 

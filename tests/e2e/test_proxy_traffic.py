@@ -28,7 +28,9 @@ import pytest
 from proxyobjects import endpoint_slice, ep, port, service
 from pyroute2 import netns as pyroute2_netns
 
-from kubeletstub.netns import LabNetwork, cleanup, exec_argv
+from kubeletstub.netnames import exec_argv
+from kubeletstub.netns import LabNetwork
+from kubeletstub.netnsstate import cleanup
 from proxyagent import ProxyConfig, render
 from proxyagent.apply import IptablesApplier
 from proxyagent.canonical import check_consistency

@@ -10,7 +10,7 @@ import sys
 import textwrap
 from pathlib import Path
 
-from kubeletstub.netns import PodNet, cleanup
+from kubeletstub.netnsstate import PodNet, cleanup
 from kubeletstub.podprocess import PodProcess, process_start_time, stop_pod_processes
 
 # A server that, told to stop, notes how many of its siblings still run, and then does not stop: only
