@@ -1,4 +1,4 @@
-"""The lab's address plan, in one place (DESIGN.md): who gets which addresses."""
+"""The lab's address plan, in one place: who gets which addresses."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The `kubelab` command line (DESIGN.md's CLI contract)."""
+"""The `kubelab` command line (the CLI contract of README.md and docs/ARCHITECTURE.md)."""
 
 from __future__ import annotations
 

@@ -4,7 +4,7 @@ Owns namespaces, veths, the lab bridge, addresses, routes, the sysctls they need
 file from which a later process removes whatever a crashed owner left behind. Pod *processes* are
 started and stopped through `kubeletstub.podprocess`; iptables rules belong to the proxy agent.
 
-Topology, for a lab with prefix ``kl-3fa2`` (DESIGN.md address plan)::
+Topology, for a lab with prefix ``kl-3fa2`` (the address plan of kubelab/addressing.py)::
 
     kl-3fa2-lab                     bridge lab0 = the node network 10.240.0.0/24 (no address)
       ln-node-1 ---------------.    one bridge port per node (veth peer of the node's eth0)

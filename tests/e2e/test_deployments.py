@@ -216,11 +216,16 @@ def test_delete_deployment_foreground(web: Cluster) -> None:
 
 
 def test_no_pod_resolv_conf_left(web: Cluster) -> None:
-    web.kubectl("delete", "pod", "curl-client")
     prefix = web.state["netnsPrefix"]
-    wait_for("the client pod's /etc/netns entry to go", lambda: not [
-        p for p in Path("/etc/netns").glob(f"{prefix}-*") if "_default_curl-client" in p.name]
-        if Path("/etc/netns").exists() else True, timeout=60)
+
+    def entries() -> list[Path]:
+        return [p for p in Path("/etc/netns").glob(f"{prefix}-*") if "_default_curl-client" in p.name]
+
+    # The pod's resolv.conf lives under /etc/netns while it runs (what `ip netns exec` mounts over
+    # /etc/resolv.conf), so its removal below is not vacuous.
+    assert entries(), "the running client pod has no /etc/netns entry"
+    web.kubectl("delete", "pod", "curl-client")
+    wait_for("the client pod's /etc/netns entry to go", lambda: not entries(), timeout=60)
 
 
 if shutil.which("kubectl") is None:  # pragma: no cover - the fixture fails loudly too

@@ -1,4 +1,4 @@
-"""The layering DESIGN.md promises, checked on the source: components never import each other, the shared
+"""The layering docs/ARCHITECTURE.md describes, checked on the source: components never import each other, the shared
 core imports no component (only the CLI and the one-process runner assemble them), and only
 apiserver/storage.py imports the etcd client."""
 

@@ -1,4 +1,4 @@
-"""`kubelab proxy render`: manifests in, kube-proxy's iptables-restore payload out (DESIGN.md's CLI
+"""`kubelab proxy render`: manifests in, kube-proxy's iptables-restore payload out (the CLI
 contract). Pure: no root, no cluster. Payloads are compared whole, in kube-proxy's canonical order.
 """
 
