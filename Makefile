@@ -38,14 +38,15 @@ system-deps:
 up: venv
 	$(VENV)/bin/kubelab up $(ARGS)
 
-test: venv system-deps
+# Lint first: a style or type error fails in a minute, not after the suite.
+test: venv system-deps lint
 	$(VENV)/bin/pytest -q
 
 # Every benchmark, one after the other (bench/run_all.py; numbers and commands in BENCHMARKS.md).
 bench: venv system-deps
 	$(VENV)/bin/python bench/run_all.py $(ARGS)
 
-# Style and types: ruff over everything, mypy --strict over the packages (not part of `make test`).
+# Style and types: ruff over everything, mypy --strict over the packages (`make test` runs it first).
 lint: venv
 	$(VENV)/bin/pip install --quiet -e '.[test,lint]'
 	$(VENV)/bin/ruff check .
