@@ -11,14 +11,14 @@ from __future__ import annotations
 
 import itertools
 import random
-from dataclasses import dataclass, field
 
 from kubelab.models import Pod
 
 from . import score
-from .cache import NodeInfo
+from .cache import NodeArrays, NodeInfo
+from .decision import Decision, select_host
 from .fit import AFFINITY_CONFLICT, NO_NODES, NODE_AFFINITY_PLUGIN, PodContext, failure_message, filter_node
-from .vectorized import NodeArrays, decide_plain, is_plain_pod
+from .vectorized import decide_plain, is_plain_pod
 
 # schedule_one.go: below 100 nodes every node is evaluated; the adaptive percentage never drops under 5%.
 MIN_FEASIBLE_NODES_TO_FIND = 100
@@ -37,24 +37,6 @@ def num_feasible_nodes_to_find(num_nodes: int, percentage: int = 0) -> int:
     if percentage <= 0:
         percentage = max(MIN_FEASIBLE_NODES_PERCENTAGE_TO_FIND, 50 - num_nodes // 125)
     return max(MIN_FEASIBLE_NODES_TO_FIND, num_nodes * percentage // 100)
-
-
-@dataclass(frozen=True)
-class Decision:
-    node: str | None
-    reasons: dict[str, list[str]]        # per rejected node: the reasons of the filter that rejected it
-    scores: dict[str, int]               # per scored node: its TotalScore
-    message: str = ""                    # the FitError text when node is None
-    plugins: dict[str, str] = field(default_factory=dict)  # per rejected node: the rejecting plugin
-    prefilter_rejected: bool = False     # a PreFilter refused the pod before any node was looked at
-    next_start: int = 0                  # where the next decision starts filtering
-    context: PodContext | None = None    # the pod as the decision saw it (its requests), for assume()
-
-    @property
-    def unschedulable_plugins(self) -> frozenset[str]:
-        """The plugins whose rejections made the pod unschedulable: the queue moves it back only on
-        cluster events one of them cares about."""
-        return frozenset(self.plugins.values())
 
 
 def candidate_nodes(ctx: PodContext, nodes: list[NodeInfo]) -> tuple[list[NodeInfo], str | None]:
@@ -157,13 +139,3 @@ def score_feasible(ctx: PodContext, feasible: list[NodeInfo], strategy: str) -> 
         for name, value in score.normalize(raw, reverse=False).items():
             totals[name] += w_affinity * value
     return totals
-
-
-def select_host(totals: dict[str, int], rng: random.Random | None = None) -> str:
-    """The highest TotalScore; a tie is broken uniformly at random (selectHost's reservoir sampling
-    gives every tied node the same chance, which is what one choice among them does)."""
-    best = max(totals.values())
-    tied = [name for name, value in totals.items() if value == best]
-    if len(tied) == 1:
-        return tied[0]
-    return rng.choice(tied) if rng is not None else random.choice(tied)

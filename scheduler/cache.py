@@ -9,14 +9,12 @@ from __future__ import annotations
 
 from collections import Counter
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+
+import numpy as np
 
 from kubelab.models import Node, Pod, Taint
 
 from .resources import Resources, node_allocatable, pod_nonzero_requests, pod_requests
-
-if TYPE_CHECKING:
-    from .vectorized import NodeArrays
 
 
 @dataclass(eq=False)
@@ -93,9 +91,7 @@ class Cache:
         return self._node_list
 
     def node_arrays(self) -> NodeArrays:
-        """node_list() as numpy arrays (vectorized.py), kept current as pods and nodes change."""
-        from .vectorized import NodeArrays  # vectorized imports fit and score, which import this module
-
+        """node_list() as numpy arrays (for vectorized.py), kept current as pods and nodes change."""
         nodes = self.node_list()
         if self._arrays is None:
             self._arrays = NodeArrays(nodes)
@@ -204,3 +200,32 @@ class Cache:
 
     def is_assumed_or_bound(self, key: str) -> bool:
         return key in self._pods
+
+
+class NodeArrays:
+    """Per node, in `nodes` order: allocatable and requested cpu, memory and pods, the non-zero requests
+    used for scoring, and whether the node is plain (no taints, schedulable, cpu and memory > 0)."""
+
+    def __init__(self, nodes: list[NodeInfo]) -> None:
+        self.nodes = nodes
+        self.names = [info.name for info in nodes]
+        self.index = {name: i for i, name in enumerate(self.names)}
+        n = len(nodes)
+        self.alloc_cpu, self.alloc_mem, self.alloc_pods = (np.zeros(n, np.int64) for _ in range(3))
+        self.used_cpu, self.used_mem, self.used_pods = (np.zeros(n, np.int64) for _ in range(3))
+        self.nz_cpu, self.nz_mem = np.zeros(n, np.int64), np.zeros(n, np.int64)
+        self.plain = np.zeros(n, np.bool_)
+        for i, info in enumerate(nodes):
+            self.refresh_node(i, info)
+
+    def refresh_node(self, i: int, info: NodeInfo) -> None:
+        alloc = info.allocatable
+        self.alloc_cpu[i], self.alloc_mem[i], self.alloc_pods[i] = alloc.milli_cpu, alloc.memory, alloc.pods
+        self.plain[i] = (not info.unschedulable and not info.filter_taints and not info.prefer_taints
+                         and alloc.milli_cpu > 0 and alloc.memory > 0)
+        self.refresh_usage(i, info)
+
+    def refresh_usage(self, i: int, info: NodeInfo) -> None:
+        used = info.requested
+        self.used_cpu[i], self.used_mem[i], self.used_pods[i] = used.milli_cpu, used.memory, used.pods
+        self.nz_cpu[i], self.nz_mem[i] = info.nonzero_cpu, info.nonzero_memory

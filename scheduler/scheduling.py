@@ -21,8 +21,9 @@ from kubelab.client import ApiClient, ApiError, Informer
 from kubelab.models import Node, Pod
 
 from . import queue as q
-from .algorithm import Decision, decide
+from .algorithm import decide
 from .cache import Cache, NodeInfo
+from .decision import Decision
 from .fit import PodContext, filter_node, truncate_note
 from .metrics import ERROR, SCHEDULED, UNSCHEDULABLE, SchedulerMetrics
 from .reporting import Reporter

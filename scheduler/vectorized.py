@@ -6,8 +6,8 @@ cpu and memory and nothing else (no nodeName, node selector or affinity, host po
 resources), and most nodes have no taints and are schedulable: for those the filters reduce to three
 comparisons per node and the scores to a few lines of arithmetic, which numpy does for every node at once.
 
-`NodeArrays` holds, per node in the cache's node order, what those comparisons read; the cache keeps it
-current as pods are assumed, bound and removed. `decide_plain` gives the decision for a plain pod, or
+The cache's `NodeArrays` holds, per node in its node order, what those comparisons read, kept current
+as pods are assumed, bound and removed. `decide_plain` gives the decision for a plain pod, or
 None when the pod or a node it would need is not plain, in which case the caller runs the loop. Nodes
 that are not plain (tainted, unschedulable, without cpu or memory) are judged by the loop's own
 `filter_node`, once each, and a feasible one among those to be scored hands the scoring back to the
@@ -19,50 +19,17 @@ in the same order (tests/unit/test_vectorized.py compares the two on random clus
 from __future__ import annotations
 
 import random
-from typing import TYPE_CHECKING
 
 import numpy as np
 
 from . import score
+from .cache import NodeArrays
+from .decision import Decision, select_host
 from .fit import PodContext, failure_message, filter_node
-
-if TYPE_CHECKING:
-    from .algorithm import Decision
-    from .cache import NodeInfo
-
 
 # Past this many non-plain nodes the loop decides: judging each of them here, on every decision, would
 # cost more than the loop's early stop saves.
 MAX_ODD_NODES = 64
-
-
-class NodeArrays:
-    """Per node, in `nodes` order: allocatable and requested cpu, memory and pods, the non-zero requests
-    used for scoring, and whether the node is plain (no taints, schedulable, cpu and memory > 0)."""
-
-    def __init__(self, nodes: list[NodeInfo]) -> None:
-        self.nodes = nodes
-        self.names = [info.name for info in nodes]
-        self.index = {name: i for i, name in enumerate(self.names)}
-        n = len(nodes)
-        self.alloc_cpu, self.alloc_mem, self.alloc_pods = (np.zeros(n, np.int64) for _ in range(3))
-        self.used_cpu, self.used_mem, self.used_pods = (np.zeros(n, np.int64) for _ in range(3))
-        self.nz_cpu, self.nz_mem = np.zeros(n, np.int64), np.zeros(n, np.int64)
-        self.plain = np.zeros(n, np.bool_)
-        for i, info in enumerate(nodes):
-            self.refresh_node(i, info)
-
-    def refresh_node(self, i: int, info: NodeInfo) -> None:
-        alloc = info.allocatable
-        self.alloc_cpu[i], self.alloc_mem[i], self.alloc_pods[i] = alloc.milli_cpu, alloc.memory, alloc.pods
-        self.plain[i] = (not info.unschedulable and not info.filter_taints and not info.prefer_taints
-                         and alloc.milli_cpu > 0 and alloc.memory > 0)
-        self.refresh_usage(i, info)
-
-    def refresh_usage(self, i: int, info: NodeInfo) -> None:
-        used = info.requested
-        self.used_cpu[i], self.used_mem[i], self.used_pods[i] = used.milli_cpu, used.memory, used.pods
-        self.nz_cpu[i], self.nz_mem[i] = info.nonzero_cpu, info.nonzero_memory
 
 
 def is_plain_pod(ctx: PodContext) -> bool:
@@ -75,8 +42,6 @@ def decide_plain(ctx: PodContext, arrays: NodeArrays, *, wanted: int, begin: int
                  rng: random.Random | None) -> Decision | None:
     """The decision for a plain pod over every node in `arrays` (filtering from `begin` until `wanted`
     nodes fit), or None if the loop must decide (many non-plain nodes, or one among those to score)."""
-    from .algorithm import Decision, select_host  # algorithm imports this module
-
     nodes, count = arrays.nodes, len(arrays.nodes)
     odd = np.flatnonzero(~arrays.plain)
     if len(odd) > MAX_ODD_NODES:

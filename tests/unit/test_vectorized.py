@@ -16,8 +16,7 @@ from hypothesis import strategies as st
 from kubelab.models import Node, Pod
 from scheduler import score
 from scheduler.algorithm import decide
-from scheduler.cache import Cache
-from scheduler.vectorized import NodeArrays
+from scheduler.cache import Cache, NodeArrays
 
 TAINTS = [None, {"key": "dedicated", "value": "x", "effect": "NoSchedule"},
           {"key": "soft", "value": "y", "effect": "PreferNoSchedule"}]
