@@ -12,7 +12,6 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable
 from datetime import datetime
-from typing import Any
 
 from kubelab import kinds, timeutil
 from kubelab.client import AlreadyExists, ApiClient, ApiError, NotFound, WorkQueue
@@ -20,6 +19,7 @@ from kubelab.events import EventRecorder
 from kubelab.models import CronJob, CronJobStatus, Job, OwnerReference
 
 from . import cronjobsync
+from .informers import SharedInformers
 from .ownership import controller_ref
 
 log = logging.getLogger(__name__)
@@ -28,7 +28,7 @@ log = logging.getLogger(__name__)
 class CronJobController:
     name = "cronjob-controller"
 
-    def __init__(self, api: ApiClient, informers: Any, *, clock: Callable[[], datetime] = timeutil.now) -> None:
+    def __init__(self, api: ApiClient, informers: SharedInformers, *, clock: Callable[[], datetime] = timeutil.now) -> None:
         self.api = api
         self.cronjobs = informers.cronjobs
         self.jobs = informers.jobs

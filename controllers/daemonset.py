@@ -40,6 +40,7 @@ from kubelab.selectors import SelectorError, selector_from_label_selector
 
 from . import history
 from .expectations import Expectations
+from .informers import SharedInformers
 from .ownership import claim_all, controller_ref, new_controller_ref
 from .replicaset import is_pod_available, slow_start_batches
 from .rollout import scaled_value
@@ -343,7 +344,7 @@ def pod_for_node(ds: DaemonSet, node_name: str, revision_hash: str) -> dict[str,
 class DaemonSetController:
     name = "daemonset-controller"
 
-    def __init__(self, api: ApiClient, informers: Any) -> None:
+    def __init__(self, api: ApiClient, informers: SharedInformers) -> None:
         self.api = api
         self.informers = informers
         self.daemonsets = informers.daemonsets

@@ -20,6 +20,7 @@ from kubelab.models import Deployment, DeploymentStatus, ObjectMeta, Pod, Replic
 from kubelab.selectors import SelectorError, selector_from_label_selector
 
 from . import rollout
+from .informers import SharedInformers
 from .ownership import claim_all, controller_ref, new_controller_ref
 
 log = logging.getLogger(__name__)
@@ -28,7 +29,7 @@ log = logging.getLogger(__name__)
 class DeploymentController:
     name = "deployment-controller"
 
-    def __init__(self, api: ApiClient, informers: Any) -> None:
+    def __init__(self, api: ApiClient, informers: SharedInformers) -> None:
         self.api = api
         self.deployments = informers.deployments
         self.replicasets = informers.replicasets

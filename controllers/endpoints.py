@@ -20,6 +20,7 @@ from kubelab.models import (
 )
 from kubelab.selectors import selector_from_map
 
+from .informers import SharedInformers
 from .podutil import endpoint_hostname, endpoint_node_name, find_port, is_headless, should_include
 from .triggertime import TriggerTimeTracker, format_time, report, trigger_revision, with_trigger_time
 
@@ -144,9 +145,7 @@ def _comparable(ep: Endpoints) -> tuple[object, object, object]:
 class EndpointsController:
     name = "endpoints-controller"
 
-    def __init__(self, api: ApiClient, informers: object) -> None:
-        from .manager import SharedInformers
-        assert isinstance(informers, SharedInformers)
+    def __init__(self, api: ApiClient, informers: SharedInformers) -> None:
         self.api = api
         self.informers = informers
         self.triggers = TriggerTimeTracker()

@@ -27,6 +27,7 @@ from kubelab.models import (
 )
 from kubelab.selectors import selector_from_map
 
+from .informers import SharedInformers
 from .podutil import (
     endpoint_hostname,
     endpoint_node_name,
@@ -138,9 +139,7 @@ def _content(slice_: EndpointSlice) -> dict[str, Any]:
 class EndpointSliceController:
     name = "endpointslice-controller"
 
-    def __init__(self, api: ApiClient, informers: object) -> None:
-        from .manager import SharedInformers
-        assert isinstance(informers, SharedInformers)
+    def __init__(self, api: ApiClient, informers: SharedInformers) -> None:
         self.api = api
         self.informers = informers
         self.triggers = TriggerTimeTracker()

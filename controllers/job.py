@@ -25,6 +25,7 @@ from kubelab.selectors import SelectorError, selector_from_label_selector
 
 from . import jobpods, jobsync
 from .expectations import Expectations
+from .informers import SharedInformers
 from .ownership import SMP, claim_all, controller_ref
 from .replicaset import slow_start_batches
 
@@ -48,7 +49,7 @@ def ttl_remaining(job: Job, now: Any) -> float | None:
 class JobController:
     name = "job-controller"
 
-    def __init__(self, api: ApiClient, informers: Any) -> None:
+    def __init__(self, api: ApiClient, informers: SharedInformers) -> None:
         self.api = api
         self.jobs = informers.jobs
         self.informers = informers

@@ -24,6 +24,7 @@ from kubelab.models import OwnerReference, Pod, ReplicaSet, ReplicaSetStatus
 from kubelab.selectors import SelectorError, selector_from_label_selector, selector_from_map
 
 from .expectations import Expectations
+from .informers import SharedInformers
 from .ownership import claim_all, controller_ref, new_controller_ref
 
 log = logging.getLogger(__name__)
@@ -221,7 +222,7 @@ class ReplicaSetController:
     rt = kinds.REPLICASETS
     kind = "ReplicaSet"
 
-    def __init__(self, api: ApiClient, informers: Any, *, burst_replicas: int = BURST_REPLICAS,
+    def __init__(self, api: ApiClient, informers: SharedInformers, *, burst_replicas: int = BURST_REPLICAS,
                  owners: Any = None) -> None:
         self.api = api
         self.replicasets = owners if owners is not None else informers.replicasets
@@ -316,7 +317,8 @@ class ReplicaSetController:
                 await self._manage_replicas(rs, owned)
             except ApiError as exc:
                 manage_error = exc.message
-                failure_reason = "FailedCreate" if len(owned) < (rs.spec.replicas or 0) else "FailedDelete"
+                failure_reason = "FailedCreate" if len(owned) < ((rs.spec.replicas if rs.spec else None) or 0) \
+                    else "FailedDelete"
         now = timeutil.now()
         status = calculate_status(rs, owned, manage_error, now, failure_reason=failure_reason)
         updated = await self._write_status(rs, status)

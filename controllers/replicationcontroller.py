@@ -24,6 +24,7 @@ from kubelab.models import (
     ReplicationControllerStatus,
 )
 
+from .informers import SharedInformers
 from .replicaset import ReplicaSetController
 
 
@@ -80,7 +81,7 @@ class ReplicationManager(ReplicaSetController):
     rt = kinds.REPLICATIONCONTROLLERS
     kind = "ReplicationController"
 
-    def __init__(self, api: ApiClient, informers: Any) -> None:
+    def __init__(self, api: ApiClient, informers: SharedInformers) -> None:
         super().__init__(api, informers, owners=ReplicaSetView(informers.replicationcontrollers))
 
     def owners(self) -> list[ReplicaSet]:

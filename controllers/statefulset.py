@@ -29,6 +29,7 @@ from kubelab.models import ControllerRevision, Pod, PodTemplateSpec, StatefulSet
 from kubelab.selectors import SelectorError, selector_from_label_selector
 
 from . import history
+from .informers import SharedInformers
 from .ownership import claim_all, controller_ref, new_controller_ref
 from .replicaset import is_pod_available
 from .statuswrite import write_status
@@ -213,7 +214,7 @@ def new_pod(sts: StatefulSet, ordinal: int, template: PodTemplateSpec | None, re
 class StatefulSetController:
     name = "statefulset-controller"
 
-    def __init__(self, api: ApiClient, informers: Any) -> None:
+    def __init__(self, api: ApiClient, informers: SharedInformers) -> None:
         self.api = api
         self.informers = informers
         self.statefulsets = informers.statefulsets

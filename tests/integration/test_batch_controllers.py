@@ -20,7 +20,7 @@ from apitools import unique_name
 from kubectltools import RenderCluster, render_cluster, table, wait_for
 
 from controllers.cronjob import CronJobController
-from controllers.manager import SharedInformers
+from controllers.informers import SharedInformers
 from kubelab import timeutil
 from kubelab.client import ApiClient
 
