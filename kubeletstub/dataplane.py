@@ -16,9 +16,13 @@ import secrets
 import tempfile
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
 from .runtime import ContainerRuntime
+
+if TYPE_CHECKING:
+    # For the type only: importing netns loads pyroute2, which the render dataplane never needs.
+    from .netns import LabNetwork
 
 
 class Dataplane(Protocol):
@@ -105,10 +109,7 @@ class NetnsDataplane:
     """One node of a LabNetwork: its namespace (None: the current one), its pods' namespaces and
     processes, its routes."""
 
-    def __init__(self, lab: object, node: str, ip: str, pod_cidr: str, *, root: Path | None = None) -> None:
-        from .netns import LabNetwork
-
-        assert isinstance(lab, LabNetwork)
+    def __init__(self, lab: LabNetwork, node: str, ip: str, pod_cidr: str, *, root: Path | None = None) -> None:
         self.lab = lab
         self.node = node
         self.ip = ip
@@ -171,7 +172,7 @@ def open_host_dataplane(state_dir: str | os.PathLike[str], node: str, ip: str, p
     runs in (a node container), its pods are namespaces wired to it. Whatever an earlier run that
     crashed left in `state_dir` is removed first. Blocks (run it off the event loop); `close()` the
     result's lab on the way out."""
-    from .netns import LabNetwork
+    from .netns import LabNetwork  # here, not at the top: it loads pyroute2, which render mode never needs
     from .netnsstate import cleanup
 
     cleanup(state_dir, prefix=HOST_NETNS_PREFIX)
