@@ -1,8 +1,10 @@
-"""The lab's address plan, in one place: who gets which addresses."""
+"""The lab's address plan, in one place: who gets which addresses; and the one HOST:PORT parser."""
 
 from __future__ import annotations
 
 import ipaddress
+
+from .validation import is_ascii_digits
 
 SERVICE_CIDR = "10.96.0.0/12"
 KUBERNETES_SERVICE_IP = "10.96.0.1"   # the first address of the service CIDR, as kube-apiserver picks it
@@ -44,3 +46,12 @@ def covering_cidr(pool: str) -> str:
     while last not in net:
         net = net.supernet()
     return str(net)
+
+
+def split_host_port(text: str, *, default_host: str) -> tuple[str, int]:
+    """"HOST:PORT" (or "[v6]:PORT") -> (host, port); ":PORT" gets `default_host`. A port that is not 0-65535
+    in ASCII digits raises ValueError."""
+    host, sep, port = text.rpartition(":")
+    if not sep or not is_ascii_digits(port) or not 0 <= int(port) <= 65535:
+        raise ValueError(f"not HOST:PORT: {text!r}")
+    return host.strip("[]") or default_host, int(port)

@@ -734,6 +734,15 @@ def cmd_explain(args: argparse.Namespace) -> int:
 
 # --- parser --------------------------------------------------------------------------------------
 
+def _host_port(text: str) -> str:
+    """argparse type of --listen: refused at parse time with argparse's usage error, not a traceback later."""
+    try:
+        addressing.split_host_port(text, default_host="")
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not HOST:PORT (a port 0-65535)") from None
+    return text
+
+
 def _token_args(p: argparse.ArgumentParser) -> None:
     who = p.add_mutually_exclusive_group()
     who.add_argument("--token", help="bearer token to present to the API server (one of its --token-auth-file)")
@@ -764,7 +773,8 @@ def build_parser() -> argparse.ArgumentParser:
                                    "and N nodes (kubelet stub + proxy agent) in one process. Writes "
                                    "<data-dir>/kubeconfig. Ctrl-C stops everything and removes what it created.")
     p.add_argument("--nodes", type=int, default=3, help="number of nodes (default 3)")
-    p.add_argument("--listen", default="127.0.0.1:8080", help="API server address (default 127.0.0.1:8080)")
+    p.add_argument("--listen", type=_host_port, default="127.0.0.1:8080",
+                   help="API server address (default 127.0.0.1:8080)")
     p.add_argument("--etcd-servers", help="use this etcd (URL[,URL]) instead of starting a private one")
     p.add_argument("--data-dir", default=DEFAULT_DATA_DIR, help="state directory (default .kubelab)")
     p.add_argument("--dataplane", choices=["render", "netns"],
@@ -796,7 +806,8 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("apiserver", help="run only the API server")
     p.add_argument("--etcd-servers", required=True, help="etcd URL[,URL]")
-    p.add_argument("--listen", default="127.0.0.1:8080", help="address to serve on (default 127.0.0.1:8080)")
+    p.add_argument("--listen", type=_host_port, default="127.0.0.1:8080",
+                   help="address to serve on (default 127.0.0.1:8080)")
     p.add_argument("--advertise-address", help="IP the kubernetes Service's endpoints point at")
     p.add_argument("--tls-cert-file", metavar="FILE",
                    help="serve HTTPS with this certificate (PEM, with its chain); kubectl sends tokens only over TLS")
@@ -906,7 +917,8 @@ def build_parser() -> argparse.ArgumentParser:
                                    "server through the ClusterIP. Names outside the domain are refused.")
     p.add_argument("--server", default="http://127.0.0.1:8080", help="API server URL")
     _token_args(p)
-    p.add_argument("--listen", default="0.0.0.0:53", help="address to serve DNS on (default 0.0.0.0:53)")
+    p.add_argument("--listen", type=_host_port, default="0.0.0.0:53",
+                   help="address to serve DNS on (default 0.0.0.0:53)")
     p.add_argument("--netns", help="open the sockets inside this named network namespace")
     p.add_argument("--metrics-port", type=int, default=9153,
                    help="serve Prometheus /metrics on this port of the listen address (CoreDNS: 9153; -1: off)")

@@ -16,7 +16,7 @@ from collections.abc import Callable
 from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
 
-from .validation import is_ascii_digits
+from .addressing import split_host_port
 
 log = logging.getLogger(__name__)
 
@@ -24,11 +24,8 @@ _REASONS = {200: "OK", 400: "Bad Request", 404: "Not Found", 405: "Method Not Al
 
 
 def split_bind_address(text: str) -> tuple[str, int]:
-    """"HOST:PORT" (or "[v6]:PORT") -> (host, port); raises ValueError."""
-    host, sep, port = text.rpartition(":")
-    if not sep or not is_ascii_digits(port) or not 0 <= int(port) <= 65535:
-        raise ValueError(f"not HOST:PORT: {text!r}")
-    return host.strip("[]") or "0.0.0.0", int(port)
+    """A --metrics-bind-address: "HOST:PORT", an empty host meaning every address; raises ValueError."""
+    return split_host_port(text, default_host="0.0.0.0")
 
 
 class MetricsServer:

@@ -66,8 +66,8 @@ class UpOptions:
 
 
 def split_listen(listen: str) -> tuple[str, int]:
-    host, _, port = listen.rpartition(":")
-    return host or "127.0.0.1", int(port)
+    """A --listen address: "HOST:PORT", an empty host meaning loopback; raises ValueError."""
+    return addressing.split_host_port(listen, default_host="127.0.0.1")
 
 
 def read_state(data_dir: Path) -> dict[str, Any]:

@@ -190,3 +190,15 @@ def test_the_api_listens_on_loopback_by_default(command: str) -> None:
 
     argv = [command] + (["--etcd-servers", "http://127.0.0.1:2379"] if command == "apiserver" else [])
     assert split_listen(build_parser().parse_args(argv).listen) == ("127.0.0.1", 8080)
+
+
+@pytest.mark.parametrize("command", ["up", "apiserver", "dns"])
+@pytest.mark.parametrize("listen", ["127.0.0.1:abc", "127.0.0.1:99999", "127.0.0.1", "[::1]:٣"])
+def test_a_bad_listen_address_is_a_usage_error(command: str, listen: str) -> None:
+    """argparse's usage error and exit 2, where a ValueError traceback came out of start-up before."""
+    result = subprocess.run([sys.executable, "-m", "kubelab", command, "--listen", listen],
+                            check=False, capture_output=True, text=True, timeout=60)
+    assert result.returncode == 2, result.stderr
+    assert result.stderr.splitlines()[-1] == (
+        f"kubelab {command}: error: argument --listen: {listen!r} is not HOST:PORT (a port 0-65535)")
+    assert "Traceback" not in result.stderr
