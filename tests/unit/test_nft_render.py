@@ -366,3 +366,164 @@ def test_endpoint_chain_names_and_truncation() -> None:
         "2CRNCTTE-ns1/svc1/tcp/p80__fd00.10.180..2.1/80"
     long = hash_and_truncate("x" * 300)
     assert len(long) == 240 and long.endswith("...") and long[8] == "-"
+
+
+# --- behaviours, one Service at a time -------------------------------------------------------------
+
+def rendered_table(services: list[Service], slices: list[EndpointSlice], config: NftConfig = UPSTREAM) -> str:
+    return table_of(render_nft(services, slices, config).text)
+
+
+def lines_about(table: str, needle: str) -> list[str]:
+    return [line for line in table.splitlines() if needle in line]
+
+
+def test_load_balancer_source_ranges_upstream_TestLoadBalancer() -> None:
+    """Two LB IPs, ranges that include the node IP: the node's own traffic to a VIP comes back with
+    the VIP as source, so the VIPs are allowed too; NodePorts do not go through the firewall."""
+    services = [svc("ns1", "svc1", "172.30.0.41", svc_type="LoadBalancer", ports=[port("p80", 80, nodePort=3001)],
+                    ingress=[{"ip": "1.2.3.4"}, {"ip": "5.6.7.8"}],
+                    loadBalancerSourceRanges=["192.168.0.0/24", " 203.0.113.0/25"])]
+    table = rendered_table(services, [eps("ns1", "svc1", [ep("10.180.0.1")])])
+    fw = "firewall-ULMVA6XW-ns1/svc1/tcp/p80"
+    assert lines_about(table, f"add rule ip kube-proxy {fw} ") == [
+        f"add rule ip kube-proxy {fw} ip saddr != {{ 192.168.0.0/24 , 203.0.113.0/25 , 1.2.3.4 , 5.6.7.8 }} drop"]
+    assert lines_about(table, "add element ip kube-proxy firewall-ips") == [
+        f"add element ip kube-proxy firewall-ips {{ 1.2.3.4 . tcp . 80 : goto {fw} }}",
+        f"add element ip kube-proxy firewall-ips {{ 5.6.7.8 . tcp . 80 : goto {fw} }}"]
+    assert lines_about(table, "service-nodeports { tcp . 3001") == [
+        "add element ip kube-proxy service-nodeports { tcp . 3001 : goto external-ULMVA6XW-ns1/svc1/tcp/p80 }"]
+
+
+def test_source_ranges_are_enforced_without_endpoints() -> None:
+    """Unlike the iptables mode's KUBE-FW chain, the firewall is written whatever the endpoints:
+    it filters before DNAT, and the no-endpoints reject comes after it."""
+    services = [svc("ns1", "svc1", "172.30.0.41", svc_type="LoadBalancer", ports=[port("p80", 80, nodePort=3001)],
+                    ingress=[{"ip": "1.2.3.4"}], loadBalancerSourceRanges=["203.0.113.0/25"])]
+    table = rendered_table(services, [])
+    assert "add element ip kube-proxy firewall-ips { 1.2.3.4 . tcp . 80 : goto firewall-ULMVA6XW-ns1/svc1/tcp/p80 }" in table
+    assert lines_about(table, "add element ip kube-proxy no-endpoint-") == [
+        'add element ip kube-proxy no-endpoint-nodeports { tcp . 3001 comment "ns1/svc1:p80" : goto reject-chain }',
+        'add element ip kube-proxy no-endpoint-services { 1.2.3.4 . tcp . 80 comment "ns1/svc1:p80" : goto reject-chain }',
+        'add element ip kube-proxy no-endpoint-services { 172.30.0.41 . tcp . 80 comment "ns1/svc1:p80" : goto reject-chain }']
+
+
+def test_external_traffic_policy_local_with_a_local_endpoint() -> None:
+    services = [svc("ns1", "svc1", "172.30.0.41", svc_type="NodePort", externalTrafficPolicy="Local",
+                    ports=[port("p80", 80, nodePort=3001)])]
+    table = rendered_table(services, [eps("ns1", "svc1", [ep("10.180.0.1", NODE), ep("10.180.0.2", "other")])])
+    base = "ULMVA6XW-ns1/svc1/tcp/p80"
+    local_ep = endpoint_base("ns1", "svc1", "tcp", "p80", "10.180.0.1", 80)
+    assert lines_about(table, f"add rule ip kube-proxy local-{base} ") == [
+        f"add rule ip kube-proxy local-{base} numgen random mod 1 vmap {{ 0 : goto endpoint-{local_ep} }}"]
+    assert lines_about(table, f"add rule ip kube-proxy external-{base} ")[-1] == \
+        f"add rule ip kube-proxy external-{base} goto local-{base}"
+    assert "no-endpoint-nodeports {" not in table.replace("add map ip kube-proxy no-endpoint-nodeports {", "")
+
+
+def test_internal_traffic_policy_local_without_a_local_endpoint_drops() -> None:
+    services = [svc("ns1", "svc1", "172.30.0.41", internalTrafficPolicy="Local", ports=[P80])]
+    ruleset = render_nft(services, [eps("ns1", "svc1", [ep("10.180.0.2", "other")])], UPSTREAM)
+    table = table_of(ruleset.text)
+    assert 'add element ip kube-proxy no-endpoint-services { 172.30.0.41 . tcp . 80 comment "ns1/svc1:p80" : drop }' \
+        in table
+    assert "172.30.0.41 . tcp . 80 : goto" not in table
+    assert "service-ULMVA6XW" not in table  # no chain at all: iTP Local uses no cluster endpoints
+    assert ruleset.no_local_endpoints_internal == 1
+
+
+@pytest.mark.parametrize(("config", "rule"), [
+    pytest.param(UPSTREAM.__class__(**{**UPSTREAM.__dict__, "masquerade_all": True}),
+                 "ip daddr 172.30.0.41 tcp dport 80 jump mark-for-masquerade", id="masquerade-all"),
+    pytest.param(UPSTREAM.__class__(**{**UPSTREAM.__dict__, "cluster_cidr": None}), None, id="no local detector"),
+])
+def test_cluster_ip_masquerade(config: NftConfig, rule: str | None) -> None:
+    table = rendered_table([svc("ns1", "svc1", "172.30.0.41", ports=[P80])],
+                           [eps("ns1", "svc1", [ep("10.180.0.1")])], config)
+    rules = lines_about(table, "add rule ip kube-proxy service-ULMVA6XW-ns1/svc1/tcp/p80 ")
+    assert rules[:-1] == ([f"add rule ip kube-proxy service-ULMVA6XW-ns1/svc1/tcp/p80 {rule}"] if rule else [])
+
+
+def test_nodeports_on_every_local_address_without_nodeport_addresses() -> None:
+    config = NftConfig(node_name=NODE, node_ips=("192.168.0.2",), cluster_cidr="10.0.0.0/8")
+    table = rendered_table([], [], config)
+    assert "nodeport-ips" not in table.replace("nodeport-ips set", "")  # the set is deleted
+    assert lines_about(table, "add rule ip kube-proxy services ")[-1] == \
+        "add rule ip kube-proxy services fib daddr type local ip daddr != 127.0.0.0/8 meta l4proto . th dport vmap @service-nodeports"
+    assert lines_about(table, "add rule ip kube-proxy nodeport-endpoints-check ") == [
+        "add rule ip kube-proxy nodeport-endpoints-check ip daddr != 127.0.0.0/8 meta l4proto . th dport vmap @no-endpoint-nodeports"]
+    # No ServiceCIDR known: nothing is dropped as unallocated.
+    assert "Drop traffic to unallocated ClusterIPs" not in table
+
+
+def test_service_cidrs_of_the_family_in_one_drop_rule() -> None:
+    config = NftConfig(service_cidrs=("10.96.0.0/12", "fd00:10:96::/112", "10.100.0.0/16", "10.96.0.0/12"))
+    assert 'add rule ip kube-proxy cluster-ips-check ip daddr { 10.100.0.0/16,10.96.0.0/12 } drop comment ' \
+        '"Drop traffic to unallocated ClusterIPs"' in rendered_table([], [], config)
+
+
+def test_session_affinity_timeout_and_three_endpoints() -> None:
+    """The seed's shape: three endpoints at a third each, sticky for the configured seconds."""
+    services = [svc("default", "web", "10.96.100.100", ports=[port("http", 80)], sessionAffinity="ClientIP",
+                    sessionAffinityConfig={"clientIP": {"timeoutSeconds": 60}})]
+    table = rendered_table(services, [eps("default", "web", [ep("10.244.1.2"), ep("10.244.2.2"), ep("10.244.1.3")],
+                                          [port("http", 8080)])])
+    base = service_port_chains("default", "web", "tcp", "http").cluster
+    dispatch = lines_about(table, f"add rule ip kube-proxy {base} ")
+    assert len(dispatch) == 1 + 3 + 1  # masquerade, three sticky checks, the numgen verdict map
+    assert "numgen random mod 3 vmap { 0 : goto endpoint-" in dispatch[-1]
+    # Endpoints in kube-proxy's string order: 10.244.1.2:8080 < 10.244.1.3:8080 < 10.244.2.2:8080.
+    assert [d.split("__")[1].split("/")[0] for d in dispatch[1:4]] == ["10.244.1.2", "10.244.1.3", "10.244.2.2"]
+    assert len(lines_about(table, "flags dynamic,timeout ; timeout 60s ;")) == 3
+
+
+# --- partial syncs -----------------------------------------------------------------------------------
+
+def test_partial_sync_touches_only_the_changed_services() -> None:
+    """A partial sync applied to the table a full sync left gives the table a full sync of the new
+    objects gives, once the stale chains (flushed now) are deleted; and it names no chain of a
+    Service that did not change."""
+    services, slices = overall_objects()
+    first = render_nft(services, slices, UPSTREAM, first_sync=True)
+    table = apply_transaction(None, first.text)
+
+    # ns1/svc1 gains an endpoint; ns4/svc4 is deleted; nothing else changes.
+    new_services = [s for s in services if s.name != "svc4"]
+    new_slices = [eps("ns1", "svc1", [ep("10.180.0.1"), ep("10.180.0.9")])] + [
+        s for s in slices if s.namespace not in ("ns1", "ns4")]
+    partial = render_nft(new_services, new_slices, UPSTREAM, changed={"ns1/svc1", "ns4/svc4"},
+                         previous_elements=first.elements, existing_chains=frozenset(table.chains),
+                         existing_sets=frozenset(table.sets))
+    after = apply_transaction(table, partial.text)
+
+    for other in ("ns2/svc2", "ns3/svc3", "ns5/svc5", "ns6/svc6"):
+        assert other not in partial.text
+    assert not partial.text.startswith("add table")  # the fixed part is a full sync's business
+    assert partial.services_written == 1  # svc1 (svc4 has no port left to write)
+    assert sorted(partial.stale_chains) == sorted(c for c in table.chains if "ns4/svc4" in c)
+    assert all(after.chains[c].rules == [] for c in partial.stale_chains)
+    # The elements that did not change are not rewritten; svc4's go.
+    assert "172.30.0.41 . tcp . 80" not in partial.text
+    assert "delete element ip kube-proxy service-ips { 192.168.99.33 . tcp . 80 }" in partial.text
+
+    later = apply_transaction(after, "".join(f"delete chain ip kube-proxy {c}\n" for c in partial.stale_chains))
+    full = apply_transaction(None, render_nft(new_services, new_slices, UPSTREAM).text)
+    assert later.dump() == full.dump()
+
+
+def test_a_map_value_that_changes_is_deleted_then_added() -> None:
+    """nft refuses to add a key that is there with another value: kube-proxy deletes it first
+    (internalTrafficPolicy Cluster -> Local sends the same ClusterIP key to the local- chain)."""
+    slices = [eps("ns1", "svc1", [ep("10.180.0.1", NODE)])]
+    first = render_nft([svc("ns1", "svc1", "172.30.0.41", ports=[P80])], slices, UPSTREAM)
+    table = apply_transaction(None, first.text)
+    local = [svc("ns1", "svc1", "172.30.0.41", internalTrafficPolicy="Local", ports=[P80])]
+    partial = render_nft(local, slices, UPSTREAM, changed={"ns1/svc1"}, previous_elements=first.elements,
+                         existing_chains=frozenset(table.chains))
+    key = "172.30.0.41 . tcp . 80"
+    assert [line for line in partial.text.splitlines() if key in line] == [
+        f"delete element ip kube-proxy service-ips {{ {key} }}",
+        f"add element ip kube-proxy service-ips {{ {key} : goto local-ULMVA6XW-ns1/svc1/tcp/p80 }}"]
+    after = apply_transaction(table, partial.text + "".join(
+        f"delete chain ip kube-proxy {c}\n" for c in partial.stale_chains))
+    assert after.dump() == table_of(render_nft(local, slices, UPSTREAM).text)
