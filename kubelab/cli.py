@@ -671,6 +671,7 @@ def _proxy_render_nft(args: argparse.Namespace, text: str, services: list[Any], 
     nftables mode sends for these objects, as `nft -f` input; with --sort, the table it leaves in
     knftables' dump order (the order upstream's tests compare in)."""
     from proxyagent.nftables import NftConfig, apply_transaction, render_nft
+    from proxyagent.screening import service_problems, slice_problems
 
     from .manifests import ManifestError, service_cidrs_in
 
@@ -681,6 +682,18 @@ def _proxy_render_nft(args: argparse.Namespace, text: str, services: list[Any], 
         service_cidrs = service_cidrs_in(text)
     except ManifestError as exc:
         return fail(str(exc))
+    # What the API server would have refused never reaches the transaction (proxyagent/screening.py):
+    # nft takes a transaction whole, so one bad name would leave every Service without rules.
+    kept_services, kept_slices = [], []
+    for kind, objs, kept, problems in (("Service", services, kept_services, service_problems),
+                                       ("EndpointSlice", slices, kept_slices, slice_problems)):
+        for obj in objs:
+            found = problems(obj)
+            if found:
+                print(f"kubelab proxy render: left out {kind} {obj.namespace}/{obj.name}: {found[0]}", file=sys.stderr)
+            else:
+                kept.append(obj)
+    services, slices = kept_services, kept_slices
     # kube-proxy defaults --nodeport-addresses to "primary" in nftables mode (platformApplyDefaults).
     nft_config = NftConfig(
         node_name=config.node_name, node_ips=config.node_ips, cluster_cidr=config.cluster_cidr,

@@ -271,11 +271,12 @@ def _nodeport_ips(config: NftConfig, cidrs: Sequence[IPNetwork]) -> list[str]:
 def _service_cidrs(config: NftConfig) -> str:
     """OnServiceCIDRsChanged: this family's CIDRs, comma-joined as knftables takes them. kube-proxy
     collects them from a set (random order); sorted, and duplicates dropped, here."""
-    keep: list[str] = []
+    keep: set[str] = set()
     for text in config.service_cidrs:
-        net = parse_cidr_sloppy(text)
-        if net is not None and family_of(net) == config.ip_family and text not in keep:
-            keep.append(text)
+        net = parse_cidr_sloppy(text.strip())
+        # Written as parsed, never as given: only an address and a prefix ever reach the rule.
+        if net is not None and family_of(net) == config.ip_family:
+            keep.add(str(net))
     return ",".join(sorted(keep))
 
 

@@ -349,3 +349,23 @@ def test_unknown_proxy_mode_is_a_usage_error(capsys: pytest.CaptureFixture[str])
         run_cli(capsys, "-f", str(SEED), "--proxy-mode", "ipvs")
     assert exit_.value.code == 2
     assert "invalid choice: 'ipvs'" in capsys.readouterr().err
+
+
+def test_an_object_nft_would_choke_on_leaves_the_other_services_rules(tmp_path: Path,
+                                                                       capsys: pytest.CaptureFixture[str]) -> None:
+    """A port name that would end the transaction's rule and start another ("p }\\nflush ruleset") is
+    left out, with a word on stderr; the seed's Service is programmed as usual, and the transaction
+    is still one nft accepts (every line an add/flush/delete of table ip kube-proxy)."""
+    evil = service_dict("default", "evil", cluster_ip="10.96.100.200", ports=[port("p }\nflush ruleset", 80)])
+    cidr = SERVICE_CIDR.replace("[10.96.0.0/12]", '["10.96.0.0/12 } drop ; flush ruleset ; add rule ip x y {"]')
+    manifest = tmp_path / "hostile.yaml"
+    manifest.write_text(SEED.read_text() + "---\n" + yaml.safe_dump(evil) + cidr)
+    code, out, err = run_cli(capsys, "-f", str(manifest), "--proxy-mode", "nftables", "--node-name", "node-1",
+                             "--cluster-cidr", "10.244.0.0/16")
+    assert code == 0
+    assert err.startswith("kubelab proxy render: left out Service default/evil: ")
+    assert "flush ruleset" not in out and "10.96.100.200" not in out and "unallocated" not in out
+    assert "numgen random mod 3 vmap" in out
+    assert all(line.split(" ")[0] in ("add", "flush", "delete") and line.split(" ")[2:4] == ["ip", "kube-proxy"]
+               for line in out.splitlines())
+    apply_transaction(None, out)
