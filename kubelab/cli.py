@@ -684,16 +684,18 @@ def _proxy_render_nft(args: argparse.Namespace, text: str, services: list[Any], 
         return fail(str(exc))
     # What the API server would have refused never reaches the transaction (proxyagent/screening.py):
     # nft takes a transaction whole, so one bad name would leave every Service without rules.
-    kept_services, kept_slices = [], []
-    for kind, objs, kept, problems in (("Service", services, kept_services, service_problems),
-                                       ("EndpointSlice", slices, kept_slices, slice_problems)):
+    def screened(kind: str, objs: list[Any], problems: Callable[[Any], list[str]]) -> list[Any]:
+        kept = []
         for obj in objs:
             found = problems(obj)
             if found:
                 print(f"kubelab proxy render: left out {kind} {obj.namespace}/{obj.name}: {found[0]}", file=sys.stderr)
             else:
                 kept.append(obj)
-    services, slices = kept_services, kept_slices
+        return kept
+
+    services = screened("Service", services, service_problems)
+    slices = screened("EndpointSlice", slices, slice_problems)
     # kube-proxy defaults --nodeport-addresses to "primary" in nftables mode (platformApplyDefaults).
     nft_config = NftConfig(
         node_name=config.node_name, node_ips=config.node_ips, cluster_cidr=config.cluster_cidr,
