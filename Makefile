@@ -14,7 +14,7 @@ $(VENV)/.installed: pyproject.toml
 
 venv: $(VENV)/.installed
 
-# As root, install what the end-to-end tests drive for real: etcd, iptables (nft and legacy), iproute2, curl,
+# As root, install what the end-to-end tests drive for real: etcd, iptables (nft and legacy), nft, iproute2, curl,
 # and for the docker-compose lab (tests/e2e/test_compose_docker.py) docker-compose, Docker's engine
 # (docker.io: the test starts dockerd itself and stops it) and debootstrap (the images are built from the
 # Debian archive, no registry needed).
@@ -24,6 +24,7 @@ system-deps:
 	  missing=""; \
 	  command -v etcd >/dev/null 2>&1 || missing="$$missing etcd-server"; \
 	  command -v iptables-legacy >/dev/null 2>&1 || missing="$$missing iptables"; \
+	  command -v nft >/dev/null 2>&1 || missing="$$missing nftables"; \
 	  command -v ip >/dev/null 2>&1 || missing="$$missing iproute2"; \
 	  command -v curl >/dev/null 2>&1 || missing="$$missing curl"; \
 	  command -v docker-compose >/dev/null 2>&1 || missing="$$missing docker-compose"; \

@@ -143,7 +143,8 @@ def create_app(config: Config) -> ASGIApp:
         import ipaddress
         service_ip = str(ipaddress.ip_network(config.service_cidr)[1])
         await bootstrap(registry, advertise_ip=config.advertise_ip, port=config.port, service_ip=service_ip,
-                        group_versions=[rt.group_version for rt in (*config.resources, *kinds.METRICS)])
+                        group_versions=[rt.group_version for rt in (*config.resources, *kinds.METRICS)],
+                        service_cidr=config.service_cidr if kinds.SERVICECIDRS in config.resources else None)
         app.state.counts.prime(config.resources)
         log.info("storage %s ready", ",".join(config.etcd_servers))
         try:

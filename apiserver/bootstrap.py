@@ -1,5 +1,5 @@
-"""What kube-apiserver creates for itself at start: the system namespaces, the `kubernetes` Service and one
-"Local" APIService per group version it serves.
+"""What kube-apiserver creates for itself at start: the system namespaces, the `kubernetes` ServiceCIDR for its
+service range, the `kubernetes` Service and one "Local" APIService per group version it serves.
 
 The `kubernetes` Service in `default` gets the first address of the service range (10.96.0.1) and
 port 443 (https); its Endpoints and EndpointSlice point at the address the API server serves on, and
@@ -38,9 +38,11 @@ AUTOMANAGED_LABEL = "kube-aggregator.kubernetes.io/automanaged"
 
 
 async def bootstrap(registry: Registry, *, advertise_ip: str, port: int, service_ip: str,
-                    group_versions: Iterable[str] = ()) -> None:
+                    group_versions: Iterable[str] = (), service_cidr: str | None = None) -> None:
     for name in SYSTEM_NAMESPACES:
         await registry.ensure(kinds.NAMESPACES, {"metadata": {"name": name}})
+    if service_cidr is not None:
+        await _reconcile_service_cidr(registry, service_cidr)
     await _reconcile_service(registry, service_ip, port)
     await _reconcile_endpoints(registry, advertise_ip, port)
     await _reconcile_apiservices(registry, group_versions)
@@ -97,6 +99,35 @@ async def _reconcile_apiservices(registry: Registry, group_versions: Iterable[st
                 "reason": "Local", "message": "Local APIServices are always available"}]}}
 
         await registry.guaranteed_update(kinds.APISERVICES, None, name, available, subresource="status")
+
+
+DEFAULT_SERVICE_CIDR = "kubernetes"
+
+
+async def _reconcile_service_cidr(registry: Registry, cidr: str) -> None:
+    """kube-apiserver's default ServiceCIDR controller: a `kubernetes` ServiceCIDR for the
+    --service-cluster-ip-range, and Ready=True (no reason, its message) once it matches this server's
+    range. One whose CIDRs differ (another server's range) is left alone and not marked Ready, as
+    upstream only warns then."""
+    try:
+        await registry.create(kinds.SERVICECIDRS, None, {"metadata": {"name": DEFAULT_SERVICE_CIDR},
+                                                         "spec": {"cidrs": [cidr]}})
+    except errors.StatusError as exc:
+        if exc.code != 409:
+            raise
+
+    def ready(current: dict[str, Any]) -> dict[str, Any]:
+        if (current.get("spec") or {}).get("cidrs") != [cidr]:
+            return current
+        conditions = (current.get("status") or {}).get("conditions") or []
+        if any(c.get("type") == "Ready" and c.get("status") == "True" for c in conditions):
+            return current
+        others = [c for c in conditions if c.get("type") != "Ready"]
+        return {**current, "status": {"conditions": [*others, {
+            "type": "Ready", "status": "True", "lastTransitionTime": timeutil.rfc3339(), "reason": "",
+            "message": "Kubernetes default Service CIDR is ready"}]}}
+
+    await registry.guaranteed_update(kinds.SERVICECIDRS, None, DEFAULT_SERVICE_CIDR, ready, subresource="status")
 
 
 async def _reconcile_service(registry: Registry, service_ip: str, port: int) -> None:

@@ -359,6 +359,11 @@ def _pdb_row(obj: dict[str, Any]) -> Row:
             int(status.get("disruptionsAllowed") or 0), _age(obj)]
 
 
+def _servicecidr_row(obj: dict[str, Any]) -> Row:
+    """printServiceCIDR: the CIDRs comma-joined."""
+    return [_meta(obj).get("name"), ",".join((obj.get("spec") or {}).get("cidrs") or []), _age(obj)]
+
+
 def _default_row(obj: dict[str, Any]) -> Row:
     return [_meta(obj).get("name"), _meta(obj).get("creationTimestamp")]
 
@@ -413,6 +418,7 @@ PRINTERS: dict[ResourceType, tuple[list[Column], Callable[[dict[str, Any]], Row]
     kinds.PODDISRUPTIONBUDGETS: ([NAME, ("Min Available", "string", 0, ""), ("Max Unavailable", "string", 0, ""),
                                   ("Allowed Disruptions", "integer", 0, ""), AGE], _pdb_row),
     kinds.APISERVICES: ([NAME, ("Service", "string", 0, ""), ("Available", "string", 0, ""), AGE], _apiservice_row),
+    kinds.SERVICECIDRS: ([NAME, ("CIDRs", "string", 0, ""), AGE], _servicecidr_row),
 }
 DEFAULT_PRINTER: tuple[list[Column], Callable[[dict[str, Any]], Row]] = (
     [NAME, ("Created At", "date", 0, "")], _default_row)

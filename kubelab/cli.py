@@ -8,6 +8,7 @@ import logging
 import os
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -658,9 +659,56 @@ def cmd_proxy_render(args: argparse.Namespace) -> int:
         conntrack_tcp_be_liberal=args.conntrack_tcp_be_liberal,
         nodeport_addresses=tuple(a.strip() for a in (args.nodeport_addresses or "").split(",") if a.strip()),
         ip_family=family)
+    if args.proxy_mode == "nftables":
+        return _proxy_render_nft(args, text, services, slices, config, fail)
     changed = set(args.changed) if args.changed is not None else None
     payload = render(services, slices, config, changed=changed, existing_nat_chains=existing).text
     sys.stdout.write(canonical_sort(payload) if args.sort else payload)
+    return 0
+
+
+def _proxy_render_nft(args: argparse.Namespace, text: str, services: list[Any], slices: list[Any], config: Any,
+                      fail: Callable[[str], int]) -> int:
+    """`kubelab proxy render --proxy-mode nftables`: the first transaction a fresh kube-proxy in
+    nftables mode sends for these objects, as `nft -f` input; with --sort, the table it leaves in
+    knftables' dump order (the order upstream's tests compare in)."""
+    from proxyagent.nftables import NftConfig, apply_transaction, render_nft
+    from proxyagent.screening import service_problems, slice_problems
+
+    from .manifests import ManifestError, service_cidrs_in
+
+    if args.changed is not None or args.existing_rules:
+        return fail("--changed and --existing-rules are iptables-mode flags (an nftables partial sync needs the "
+                    "previous sync's elements)")
+    try:
+        service_cidrs = service_cidrs_in(text)
+    except ManifestError as exc:
+        return fail(str(exc))
+    # What the API server would have refused never reaches the transaction (proxyagent/screening.py):
+    # nft takes a transaction whole, so one bad name would leave every Service without rules.
+    def screened(kind: str, objs: list[Any], problems: Callable[[Any], list[str]]) -> list[Any]:
+        kept = []
+        for obj in objs:
+            found = problems(obj)
+            if found:
+                print(f"kubelab proxy render: left out {kind} {obj.namespace}/{obj.name}: {found[0]}", file=sys.stderr)
+            else:
+                kept.append(obj)
+        return kept
+
+    services = screened("Service", services, service_problems)
+    slices = screened("EndpointSlice", slices, slice_problems)
+    # kube-proxy defaults --nodeport-addresses to "primary" in nftables mode (platformApplyDefaults).
+    nft_config = NftConfig(
+        node_name=config.node_name, node_ips=config.node_ips, cluster_cidr=config.cluster_cidr,
+        masquerade_all=config.masquerade_all, masquerade_bit=config.masquerade_bit,
+        nodeport_addresses=config.nodeport_addresses or ("primary",), service_cidrs=tuple(service_cidrs),
+        ip_family=config.ip_family)
+    transaction = render_nft(services, slices, nft_config, first_sync=True).text
+    if args.sort:
+        family = "ip6" if config.ip_family == "IPv6" else "ip"
+        transaction = apply_transaction(None, transaction, family=family).dump()
+    sys.stdout.write(transaction)
     return 0
 
 
@@ -1020,6 +1068,9 @@ def build_parser() -> argparse.ArgumentParser:
                         "are flushed and deleted (-X)")
     r.add_argument("--sort", action="store_true",
                    help="print in the canonical order kube-proxy's tests compare in, not in write order")
+    r.add_argument("--proxy-mode", choices=["iptables", "nftables"], default="iptables",
+                   help="which kube-proxy mode's rules to print (default iptables, as kube-proxy's): nftables "
+                        "prints `nft -f` input for table ip/ip6 kube-proxy, honouring ServiceCIDR objects in the file")
     r.set_defaults(func=cmd_proxy_render)
     return parser
 

@@ -121,6 +121,12 @@ BUILTIN: tuple[ResourceType, ...] = (NAMESPACES, NODES, PODS, SERVICES, ENDPOINT
                                      PODDISRUPTIONBUDGETS, JOBS, CRONJOBS)
 BUILTIN += (DAEMONSETS, STATEFULSETS, CONTROLLERREVISIONS, REPLICATIONCONTROLLERS)
 
+# The ranges ClusterIPs come from (GA in 1.33): the API server keeps `kubernetes` for its own range;
+# kube-proxy's nftables mode reads them all.
+SERVICECIDRS = ResourceType("networking.k8s.io", "v1", "servicecidrs", "ServiceCIDR", False, models.ServiceCIDR,
+                            subresources=("status",))
+BUILTIN += (SERVICECIDRS,)
+
 # `kubectl auth can-i` creates one of these and reads the answer back; the API server answers it without
 # storing anything (apiserver/routers/reviews.py), so it is served and discovered but not in BUILTIN, the
 # kinds that are stored, watched and garbage-collected.

@@ -66,6 +66,21 @@ def load_objects(text: str) -> tuple[list[Service], list[EndpointSlice]]:
     return services, slices
 
 
+def service_cidrs_in(text: str) -> list[str]:
+    """spec.cidrs of every networking.k8s.io/v1 ServiceCIDR in `text`, in document order: what
+    kube-proxy's ServiceCIDR informer hands its proxiers (OnServiceCIDRsChanged)."""
+    cidrs: list[str] = []
+    for doc in documents(text):
+        if doc.get("kind") != "ServiceCIDR" or doc.get("apiVersion") != "networking.k8s.io/v1":
+            continue
+        found = (doc.get("spec") or {}).get("cidrs") or []
+        if not isinstance(found, list) or not all(isinstance(c, str) for c in found):
+            name = (doc.get("metadata") or {}).get("name", "?")
+            raise ManifestError(f"ServiceCIDR {name}: spec.cidrs must be a list of strings")
+        cidrs += found
+    return cidrs
+
+
 def pick_family(cidrs: str, family: str) -> str | None:
     """The first CIDR of `family` ("IPv4"/"IPv6") in a comma-separated list, as kube-proxy splits a
     dual-stack --cluster-cidr between its two proxiers; None if there is none or one is invalid."""

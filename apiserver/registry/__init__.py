@@ -17,6 +17,7 @@ from .pods import PodStrategy
 from .policy import PodDisruptionBudgetStrategy
 from .replicationcontrollers import ReplicationControllerStrategy
 from .secrets import SecretStrategy, ServiceAccountStrategy
+from .servicecidrs import ServiceCIDRStrategy
 from .services import ServiceStrategy
 from .statefulsets import StatefulSetStrategy
 from .store import Registry, WatchEvent
@@ -50,6 +51,7 @@ def default_strategies(*, service_cidr: str | None = None, event_ttl: int = DEFA
         kinds.STATEFULSETS: StatefulSetStrategy(kinds.STATEFULSETS, pods),
         kinds.CONTROLLERREVISIONS: ControllerRevisionStrategy(kinds.CONTROLLERREVISIONS),
         kinds.REPLICATIONCONTROLLERS: ReplicationControllerStrategy(kinds.REPLICATIONCONTROLLERS, pods),
+        kinds.SERVICECIDRS: ServiceCIDRStrategy(kinds.SERVICECIDRS),
     }
 
 

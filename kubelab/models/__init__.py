@@ -89,6 +89,7 @@ from .meta import (
     TypedObject,
 )
 from .metrics import ContainerMetrics, NodeMetrics, PodMetrics
+from .networking import ServiceCIDR, ServiceCIDRSpec, ServiceCIDRStatus
 from .policy import Eviction, PodDisruptionBudget, PodDisruptionBudgetSpec, PodDisruptionBudgetStatus
 
 __all__ = [
@@ -136,3 +137,6 @@ __all__ += [
 # batch/v1
 __all__ += ["CronJob", "CronJobSpec", "CronJobStatus", "Job", "JobCondition", "JobSpec", "JobStatus", "JobTemplateSpec",
             "PodFailurePolicy", "PodFailurePolicyRule", "SuccessPolicy", "SuccessPolicyRule", "UncountedTerminatedPods"]
+
+# networking.k8s.io/v1 ServiceCIDR (models/networking.py).
+__all__ += ["ServiceCIDR", "ServiceCIDRSpec", "ServiceCIDRStatus"]

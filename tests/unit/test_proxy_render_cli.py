@@ -16,6 +16,7 @@ from proxyobjects import ep, port, service_dict, slice_dict
 
 from kubelab.cli import main
 from proxyagent.canonical import canonical_sort, check_consistency
+from proxyagent.nftables import apply_transaction
 
 ROOT = Path(__file__).resolve().parents[2]
 SEED = ROOT / "examples" / "seed-rules.yaml"
@@ -272,3 +273,99 @@ def test_bad_input_is_an_error_not_a_payload(content: str | None, message: str, 
     assert code == 1
     assert out == ""
     assert err.startswith("kubelab proxy render: ") and message in err
+
+
+# --- --proxy-mode nftables ---------------------------------------------------------------------------
+
+# The seed in nftables mode on node-1 (172.31.0.11): the same three endpoints as one numgen verdict
+# map (a third each, where iptables needs probabilities 1/3, 1/2, rest), NodePorts on the node IP
+# only (kube-proxy's nftables default --nodeport-addresses=primary), and the lab's ServiceCIDR.
+# The unnamed port leaves the chain name's last part empty ("tcp/"), as servicePortChainNameBase does.
+SEED_NFT_SERVICE = golden("""
+    add chain ip kube-proxy service-VQUKRDEP-default/clusterip-svc/tcp/
+    add rule ip kube-proxy service-VQUKRDEP-default/clusterip-svc/tcp/ ip daddr 10.96.100.100 tcp dport 5555 ip saddr != 10.244.0.0/16 jump mark-for-masquerade
+    add rule ip kube-proxy service-VQUKRDEP-default/clusterip-svc/tcp/ numgen random mod 3 vmap { 0 : goto endpoint-R4FXHFUK-default/clusterip-svc/tcp/__10.244.1.3/5000 , 1 : goto endpoint-VPDSY2YU-default/clusterip-svc/tcp/__10.244.1.4/5000 , 2 : goto endpoint-3GFRVUUE-default/clusterip-svc/tcp/__10.244.2.3/5000 }
+    """)
+
+SERVICE_CIDR = textwrap.dedent("""
+    ---
+    apiVersion: networking.k8s.io/v1
+    kind: ServiceCIDR
+    metadata: {name: kubernetes}
+    spec: {cidrs: [10.96.0.0/12]}
+    """)
+
+
+def test_seed_in_nftables_mode(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    manifest = tmp_path / "seed.yaml"
+    manifest.write_text(SEED.read_text() + SERVICE_CIDR)
+    code, out, err = run_cli(capsys, "-f", str(manifest), "--proxy-mode", "nftables", "--node-name", "node-1",
+                             "--node-ip", "172.31.0.11", "--cluster-cidr", "10.244.0.0/16", "--sort")
+    assert (code, err) == (0, "")
+    assert SEED_NFT_SERVICE in out
+    assert "add element ip kube-proxy nodeport-ips { 172.31.0.11 }\n" in out
+    assert 'ip daddr { 10.96.0.0/12 } drop comment "Drop traffic to unallocated ClusterIPs"' in out
+    assert "add element ip kube-proxy service-ips { 10.96.100.100 . tcp . 5555 : goto " \
+           "service-VQUKRDEP-default/clusterip-svc/tcp/ }\n" in out
+
+    # Unsorted: the transaction itself, in write order, every object before its first use.
+    code, raw, err = run_cli(capsys, "-f", str(manifest), "--proxy-mode", "nftables", "--node-name", "node-1",
+                             "--node-ip", "172.31.0.11", "--cluster-cidr", "10.244.0.0/16")
+    assert (code, err) == (0, "")
+    assert raw.startswith('add table ip kube-proxy { comment "rules for kube-proxy" ; }\n')
+    assert all(line.split(" ", 2)[0] in ("add", "flush", "delete") for line in raw.splitlines())
+    assert apply_transaction(None, raw).dump() == out
+
+
+def test_without_a_service_cidr_nothing_is_dropped_as_unallocated(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = run_cli(capsys, "-f", str(SEED), "--proxy-mode", "nftables")
+    assert code == 0
+    assert "unallocated" not in out and "cluster-ips-check ip daddr @cluster-ips reject" in out
+
+
+def test_proxy_mode_defaults_to_iptables(capsys: pytest.CaptureFixture[str]) -> None:
+    outs = [run_cli(capsys, "-f", str(SEED), *mode)[1] for mode in ((), ("--proxy-mode", "iptables"))]
+    assert outs[0] == outs[1] and outs[0].startswith("*filter\n")
+
+
+@pytest.mark.parametrize("flag", [("--changed", "default/clusterip-svc"), ("--existing-rules", "/dev/null")])
+def test_iptables_partial_sync_flags_are_refused_in_nftables_mode(flag: tuple[str, str],
+                                                                   capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, err = run_cli(capsys, "-f", str(SEED), "--proxy-mode", "nftables", *flag)
+    assert (code, out) == (1, "")
+    assert err.startswith("kubelab proxy render: --changed and --existing-rules are iptables-mode flags")
+
+
+def test_bad_service_cidr_document_is_an_error(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    manifest = tmp_path / "bad.yaml"
+    manifest.write_text(SERVICE_CIDR.replace("[10.96.0.0/12]", "10.96.0.0/12"))
+    code, out, err = run_cli(capsys, "-f", str(manifest), "--proxy-mode", "nftables")
+    assert (code, out, err) == (1, "", ("kubelab proxy render: ServiceCIDR kubernetes: spec.cidrs must be a list "
+                                       "of strings\n"))
+
+
+def test_unknown_proxy_mode_is_a_usage_error(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as exit_:
+        run_cli(capsys, "-f", str(SEED), "--proxy-mode", "ipvs")
+    assert exit_.value.code == 2
+    assert "invalid choice: 'ipvs'" in capsys.readouterr().err
+
+
+def test_an_object_nft_would_choke_on_leaves_the_other_services_rules(tmp_path: Path,
+                                                                       capsys: pytest.CaptureFixture[str]) -> None:
+    """A port name that would end the transaction's rule and start another ("p }\\nflush ruleset") is
+    left out, with a word on stderr; the seed's Service is programmed as usual, and the transaction
+    is still one nft accepts (every line an add/flush/delete of table ip kube-proxy)."""
+    evil = service_dict("default", "evil", cluster_ip="10.96.100.200", ports=[port("p }\nflush ruleset", 80)])
+    cidr = SERVICE_CIDR.replace("[10.96.0.0/12]", '["10.96.0.0/12 } drop ; flush ruleset ; add rule ip x y {"]')
+    manifest = tmp_path / "hostile.yaml"
+    manifest.write_text(SEED.read_text() + "---\n" + yaml.safe_dump(evil) + cidr)
+    code, out, err = run_cli(capsys, "-f", str(manifest), "--proxy-mode", "nftables", "--node-name", "node-1",
+                             "--cluster-cidr", "10.244.0.0/16")
+    assert code == 0
+    assert err.startswith("kubelab proxy render: left out Service default/evil: ")
+    assert "flush ruleset" not in out and "10.96.100.200" not in out and "unallocated" not in out
+    assert "numgen random mod 3 vmap" in out
+    assert all(line.split(" ")[0] in ("add", "flush", "delete") and line.split(" ")[2:4] == ["ip", "kube-proxy"]
+               for line in out.splitlines())
+    apply_transaction(None, out)

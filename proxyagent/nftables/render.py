@@ -1,0 +1,610 @@
+"""Render Services + EndpointSlices + ServiceCIDRs into the transaction of kube-proxy's nftables mode.
+
+A rule-for-rule rendering of `syncProxyRules` and `setupNFTables` in pkg/proxy/nftables/proxier.go
+as of Kubernetes 1.33 (the release that made the mode GA), written as `nft -f` input the way
+knftables writes it (`add table ...`, `add chain ...`, `add rule ...`, `add element ...`). Where the
+iptables mode walks one rule per Service through KUBE-SERVICES, this mode dispatches through verdict
+maps (`service-ips`, `service-nodeports`, `no-endpoint-*`, `firewall-ips`) keyed by
+"address . protocol . port", so that a change touches a few elements and the chains of one Service.
+
+`render_nft` is pure: no clock, no subprocess, no globals, no I/O. What kube-proxy learns from the
+kernel (which chains and sets exist, what the maps held after the last sync) and whether this is a
+full or a partial sync come in as arguments; the result says what to remember for the next sync.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Set as AbstractSet
+from dataclasses import dataclass, field
+
+from kubelab.models import EndpointSlice, Service
+
+from ..serviceports import (
+    EndpointInfo,
+    EndpointsKey,
+    IPAddress,
+    IPFamily,
+    IPNetwork,
+    ServicePortInfo,
+    build_endpoints_map,
+    build_service_ports,
+    categorize_endpoints,
+    family_of,
+    parse_cidr_sloppy,
+    parse_ip_sloppy,
+)
+from .names import (
+    AFFINITY_PREFIX,
+    ENDPOINT_PREFIX,
+    endpoint_base,
+    is_affinity_set,
+    is_service_chain,
+    service_port_chains,
+)
+
+TABLE = "kube-proxy"
+
+# Fixed chains, sets and maps (the constants at the top of proxier.go).
+SERVICES = "services"
+SERVICE_IPS = "service-ips"
+SERVICE_NODEPORTS = "service-nodeports"
+NODEPORT_IPS = "nodeport-ips"
+CLUSTER_IPS = "cluster-ips"
+SERVICE_ENDPOINTS_CHECK = "service-endpoints-check"
+NODEPORT_ENDPOINTS_CHECK = "nodeport-endpoints-check"
+NO_ENDPOINT_SERVICES = "no-endpoint-services"
+NO_ENDPOINT_NODEPORTS = "no-endpoint-nodeports"
+REJECT_CHAIN = "reject-chain"
+CLUSTER_IPS_CHECK = "cluster-ips-check"
+FIREWALL_IPS = "firewall-ips"
+FIREWALL_CHECK = "firewall-check"
+MARK_MASQ = "mark-for-masquerade"
+MASQUERADING = "masquerading"
+
+# Base chains: (name, type, hook, priority). knftables writes a named priority as its number
+# (older nft binaries refuse "dstnat" in the output hook): dstnat = -100, srcnat = 100. The filter
+# chains run at dstnat-10 so they see a Service's IP before DNAT; filter-output-post-dnat runs at
+# dstnat+10, after it, to catch ClusterIP traffic nothing DNATed.
+BASE_CHAINS: tuple[tuple[str, str, str, int], ...] = (
+    ("filter-prerouting", "filter", "prerouting", -110),
+    ("filter-input", "filter", "input", -110),
+    ("filter-forward", "filter", "forward", -110),
+    ("filter-output", "filter", "output", -110),
+    ("filter-output-post-dnat", "filter", "output", -90),
+    ("nat-prerouting", "nat", "prerouting", -100),
+    ("nat-output", "nat", "output", -100),
+    ("nat-postrouting", "nat", "postrouting", 100),
+)
+
+# nftablesJumpChains: (destination, source base chain, extra match). The endpoints checks are not
+# jumped to from prerouting because `reject` is only valid in input/forward/output before Linux 5.9.
+JUMP_CHAINS: tuple[tuple[str, str, str], ...] = (
+    (NODEPORT_ENDPOINTS_CHECK, "filter-input", "ct state new"),
+    (SERVICE_ENDPOINTS_CHECK, "filter-input", "ct state new"),
+    (SERVICE_ENDPOINTS_CHECK, "filter-forward", "ct state new"),
+    (SERVICE_ENDPOINTS_CHECK, "filter-output", "ct state new"),
+    (FIREWALL_CHECK, "filter-prerouting", "ct state new"),
+    (FIREWALL_CHECK, "filter-output", "ct state new"),
+    (SERVICES, "nat-output", ""),
+    (SERVICES, "nat-prerouting", ""),
+    (MASQUERADING, "nat-postrouting", ""),
+    (CLUSTER_IPS_CHECK, "filter-forward", "ct state new"),
+    (CLUSTER_IPS_CHECK, "filter-output-post-dnat", "ct state new"),
+)
+
+# The containers kube-proxy tracks element by element (nftElementStorage), so that a partial sync
+# adds and deletes only the elements that changed: name -> "set" or "map".
+TRACKED: tuple[tuple[str, str], ...] = (
+    (CLUSTER_IPS, "set"), (SERVICE_IPS, "map"), (FIREWALL_IPS, "map"),
+    (NO_ENDPOINT_SERVICES, "map"), (NO_ENDPOINT_NODEPORTS, "map"), (SERVICE_NODEPORTS, "map"),
+)
+
+# What a tracked container held after a sync: container -> {"key . parts": "value"} ("" for a set).
+Elements = Mapping[str, Mapping[str, str]]
+
+
+@dataclass(frozen=True)
+class NftConfig:
+    """What kube-proxy knows about its node and flags, for one IP family's proxier."""
+
+    node_name: str = ""
+    node_ips: tuple[str, ...] = ()  # the node's addresses; the first of the family is its node IP
+    cluster_cidr: str | None = None  # ClusterCIDR local detector; None => no-op detector
+    masquerade_all: bool = False
+    masquerade_bit: int = 14
+    # --nodeport-addresses as kube-proxy ends up with it. Empty (or a /0) = every local address;
+    # note that kube-proxy defaults this to ["primary"] in nftables mode (the CLI does too).
+    nodeport_addresses: tuple[str, ...] = ()
+    service_cidrs: tuple[str, ...] = ()  # every ServiceCIDR's spec.cidrs (OnServiceCIDRsChanged)
+    ip_family: IPFamily = "IPv4"
+
+
+@dataclass(frozen=True)
+class NftRuleset:
+    """One sync's transaction plus what the next sync needs and kube-proxy's metrics count."""
+
+    text: str  # `nft -f` input, in write order, newline-terminated lines
+    full_sync: bool
+    active_chains: frozenset[str]  # per-service/endpoint chains in use after this sync
+    active_affinity_sets: frozenset[str]
+    stale_chains: tuple[str, ...]  # flushed now; kube-proxy deletes them >= 1 s later (kernel < 6.2)
+    elements: dict[str, dict[str, str]]  # the tracked containers' contents after this transaction
+    operations: int  # lines in the transaction
+    service_ports: int
+    services_written: int  # service ports whose chains and rules this transaction (re)wrote
+    endpoints_total: int
+    no_local_endpoints_internal: int
+    no_local_endpoints_external: int
+    health_check_node_ports: tuple[tuple[str, int], ...] = field(default=())
+
+
+def go_quote(text: str) -> str:
+    """Go's %q for the comment strings kube-proxy writes (names and fixed words: plain ASCII)."""
+    out = ['"']
+    for ch in text:
+        if ch in ('"', "\\"):
+            out.append("\\" + ch)
+        elif ch == "\n":
+            out.append("\\n")
+        elif ch == "\t":
+            out.append("\\t")
+        elif ord(ch) < 0x20 or ord(ch) == 0x7F:
+            out.append(f"\\x{ord(ch):02x}")
+        else:
+            out.append(ch)
+    out.append('"')
+    return "".join(out)
+
+
+class _Transaction:
+    """knftables.Transaction's text for one table: every object is named in full."""
+
+    def __init__(self, family: str) -> None:
+        self.prefix = f"{family} {TABLE}"
+        self.lines: list[str] = []
+
+    def add_table(self, comment: str) -> None:
+        self.lines.append(f"add table {self.prefix} {{ comment {go_quote(comment)} ; }}")
+
+    def add_chain(self, name: str, *, base: tuple[str, str, int] | None = None, comment: str | None = None) -> None:
+        props = []
+        if base is not None:
+            kind, hook, priority = base
+            props.append(f"type {kind} hook {hook} priority {priority} ;")
+        if comment is not None:
+            props.append(f"comment {go_quote(comment)} ;")
+        tail = f" {{ {' '.join(props)} }}" if props else ""
+        self.lines.append(f"add chain {self.prefix} {name}{tail}")
+
+    def add_set(self, kind: str, name: str, type_: str, *, flags: str = "", timeout: int | None = None,
+                comment: str | None = None) -> None:
+        props = [f"type {type_} ;"]
+        if flags:
+            props.append(f"flags {flags} ;")
+        if timeout is not None:
+            props.append(f"timeout {timeout}s ;")
+        if comment is not None:
+            props.append(f"comment {go_quote(comment)} ;")
+        self.lines.append(f"add {kind} {self.prefix} {name} {{ {' '.join(props)} }}")
+
+    def verb(self, verb: str, kind: str, name: str) -> None:
+        """flush/delete of a chain, set or map."""
+        self.lines.append(f"{verb} {kind} {self.prefix} {name}")
+
+    def add_rule(self, chain: str, rule: str, comment: str | None = None) -> None:
+        tail = f" comment {go_quote(comment)}" if comment is not None else ""
+        self.lines.append(f"add rule {self.prefix} {chain} {rule}{tail}")
+
+    def add_element(self, container: str, key: str, value: str = "", comment: str | None = None) -> None:
+        text = key + (f" comment {go_quote(comment)}" if comment is not None else "") + (f" : {value}" if value else "")
+        self.lines.append(f"add element {self.prefix} {container} {{ {text} }}")
+
+    def delete_element(self, container: str, key: str) -> None:
+        self.lines.append(f"delete element {self.prefix} {container} {{ {key} }}")
+
+
+class _ElementStorage:
+    """nftElementStorage: a tracked set or map as kube-proxy believes the kernel holds it."""
+
+    def __init__(self, name: str, previous: Mapping[str, str] | None) -> None:
+        self.name = name
+        self.elements: dict[str, str] = dict(previous or {})
+        self.leftover: set[str] = set(self.elements)
+
+    def reset(self, tx: _Transaction, kind: str) -> None:
+        self.elements.clear()
+        self.leftover.clear()
+        tx.verb("flush", kind, self.name)
+
+    def ensure(self, tx: _Transaction, key: str, value: str = "", comment: str | None = None) -> None:
+        existing = self.elements.get(key)
+        if existing is None:
+            tx.add_element(self.name, key, value, comment)
+            self.elements[key] = value
+            return
+        if existing != value:
+            tx.delete_element(self.name, key)
+            tx.add_element(self.name, key, value, comment)
+            self.elements[key] = value
+        self.leftover.discard(key)
+
+    def cleanup(self, tx: _Transaction) -> None:
+        # kube-proxy walks a Go set here; sorted for a deterministic text.
+        for key in sorted(self.leftover):
+            tx.delete_element(self.name, key)
+            del self.elements[key]
+        self.leftover.clear()
+
+
+def _nodeport_cidrs(config: NftConfig) -> list[IPNetwork]:
+    """NewNodePortAddresses for this family ("primary" = the node IP); [] = match every address."""
+    cidrs = []
+    for text in config.nodeport_addresses:
+        if text == "primary":
+            ip = _node_ip(config)
+            net = parse_cidr_sloppy(f"{ip}/{ip.max_prefixlen}") if ip else None
+        else:
+            net = parse_cidr_sloppy(text)
+        if net is not None and family_of(net) == config.ip_family:
+            cidrs.append(net)
+    return [] if any(net.prefixlen == 0 for net in cidrs) else cidrs
+
+
+def _node_ip(config: NftConfig) -> IPAddress | None:
+    for text in config.node_ips:
+        ip = parse_ip_sloppy(text)
+        if ip is not None and family_of(ip) == config.ip_family:
+            return ip
+    return None
+
+
+def _nodeport_ips(config: NftConfig, cidrs: Sequence[IPNetwork]) -> list[str]:
+    """GetNodeIPs: the node's addresses inside the CIDRs, loopback left out (kube-proxy logs
+    "localhost NodePorts are not supported" for it: the nftables mode never serves them)."""
+    ips = (parse_ip_sloppy(t) for t in config.node_ips)
+    found = {ip for ip in ips if ip is not None and family_of(ip) == config.ip_family
+             and any(ip in net for net in cidrs) and not ip.is_loopback}
+    return [str(ip) for ip in sorted(found, key=lambda ip: ip.packed)]
+
+
+def _service_cidrs(config: NftConfig) -> str:
+    """OnServiceCIDRsChanged: this family's CIDRs, comma-joined as knftables takes them. kube-proxy
+    collects them from a set (random order); sorted, and duplicates dropped, here."""
+    keep: set[str] = set()
+    for text in config.service_cidrs:
+        net = parse_cidr_sloppy(text.strip())
+        # Written as parsed, never as given: only an address and a prefix ever reach the rule.
+        if net is not None and family_of(net) == config.ip_family:
+            keep.add(str(net))
+    return ",".join(sorted(keep))
+
+
+def _local_detector(config: NftConfig, ip_x: str) -> tuple[str, str] | None:
+    """The ClusterCIDR detector's IfLocalNFT / IfNotLocalNFT, or None for the no-op detector."""
+    if not config.cluster_cidr:
+        return None
+    net = parse_cidr_sloppy(config.cluster_cidr)
+    if net is None or family_of(net) != config.ip_family:
+        return None
+    return f"{ip_x} saddr {config.cluster_cidr}", f"{ip_x} saddr != {config.cluster_cidr}"
+
+
+def _setup(tx: _Transaction, config: NftConfig, *, first_sync: bool, mark: str, ip_x: str, addr: str,
+           nodeport_cidrs: Sequence[IPNetwork], stores: Mapping[str, _ElementStorage]) -> None:
+    """setupNFTables: the fixed part every full sync rewrites."""
+    no_localhost = "ip daddr != 127.0.0.0/8" if ip_x == "ip" else "ip6 daddr != ::1"
+    match_all = not nodeport_cidrs
+    tx.add_table("rules for kube-proxy")
+    if first_sync:
+        # Once per process: add+delete every base chain so that a kube-proxy of another version,
+        # with other hooks or priorities, cannot make the "add" below fail.
+        for name, _, _, _ in BASE_CHAINS:
+            tx.add_chain(name)
+            tx.verb("delete", "chain", name)
+    for name, kind, hook, priority in BASE_CHAINS:
+        tx.add_chain(name, base=(kind, hook, priority))
+        tx.verb("flush", "chain", name)
+    created: set[str] = set()
+
+    def ensure(chain: str) -> None:
+        if chain not in created:
+            created.add(chain)
+            tx.add_chain(chain)
+            tx.verb("flush", "chain", chain)
+
+    for dst, src, extra in JUMP_CHAINS:
+        ensure(dst)
+        tx.add_rule(src, f"{extra} jump {dst}".strip())
+    for chain in (SERVICES, CLUSTER_IPS_CHECK, MASQUERADING, MARK_MASQ):
+        ensure(chain)
+    tx.add_rule(MARK_MASQ, f"mark set mark or {mark}")
+    tx.add_rule(MASQUERADING, f"mark and {mark} == 0 return")
+    # Clear the mark so that a packet re-entering the stack is not masqueraded twice.
+    tx.add_rule(MASQUERADING, f"mark set mark xor {mark}")
+    tx.add_rule(MASQUERADING, "masquerade fully-random")
+
+    tx.add_set("set", CLUSTER_IPS, addr, comment="Active ClusterIPs")
+    # A packet for a ClusterIP on a port no Service has got past service-ips: reject it, and drop
+    # anything for an address of a Service CIDR that no Service holds (KEP-4450 / 1.33).
+    tx.add_rule(CLUSTER_IPS_CHECK, f"{ip_x} daddr @{CLUSTER_IPS} reject",
+                "Reject traffic to invalid ports of ClusterIPs")
+    service_cidrs = _service_cidrs(config)
+    if service_cidrs:
+        tx.add_rule(CLUSTER_IPS_CHECK, f"{ip_x} daddr {{ {service_cidrs} }} drop",
+                    "Drop traffic to unallocated ClusterIPs")
+
+    # nodeport-ips exists only with --nodeport-addresses; "add" before "delete" so that deleting a
+    # set that is not there is no error.
+    tx.add_set("set", NODEPORT_IPS, addr, comment="IPs that accept NodePort traffic")
+    if match_all:
+        tx.verb("delete", "set", NODEPORT_IPS)
+    else:
+        tx.verb("flush", "set", NODEPORT_IPS)
+        for ip in _nodeport_ips(config, nodeport_cidrs):
+            tx.add_element(NODEPORT_IPS, ip)
+
+    tx.add_set("map", NO_ENDPOINT_SERVICES, f"{addr} . inet_proto . inet_service : verdict",
+               comment="vmap to drop or reject packets to services with no endpoints")
+    tx.add_set("map", NO_ENDPOINT_NODEPORTS, "inet_proto . inet_service : verdict",
+               comment="vmap to drop or reject packets to service nodeports with no endpoints")
+    tx.add_chain(REJECT_CHAIN, comment="helper for @no-endpoint-services / @no-endpoint-nodeports")
+    tx.verb("flush", "chain", REJECT_CHAIN)
+    tx.add_rule(REJECT_CHAIN, "reject")
+    tx.add_rule(SERVICE_ENDPOINTS_CHECK, f"{ip_x} daddr . meta l4proto . th dport vmap @{NO_ENDPOINT_SERVICES}")
+    nodeport_dst = no_localhost if match_all else f"{ip_x} daddr @{NODEPORT_IPS}"
+    tx.add_rule(NODEPORT_ENDPOINTS_CHECK, f"{nodeport_dst} meta l4proto . th dport vmap @{NO_ENDPOINT_NODEPORTS}")
+
+    tx.add_set("map", FIREWALL_IPS, f"{addr} . inet_proto . inet_service : verdict",
+               comment="destinations that are subject to LoadBalancerSourceRanges")
+    ensure(FIREWALL_CHECK)
+    tx.add_rule(FIREWALL_CHECK, f"{ip_x} daddr . meta l4proto . th dport vmap @{FIREWALL_IPS}")
+
+    tx.add_set("map", SERVICE_IPS, f"{addr} . inet_proto . inet_service : verdict",
+               comment="ClusterIP, ExternalIP and LoadBalancer IP traffic")
+    tx.add_set("map", SERVICE_NODEPORTS, "inet_proto . inet_service : verdict", comment="NodePort traffic")
+    tx.add_rule(SERVICES, f"{ip_x} daddr . meta l4proto . th dport vmap @{SERVICE_IPS}")
+    if match_all:
+        tx.add_rule(SERVICES, f"fib daddr type local {no_localhost} meta l4proto . th dport vmap @{SERVICE_NODEPORTS}")
+    else:
+        tx.add_rule(SERVICES, f"{ip_x} daddr @{NODEPORT_IPS} meta l4proto . th dport vmap @{SERVICE_NODEPORTS}")
+
+    for name, kind in TRACKED:
+        stores[name].reset(tx, kind)
+
+
+def render_nft(
+    services: Iterable[Service],
+    slices: Iterable[EndpointSlice],
+    config: NftConfig,
+    *,
+    changed: AbstractSet[str] | None = None,
+    previous_elements: Elements | None = None,
+    existing_chains: AbstractSet[str] = frozenset(),
+    existing_sets: AbstractSet[str] = frozenset(),
+    first_sync: bool = False,
+) -> NftRuleset:
+    """The transaction kube-proxy's nftables proxier sends for these objects (syncProxyRules). Pure.
+
+    `changed=None` is a full sync: the fixed chains, sets and maps are rewritten and the tracked
+    maps flushed and refilled. A set of "namespace/name" keys is a partial sync: only those
+    Services' chains and rules are rewritten, and only the map elements that differ from
+    `previous_elements` (what the last sync's `elements` said) are deleted and added.
+    `existing_chains`/`existing_sets` are the table's chains and sets now (`nft list chains`):
+    per-service chains nobody uses any more are flushed (and reported in `stale_chains`, to be
+    deleted later), unused affinity sets deleted. `first_sync` is kube-proxy's first transaction
+    after start, which recreates the base chains.
+    """
+    svc_ports = build_service_ports(services, config.ip_family)
+    endpoints_map = build_endpoints_map(slices, node_name=config.node_name, family=config.ip_family)
+    return render_nft_ports(svc_ports, endpoints_map, config, changed=changed, previous_elements=previous_elements,
+                            existing_chains=existing_chains, existing_sets=existing_sets, first_sync=first_sync)
+
+
+def render_nft_ports(
+    svc_ports: Sequence[ServicePortInfo],
+    endpoints_map: Mapping[EndpointsKey, tuple[EndpointInfo, ...]],
+    config: NftConfig,
+    *,
+    changed: AbstractSet[str] | None = None,
+    previous_elements: Elements | None = None,
+    existing_chains: AbstractSet[str] = frozenset(),
+    existing_sets: AbstractSet[str] = frozenset(),
+    first_sync: bool = False,
+) -> NftRuleset:
+    """`render_nft` on kube-proxy's own model (service ports and their sorted endpoints). Pure."""
+    ipv6 = config.ip_family == "IPv6"
+    ip_x, addr = ("ip6", "ipv6_addr") if ipv6 else ("ip", "ipv4_addr")
+    mark = "0x%08x" % (1 << config.masquerade_bit)  # Go's "%#08x": 0x00004000 for bit 14
+    full = changed is None
+    previous = previous_elements or {}
+    stores = {name: _ElementStorage(name, None if full else previous.get(name)) for name, _ in TRACKED}
+    tx = _Transaction("ip6" if ipv6 else "ip")
+    if full:
+        _setup(tx, config, first_sync=first_sync, mark=mark, ip_x=ip_x, addr=addr,
+               nodeport_cidrs=_nodeport_cidrs(config), stores=stores)
+    detector = _local_detector(config, ip_x)
+    node_ip = _node_ip(config)
+
+    active: set[str] = set()
+    active_affinity: set[str] = set()
+
+    def ensure_chain(chain: str, skip: bool) -> None:
+        # ensureChain: add+flush once per sync; a partial sync only notes an untouched chain.
+        if chain not in active:
+            active.add(chain)
+            if not skip:
+                tx.add_chain(chain)
+                tx.verb("flush", "chain", chain)
+
+    endpoints_total = no_local_internal = no_local_external = written = 0
+    for sp in svc_ports:
+        eps = endpoints_map.get(sp.endpoints_key, ())
+        endpoints_total += len(eps)
+        cat = categorize_endpoints(eps, sp)
+        cluster, local, reachable, has_endpoints = cat.cluster, cat.local, cat.all_reachable, cat.has_any
+        proto, name = sp.proto, sp.svc_port_name
+        chains = service_port_chains(sp.namespace, sp.name, proto, sp.port_name)
+        skip = not full and sp.service_key not in (changed or ())
+        affinity = sp.session_affinity_client_ip
+
+        ep_chain: dict[str, str] = {}
+        for ep in reachable:
+            base = endpoint_base(sp.namespace, sp.name, proto, sp.port_name, ep.ip, ep.port)
+            ep_chain[ep.endpoint] = ENDPOINT_PREFIX + base
+            ensure_chain(ENDPOINT_PREFIX + base, skip)
+            if affinity:
+                active_affinity.add(AFFINITY_PREFIX + base)
+
+        uses_cluster_chain = bool(cluster) and sp.uses_cluster_endpoints
+        if uses_cluster_chain:
+            ensure_chain(chains.cluster, skip)
+        uses_local_chain = bool(local) and sp.uses_local_endpoints
+        if uses_local_chain:
+            ensure_chain(chains.local, skip)
+
+        internal_chain, has_internal = chains.cluster, has_endpoints
+        if sp.internal_policy_local:
+            internal_chain, has_internal = chains.local, has_internal and bool(local)
+        external_policy_chain, has_external = chains.cluster, has_endpoints
+        if sp.external_policy_local:
+            external_policy_chain, has_external = chains.local, has_external and bool(local)
+        # The external chain is needed even with no usable external endpoint: its short-circuits
+        # serve pod and host traffic.
+        uses_external_chain = has_endpoints and sp.externally_accessible
+        if uses_external_chain:
+            ensure_chain(chains.external, skip)
+
+        if not has_endpoints:
+            internal_verdict = external_verdict = f"goto {REJECT_CHAIN}"
+        else:
+            internal_verdict = external_verdict = ""
+            if not has_internal:  # iTP Local with no local endpoint: drop ClusterIP traffic
+                internal_verdict = "drop"
+                no_local_internal += 1
+            if not has_external:  # eTP Local with no local endpoint: drop what is not short-circuited
+                external_verdict = "drop"
+                no_local_external += 1
+
+        port = sp.port
+        stores[CLUSTER_IPS].ensure(tx, sp.cluster_ip)
+        cip_key = f"{sp.cluster_ip} . {proto} . {port}"
+        if has_internal:
+            stores[SERVICE_IPS].ensure(tx, cip_key, f"goto {internal_chain}")
+        else:
+            stores[NO_ENDPOINT_SERVICES].ensure(tx, cip_key, internal_verdict, name)
+        for eip in sp.external_ips:
+            key = f"{eip} . {proto} . {port}"
+            if has_endpoints:
+                stores[SERVICE_IPS].ensure(tx, key, f"goto {chains.external}")
+            if not has_external:
+                stores[NO_ENDPOINT_SERVICES].ensure(tx, key, external_verdict, name)
+        # Source ranges are enforced in filter-prerouting, before DNAT, whatever the endpoints.
+        uses_fw_chain = bool(sp.load_balancer_vips) and bool(sp.load_balancer_source_ranges)
+        if uses_fw_chain:
+            ensure_chain(chains.firewall, skip)
+        for vip in sp.load_balancer_vips:
+            key = f"{vip} . {proto} . {port}"
+            if has_endpoints:
+                stores[SERVICE_IPS].ensure(tx, key, f"goto {chains.external}")
+            if uses_fw_chain:
+                stores[FIREWALL_IPS].ensure(tx, key, f"goto {chains.firewall}")
+        if not has_external:
+            for vip in sp.load_balancer_vips:
+                stores[NO_ENDPOINT_SERVICES].ensure(tx, f"{vip} . {proto} . {port}", external_verdict, name)
+        if sp.node_port:
+            key = f"{proto} . {sp.node_port}"
+            # NodePorts are not subject to loadBalancerSourceRanges (they go to external-, never firewall-).
+            if has_endpoints:
+                stores[SERVICE_NODEPORTS].ensure(tx, key, f"goto {chains.external}")
+            if not has_external:
+                stores[NO_ENDPOINT_NODEPORTS].ensure(tx, key, external_verdict, name)
+
+        if skip:
+            continue
+        written += 1
+        if has_internal:
+            match = f"{ip_x} daddr {sp.cluster_ip} {proto} dport {port}"
+            if config.masquerade_all:
+                tx.add_rule(internal_chain, f"{match} jump {MARK_MASQ}")
+            elif detector is not None:
+                # Off-cluster traffic to a ClusterIP (a static route to any node) may bounce off-node.
+                tx.add_rule(internal_chain, f"{match} {detector[1]} jump {MARK_MASQ}")
+        if uses_external_chain:
+            if not sp.external_policy_local:
+                # Cluster policy may cross nodes: always masquerade.
+                tx.add_rule(chains.external, f"jump {MARK_MASQ}")
+            else:
+                if detector is not None:
+                    # Pod -> external IP is treated as if it went out to the load balancer and back.
+                    tx.add_rule(chains.external, f"{detector[0]} goto {chains.cluster}", "short-circuit pod traffic")
+                # Host traffic has a local source address (maybe the LB IP itself): masquerade it.
+                tx.add_rule(chains.external, f"fib saddr type local jump {MARK_MASQ}", "masquerade local traffic")
+                tx.add_rule(chains.external, f"fib saddr type local goto {chains.cluster}",
+                            "short-circuit local traffic")
+            if has_external:
+                tx.add_rule(chains.external, f"goto {external_policy_chain}")
+        if uses_fw_chain:
+            sources: list[str] = []
+            allow_from_node = False
+            for cidr in sp.load_balancer_source_ranges:
+                if sources:
+                    sources.append(",")
+                sources.append(cidr)
+                net = parse_cidr_sloppy(cidr)
+                allow_from_node = allow_from_node or (node_ip is not None and net is not None
+                                                      and node_ip.version == net.version and node_ip in net)
+            if allow_from_node:
+                # A VIP bound locally loops node -> VIP traffic back with the VIP as source.
+                for vip in sp.load_balancer_vips:
+                    sources += [",", vip]
+            tx.add_rule(chains.firewall, f"{ip_x} saddr != {{ {' '.join(sources)} }} drop")
+        if affinity:
+            for ep in reachable:
+                # Affinity is per client IP and service port, whichever service IP was used.
+                tx.add_set("set", AFFINITY_PREFIX + ep_chain[ep.endpoint][len(ENDPOINT_PREFIX):], addr,
+                           flags="dynamic,timeout", timeout=sp.sticky_max_age_seconds)
+        if uses_cluster_chain:
+            _write_dispatch(tx, sp, chains.cluster, cluster, ep_chain, ip_x)
+        if uses_local_chain:
+            _write_dispatch(tx, sp, chains.local, local, ep_chain, ip_x)
+        for ep in reachable:
+            chain = ep_chain[ep.endpoint]
+            # Hairpin: a pod reaching itself through its Service must be SNATed.
+            tx.add_rule(chain, f"{ip_x} saddr {ep.ip} jump {MARK_MASQ}")
+            if affinity:
+                tx.add_rule(chain, f"update @{AFFINITY_PREFIX}{chain[len(ENDPOINT_PREFIX):]} {{ {ip_x} saddr }}")
+            tx.add_rule(chain, f"meta l4proto {proto} dnat to {ep.endpoint}")
+
+    # Stale chains cannot be deleted at once: before Linux 6.2 the kernel notices only a little
+    # later that a deleted map element no longer references a chain. Flush now, delete later.
+    stale = sorted(c for c in existing_chains if is_service_chain(c) and c not in active)
+    for chain in stale:
+        tx.verb("flush", "chain", chain)
+    for name in sorted(s for s in existing_sets if is_affinity_set(s) and s not in active_affinity):
+        tx.verb("delete", "set", name)
+    for name, _ in TRACKED:
+        stores[name].cleanup(tx)
+
+    text = "".join(line + "\n" for line in tx.lines)
+    return NftRuleset(
+        text=text, full_sync=full, active_chains=frozenset(active), active_affinity_sets=frozenset(active_affinity),
+        stale_chains=tuple(stale), elements={name: dict(store.elements) for name, store in stores.items()},
+        operations=len(tx.lines), service_ports=len(svc_ports), services_written=written,
+        endpoints_total=endpoints_total, no_local_endpoints_internal=no_local_internal,
+        no_local_endpoints_external=no_local_external,
+        health_check_node_ports=tuple(sorted({(sp.service_key, sp.health_check_node_port)
+                                              for sp in svc_ports if sp.health_check_node_port})))
+
+
+def _write_dispatch(tx: _Transaction, sp: ServicePortInfo, chain: str, endpoints: Sequence[EndpointInfo],
+                    ep_chain: Mapping[str, str], ip_x: str) -> None:
+    """writeServiceToEndpointRules: sticky clients first, then one `numgen random mod N` verdict
+    map that sends each new connection to endpoint i with probability 1/N (e.g. the seed's three
+    endpoints: `numgen random mod 3 vmap { 0 : goto A , 1 : goto B , 2 : goto C }`, a third each)."""
+    if sp.session_affinity_client_ip:
+        for ep in endpoints:
+            target = ep_chain[ep.endpoint]
+            tx.add_rule(chain, f"{ip_x} saddr @{AFFINITY_PREFIX}{target[len(ENDPOINT_PREFIX):]} goto {target}")
+    arms = " , ".join(f"{i} : goto {ep_chain[ep.endpoint]}" for i, ep in enumerate(endpoints))
+    tx.add_rule(chain, f"numgen random mod {len(endpoints)} vmap {{ {arms} }}")
