@@ -659,6 +659,7 @@ def cmd_proxy_render(args: argparse.Namespace) -> int:
         conntrack_tcp_be_liberal=args.conntrack_tcp_be_liberal,
         nodeport_addresses=tuple(a.strip() for a in (args.nodeport_addresses or "").split(",") if a.strip()),
         ip_family=family)
+    services, slices = _screened(services, slices)
     if args.proxy_mode == "nftables":
         return _proxy_render_nft(args, text, services, slices, config, fail)
     changed = set(args.changed) if args.changed is not None else None
@@ -667,25 +668,12 @@ def cmd_proxy_render(args: argparse.Namespace) -> int:
     return 0
 
 
-def _proxy_render_nft(args: argparse.Namespace, text: str, services: list[Any], slices: list[Any], config: Any,
-                      fail: Callable[[str], int]) -> int:
-    """`kubelab proxy render --proxy-mode nftables`: the first transaction a fresh kube-proxy in
-    nftables mode sends for these objects, as `nft -f` input; with --sort, the table it leaves in
-    knftables' dump order (the order upstream's tests compare in)."""
-    from proxyagent.nftables import NftConfig, apply_transaction, render_nft
+def _screened(services: list[Any], slices: list[Any]) -> tuple[list[Any], list[Any]]:
+    """What the API server would have refused never reaches the payload (proxyagent/screening.py, as the
+    agent does): iptables-restore and nft take a payload whole, so one bad name would leave every Service
+    without rules, and a name with a newline could inject a rule. Each object left out is named on stderr."""
     from proxyagent.screening import service_problems, slice_problems
 
-    from .manifests import ManifestError, service_cidrs_in
-
-    if args.changed is not None or args.existing_rules:
-        return fail("--changed and --existing-rules are iptables-mode flags (an nftables partial sync needs the "
-                    "previous sync's elements)")
-    try:
-        service_cidrs = service_cidrs_in(text)
-    except ManifestError as exc:
-        return fail(str(exc))
-    # What the API server would have refused never reaches the transaction (proxyagent/screening.py):
-    # nft takes a transaction whole, so one bad name would leave every Service without rules.
     def screened(kind: str, objs: list[Any], problems: Callable[[Any], list[str]]) -> list[Any]:
         kept = []
         for obj in objs:
@@ -696,8 +684,25 @@ def _proxy_render_nft(args: argparse.Namespace, text: str, services: list[Any], 
                 kept.append(obj)
         return kept
 
-    services = screened("Service", services, service_problems)
-    slices = screened("EndpointSlice", slices, slice_problems)
+    return screened("Service", services, service_problems), screened("EndpointSlice", slices, slice_problems)
+
+
+def _proxy_render_nft(args: argparse.Namespace, text: str, services: list[Any], slices: list[Any], config: Any,
+                      fail: Callable[[str], int]) -> int:
+    """`kubelab proxy render --proxy-mode nftables`: the first transaction a fresh kube-proxy in
+    nftables mode sends for these objects, as `nft -f` input; with --sort, the table it leaves in
+    knftables' dump order (the order upstream's tests compare in)."""
+    from proxyagent.nftables import NftConfig, apply_transaction, render_nft
+
+    from .manifests import ManifestError, service_cidrs_in
+
+    if args.changed is not None or args.existing_rules:
+        return fail("--changed and --existing-rules are iptables-mode flags (an nftables partial sync needs the "
+                    "previous sync's elements)")
+    try:
+        service_cidrs = service_cidrs_in(text)
+    except ManifestError as exc:
+        return fail(str(exc))
     # kube-proxy defaults --nodeport-addresses to "primary" in nftables mode (platformApplyDefaults).
     nft_config = NftConfig(
         node_name=config.node_name, node_ips=config.node_ips, cluster_cidr=config.cluster_cidr,

@@ -369,3 +369,20 @@ def test_an_object_nft_would_choke_on_leaves_the_other_services_rules(tmp_path: 
     assert all(line.split(" ")[0] in ("add", "flush", "delete") and line.split(" ")[2:4] == ["ip", "kube-proxy"]
                for line in out.splitlines())
     apply_transaction(None, out)
+
+
+def test_iptables_mode_leaves_out_what_the_api_server_would_refuse(tmp_path: Path, capsys: pytest.CaptureFixture[str]
+                                                                   ) -> None:
+    """The same screening in iptables mode: a port name with a newline would have ended the restore line
+    and injected one of its own (`-A KUBE-SERVICES -j ACCEPT`); the Service is left out, the seed's rules
+    are written as usual."""
+    evil = service_dict("default", "evil", cluster_ip="10.96.100.200",
+                        ports=[port("p\n-A KUBE-SERVICES -j ACCEPT", 80)])
+    manifest = tmp_path / "hostile.yaml"
+    manifest.write_text(SEED.read_text() + "---\n" + yaml.safe_dump(evil))
+    code, out, err = run_cli(capsys, "-f", str(manifest), "--node-name", "node-1", "--cluster-cidr", "10.244.0.0/16")
+    assert code == 0
+    assert err.startswith("kubelab proxy render: left out Service default/evil: ")
+    assert "-A KUBE-SERVICES -j ACCEPT" not in out and "10.96.100.200" not in out
+    assert "--probability 0.3333333333 " in out
+
