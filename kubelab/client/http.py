@@ -38,6 +38,8 @@ class WatchEvent:
         return self.object.metadata.resource_version or ""
 
 
+SAFE_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
+
 # client-go's maxRetries for requests answered 429 with Retry-After.
 MAX_RETRIES = 10
 
@@ -66,7 +68,8 @@ class ApiClient:
 
     def __init__(self, server: str, *, token: str | None = None, user_agent: str = "kubelab",
                  timeout: float = 30.0, fast_requests: bool = False, ca_file: str | None = None,
-                 uds: str | None = None, app: App | None = None) -> None:
+                 uds: str | None = None, app: App | None = None,
+                 write_fence: Callable[[], None] | None = None) -> None:
         headers = {"User-Agent": user_agent, "Accept": "application/json"}
         if token:
             headers["Authorization"] = f"Bearer {token}"
@@ -89,6 +92,9 @@ class ApiClient:
         # `app`: the API server's ASGI application in this process (`kubelab up`'s components): every
         # request and watch is handed to it directly (asgi.py), through all of its handlers, no socket.
         self._asgi = AsgiTransport(app, host=httpx.URL(self.server).host) if app is not None else None
+        # `write_fence`: called before every write is sent (a leader-elected component's LeaderElector.check):
+        # it raises when this replica may no longer act, and the write is not sent.
+        self._write_fence = write_fence
 
     async def close(self) -> None:
         await self._http.aclose()
@@ -138,6 +144,8 @@ class ApiClient:
         content = None if body is None else orjson.dumps(body)
         headers = {"Content-Type": content_type} if content is not None else None
         for attempt in range(MAX_RETRIES + 1):
+            if self._write_fence is not None and method not in SAFE_METHODS:
+                self._write_fence()  # checked again before each retry: a Retry-After wait may outlast the term
             if self._asgi is not None:
                 sent = {**self._headers, **(headers or {})}
                 answer, raw = await self._asgi.request(method, path, params=params, headers=sent, body=content,
