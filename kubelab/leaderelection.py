@@ -50,7 +50,7 @@ import httpx
 import pydantic
 
 from . import kinds, models, timeutil
-from .client import AlreadyExists, ApiClient, ApiError, NotFound
+from .client import ApiClient, ApiError, NotFound
 
 log = logging.getLogger(__name__)
 
@@ -220,7 +220,8 @@ class LeaderElector:
                                 spec=record.spec())
             try:
                 self._lease = await self.api.create(kinds.LEASES, body)
-            except AlreadyExists:
+            except ApiError as exc:  # AlreadyExists: another candidate created it first
+                log.info("error initially creating leader election record %s: %s", self.config.description, exc)
                 return False
             self._observe(record, started, renewed=True)
             return True
@@ -233,7 +234,11 @@ class LeaderElector:
             return False
         # 4. Take it (or renew it on the slow path); the resourceVersion just read is the fence.
         record = next_record(current, identity=identity, leading=self.is_leader(), lease_duration=duration, now=now)
-        await self._update(lease, record, started)
+        try:
+            await self._update(lease, record, started)
+        except ApiError as exc:  # 409: another candidate wrote first
+            log.info("failed to update lease %s: %s", self.config.description, exc)
+            return False
         return True
 
     async def _update(self, lease: models.Lease, record: Record, started: float) -> None:
