@@ -51,6 +51,7 @@ import pydantic
 
 from . import kinds, models, timeutil
 from .client import ApiClient, ApiError, NotFound
+from .events import EventRecorder
 
 log = logging.getLogger(__name__)
 
@@ -273,12 +274,21 @@ class LeaderElector:
                 self._leading = True
                 self.transitions_seen += 1
                 log.info("successfully acquired lease %s", self.config.description)
+                await self._record_event("became leader")
                 return
             if self._observed.holder_identity != reported:
                 reported = self._observed.holder_identity
                 log.info("lease %s is held by %s", self.config.description, reported or "nobody")
             period = self.config.retry_period
             await asyncio.sleep(period + self._rng.random() * JITTER_FACTOR * period)
+
+    async def _record_event(self, what: str) -> None:
+        """The LeaseLock's RecordEvent: a Normal LeaderElection event on the Lease, "<identity> became
+        leader" (best effort, as every event). kube also records "stopped leading"; here a replica that
+        lost its Lease writes nothing at all, so that one is not sent."""
+        if self._lease is not None:
+            await EventRecorder(self.api, self.config.name).post(self._lease, "Normal", "LeaderElection",
+                                                                 f"{self.config.identity} {what}")
 
     async def renew(self) -> None:
         """Renew every retryPeriod; return once no renewal has succeeded for renewDeadline."""

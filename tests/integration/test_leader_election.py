@@ -129,6 +129,10 @@ async def test_a_clean_stop_releases_the_lease_for_an_immediate_takeover(apiserv
 
         term = asyncio.create_task(leader.run(lead))
         await asyncio.wait_for(started.wait(), 30)
+        async with ApiClient(apiserver) as api:  # the LeaseLock's event, as kubectl get events shows it
+            events, _ = await api.list(kinds.EVENTS, NAMESPACE)
+            assert [(e.reason, e.message) for e in events if e.involved_object.name == name] == [
+                ("LeaderElection", f"{leader.config.identity} became leader")]
         term.cancel()
         with pytest.raises(asyncio.CancelledError):
             await term
