@@ -837,6 +837,9 @@ def _leader_election_args(p: argparse.ArgumentParser, lease: str) -> None:
                    help=f"the Lease's namespace (default {le.LEASE_NAMESPACE})")
 
 
+SERVER_HELP = ("API server URL, or several comma-separated: requests go to one at a time and move to the next "
+               "when it cannot be reached; watches resume there from their last resourceVersion")
+
 # --metrics-bind-address defaults (metricsserver.py): the secure ports of kube-scheduler and
 # kube-controller-manager, served here as plain HTTP on loopback.
 SCHEDULER_BIND_ADDRESS = "127.0.0.1:10259"
@@ -926,7 +929,7 @@ def build_parser() -> argparse.ArgumentParser:
                                                               "collector, loadbalancer, serviceaccounts, root CA "
                                                               "publisher)"))):
         p = sub.add_parser(name, help=text)
-        p.add_argument("--server", default="http://127.0.0.1:8080", help="API server URL")
+        p.add_argument("--server", default="http://127.0.0.1:8080", help=SERVER_HELP)
         _token_args(p)
         default_bind = SCHEDULER_BIND_ADDRESS if name == "scheduler" else CONTROLLERS_BIND_ADDRESS
         _leader_election_args(p, "kube-scheduler" if name == "scheduler" else "kube-controller-manager")
@@ -953,7 +956,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("node", help="run one node: kubelet stub + proxy agent")
     p.add_argument("--name", required=True, help="node name")
-    p.add_argument("--server", default="http://127.0.0.1:8080", help="API server URL")
+    p.add_argument("--server", default="http://127.0.0.1:8080", help=SERVER_HELP)
     _token_args(p)
     p.add_argument("--index", type=int, default=1, help="node number N: IP 10.240.0.(10+N), pods 10.244.N.0/24")
     p.add_argument("--node-ip", help="InternalIP (default from --index)")
@@ -996,7 +999,7 @@ def build_parser() -> argparse.ArgumentParser:
                                    "on UDP and TCP, and create the kube-dns Service (10.96.0.10) in kube-system. "
                                    "With --advertise-address its Endpoints point there, so pods reach this "
                                    "server through the ClusterIP. Names outside the domain are refused.")
-    p.add_argument("--server", default="http://127.0.0.1:8080", help="API server URL")
+    p.add_argument("--server", default="http://127.0.0.1:8080", help=SERVER_HELP)
     _token_args(p)
     p.add_argument("--listen", default="0.0.0.0:53", help="address to serve DNS on (default 0.0.0.0:53)")
     p.add_argument("--netns", help="open the sockets inside this named network namespace")
