@@ -10,6 +10,7 @@ import time
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
+import httpx
 import pytest
 from kubectltools import Kubectl
 
@@ -198,3 +199,28 @@ async def test_a_leader_that_loses_the_lease_stops_its_work_and_campaigns_again(
         finally:
             campaign.cancel()
             await asyncio.gather(campaign, return_exceptions=True)
+
+
+@pytest.mark.parametrize(("spec", "message"), [
+    pytest.param({"leaseDurationSeconds": 0}, "spec.leaseDurationSeconds: Invalid value: 0: must be greater than 0",
+                 id="zero duration"),
+    pytest.param({"leaseDurationSeconds": -15}, "spec.leaseDurationSeconds: Invalid value: -15: must be greater than 0",
+                 id="negative duration"),
+    pytest.param({"leaseTransitions": -1},
+                 "spec.leaseTransitions: Invalid value: -1: must be greater than or equal to 0", id="negative transitions"),
+])
+async def test_a_lease_no_elector_could_read_is_refused_as_kube_validates_it(apiserver: str, spec: dict[str, int],
+                                                                            message: str) -> None:
+    name = lease_name()
+    path = f"/apis/coordination.k8s.io/v1/namespaces/{NAMESPACE}/leases"
+    body = {"apiVersion": "coordination.k8s.io/v1", "kind": "Lease", "metadata": {"name": name}, "spec": spec}
+    async with httpx.AsyncClient(base_url=apiserver, timeout=10) as http:
+        created = await http.post(path, json=body)
+        assert created.status_code == 422, created.text
+        assert created.json()["message"] == f'Lease.coordination.k8s.io "{name}" is invalid: {message}'
+        assert (await http.get(f"{path}/{name}")).status_code == 404
+        (await http.post(path, json={**body, "spec": {"leaseDurationSeconds": 15}})).raise_for_status()
+        stored = (await http.get(f"{path}/{name}")).json()
+        updated = await http.put(f"{path}/{name}", json={**stored, "spec": spec})
+        assert updated.status_code == 422 and updated.json()["message"].endswith(message)
+        assert (await http.get(f"{path}/{name}")).json()["spec"] == {"leaseDurationSeconds": 15}
