@@ -3,6 +3,7 @@ storage and creates the API server's own objects."""
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import logging
 from collections.abc import AsyncIterator, Sequence
@@ -19,11 +20,12 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 from kubelab import addressing, kinds, tokenfile
 from kubelab.kinds import ResourceType
 
-from . import codecs, errors, requestinfo, satokens, strconv
+from . import codecs, errors, identitylease, requestinfo, satokens, strconv
 from .auth import AuthMiddleware
 from .bootstrap import bootstrap
 from .cacher import Cacher
 from .flowcontrol import RequestGuard, list_seats
+from .identitylease import IdentityLease
 from .metrics import ApiserverMetrics
 from .registry import Registry, default_strategies
 from .registry.counts import ObjectCounts
@@ -79,6 +81,11 @@ class Config:
     kubelet_client_certificate: str | None = None
     kubelet_client_key: str | None = None
     kubelet_certificate_authority: str | None = None
+    # The identity Lease (identitylease.py): the hostname its name is derived from (None: this machine's),
+    # and kube's IdentityLeaseRenewIntervalPeriod and IdentityLeaseGCPeriod (exposed there for tests too).
+    identity_hostname: str | None = None
+    identity_lease_renew_interval: float = identitylease.RENEW_INTERVAL
+    identity_lease_gc_period: float = identitylease.GC_PERIOD
 
 
 class ApiServer:
@@ -147,9 +154,18 @@ def create_app(config: Config) -> ASGIApp:
                         service_cidr=config.service_cidr if kinds.SERVICECIDRS in config.resources else None)
         app.state.counts.prime(config.resources)
         log.info("storage %s ready", ",".join(config.etcd_servers))
+        identity = IdentityLease(registry, hostname=config.identity_hostname,
+                                 renew_interval=config.identity_lease_renew_interval,
+                                 gc_period=config.identity_lease_gc_period)
+        app.state.identity_lease = identity
+        heartbeats = [asyncio.create_task(identity.keep(), name="apiserver-identity-lease"),
+                      asyncio.create_task(identity.collect_forever(), name="apiserver-identity-lease-gc")]
         try:
             yield
         finally:
+            for task in heartbeats:
+                task.cancel()
+            await asyncio.gather(*heartbeats, return_exceptions=True)
             await app.state.counts.stop()
             if cacher is not None:
                 await cacher.stop()

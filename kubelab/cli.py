@@ -257,7 +257,9 @@ def _warn_if_open(listen: str, token_auth_file: str | None) -> None:
             "(give it --token-auth-file)", host)
 
 
-def _run_client_component(args: argparse.Namespace, make: Any) -> int:
+def _run_client_component(args: argparse.Namespace, make: Any, *, lease: str | None = None) -> int:
+    """Run `make(api)` against --server; with a `lease` name (the scheduler, the controllers), `make(api,
+    elector)`, the elector None under --leader-elect=false."""
     from .client import ApiClient
     from .runner import run_until_interrupted
     from .tokenfile import TokenFileError
@@ -276,32 +278,67 @@ def _run_client_component(args: argparse.Namespace, make: Any) -> int:
         except (OSError, ssl.SSLError) as exc:
             print(f"kubelab {args.command}: --certificate-authority {ca_file}: {exc}", file=sys.stderr)
             return 2
+    if lease is not None and args.leader_elect:
+        from .leaderelection import config_errors
+
+        problems = config_errors(args.leader_elect_lease_duration, args.leader_elect_renew_deadline,
+                                 args.leader_elect_retry_period)
+        if problems:
+            print(f"kubelab {args.command}: --leader-elect-*: {'; '.join(problems)}", file=sys.stderr)
+            return 2
 
     tune_for_long_running()
 
     async def main() -> None:
         # A node's user agent names the node, so `kubelab trace` tells its watch deliveries apart.
         agent = f"kubelab-{args.command}" + (f"-{args.name}" if args.command == "node" else "")
+        elector = None
+        closing = []
+        if lease is not None and args.leader_elect:
+            from . import leaderelection as le
+
+            # The Lease gets a client of its own, as kube's components give leader election its own REST
+            # config ("leader-election" in its user agent, a timeout of half the renew deadline): the
+            # component's client has the elector's check as its write fence, which the Lease's own
+            # writes must not pass through, and a Lease write stuck behind the component's requests
+            # would cost the lease.
+            election_api = ApiClient(args.server, token=token, user_agent=f"{agent}/leader-election",
+                                     ca_file=ca_file, timeout=args.leader_elect_renew_deadline / 2)
+            closing.append(election_api)
+            elector = le.LeaderElector(election_api, le.Config(
+                args.leader_elect_resource_namespace, args.leader_elect_resource_name, le.new_identity(),
+                lease_duration=args.leader_elect_lease_duration, renew_deadline=args.leader_elect_renew_deadline,
+                retry_period=args.leader_elect_retry_period))
         api = ApiClient(args.server, token=token, user_agent=agent, fast_requests=args.command == "scheduler",
-                        ca_file=ca_file)
+                        ca_file=ca_file, write_fence=elector.check if elector is not None else None)
+        closing.append(api)
         try:
-            await make(api)
+            await (make(api, elector) if lease is not None else make(api))
         finally:
-            await api.close()
+            for client in closing:
+                await client.close()
 
     # The scheduler and the controllers only talk to the API: uvloop's loop costs them less per request
     # and per watch event (scheduler CPU per scheduled pod at 5000 nodes: 0.67 -> 0.59 ms).
     return run_until_interrupted(main, fast_loop=args.command in ("scheduler", "controllers"))
 
 
-def _metrics_server(args: argparse.Namespace, registry: Any) -> Any:
+async def _lead_or_run(elector: Any, lead: Any) -> None:
+    """`lead()` whenever this replica holds the Lease (a fresh call each term), or at once without election."""
+    if elector is None:
+        await lead()
+    else:
+        await elector.campaign(lead)
+
+
+def _metrics_server(args: argparse.Namespace, *, registry: Any = None, exposition: Any = None) -> Any:
     """The component's --metrics-bind-address listener (None when empty)."""
     from .metricsserver import MetricsServer, split_bind_address
 
     if not args.metrics_bind_address:
         return None
     host, port = split_bind_address(args.metrics_bind_address)
-    return MetricsServer(host, port, registry=registry, name=args.command)
+    return MetricsServer(host, port, registry=registry, exposition=exposition, name=args.command)
 
 
 def _check_bind_address(args: argparse.Namespace) -> bool:
@@ -319,23 +356,37 @@ def _check_bind_address(args: argparse.Namespace) -> bool:
 def cmd_scheduler(args: argparse.Namespace) -> int:
     from scheduler import Scheduler
 
+    from . import leaderelection as le
     from .metricsserver import serve
 
     if not _check_bind_address(args):
         return 2
 
-    async def run(api: Any) -> None:
-        the_scheduler = Scheduler(api, strategy=args.scoring)
-        async with asyncio.TaskGroup() as tg:
-            tg.create_task(the_scheduler.run(), name="scheduler")
-            tg.create_task(serve(_metrics_server(args, the_scheduler.metrics.registry)), name="scheduler-metrics")
+    async def run(api: Any, elector: Any) -> None:
+        # Each term gets a fresh scheduler (its own informers, queue and cache), as kube-scheduler gets one
+        # by exiting when it loses the lease; /metrics serves the current one's.
+        current: list[Scheduler] = []
 
-    return _run_client_component(args, run)
+        async def lead() -> None:
+            current[:] = [Scheduler(api, strategy=args.scoring)]
+            await current[0].run()
+
+        def exposition() -> bytes:
+            from prometheus_client import generate_latest
+
+            return generate_latest(current[0].metrics.registry) if current else b""
+
+        async with asyncio.TaskGroup() as tg:
+            tg.create_task(_lead_or_run(elector, lead), name="scheduler")
+            tg.create_task(serve(_metrics_server(args, exposition=exposition)), name="scheduler-metrics")
+
+    return _run_client_component(args, run, lease=le.SCHEDULER_LEASE)
 
 
 def cmd_controllers(args: argparse.Namespace) -> int:
     import controllers
 
+    from . import leaderelection as le
     from .client.queuemetrics import WorkQueueMetricsProvider
     from .metricsserver import serve
 
@@ -349,17 +400,20 @@ def cmd_controllers(args: argparse.Namespace) -> int:
             print(f"kubelab controllers: --root-ca-file {args.root_ca_file}: {exc}", file=sys.stderr)
             return 2
 
-    async def run(api: Any) -> None:
+    async def run(api: Any, elector: Any) -> None:
         provider = WorkQueueMetricsProvider()
-        async with asyncio.TaskGroup() as tg:
-            tg.create_task(controllers.run(api, node_monitor_grace_period=args.node_monitor_grace_period,
-                                           lb_pool=args.lb_pool or None, metrics=provider, root_ca=root_ca,
-                                           service_account_private_key_file=args.service_account_private_key_file,
-                                           terminated_pod_gc_threshold=args.terminated_pod_gc_threshold),
-                           name="controllers")
-            tg.create_task(serve(_metrics_server(args, provider.registry)), name="controllers-metrics")
 
-    return _run_client_component(args, run)
+        async def lead() -> None:  # a fresh set of controllers each term
+            await controllers.run(api, node_monitor_grace_period=args.node_monitor_grace_period,
+                                  lb_pool=args.lb_pool or None, metrics=provider, root_ca=root_ca,
+                                  service_account_private_key_file=args.service_account_private_key_file,
+                                  terminated_pod_gc_threshold=args.terminated_pod_gc_threshold)
+
+        async with asyncio.TaskGroup() as tg:
+            tg.create_task(_lead_or_run(elector, lead), name="controllers")
+            tg.create_task(serve(_metrics_server(args, registry=provider.registry)), name="controllers-metrics")
+
+    return _run_client_component(args, run, lease=le.CONTROLLER_MANAGER_LEASE)
 
 
 def cmd_dns(args: argparse.Namespace) -> int:
@@ -804,6 +858,52 @@ def _token_args(p: argparse.ArgumentParser) -> None:
                    help="check an https --server's certificate against this CA bundle (default: the system's)")
 
 
+def flag_bool(text: str) -> bool:
+    """Go's strconv.ParseBool, as kube's components take boolean flags (--flag=false)."""
+    if text in ("1", "t", "T", "TRUE", "true", "True"):
+        return True
+    if text in ("0", "f", "F", "FALSE", "false", "False"):
+        return False
+    raise argparse.ArgumentTypeError(f"not a boolean: {text!r}")
+
+
+def _duration(text: str) -> float:
+    """A Go duration flag (`15s`, `1m`, or bare seconds)."""
+    from .timeutil import parse_duration
+
+    try:
+        return parse_duration(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
+def _leader_election_args(p: argparse.ArgumentParser, lease: str) -> None:
+    """kube-scheduler's and kube-controller-manager's --leader-elect-* flags (component-base's
+    LeaderElectionConfiguration), with their defaults."""
+    from . import leaderelection as le
+
+    p.add_argument("--leader-elect", type=flag_bool, nargs="?", const=True, default=True, metavar="BOOL",
+                   help="campaign for a Lease and act only while holding it, so several replicas can run "
+                        "(default true, as kube; --leader-elect=false acts at once, alone)")
+    p.add_argument("--leader-elect-lease-duration", type=_duration, default=le.DEFAULT_LEASE_DURATION,
+                   metavar="DURATION", help="how long a standby waits, after the Lease last changed, before "
+                                            "taking it over (default 15s)")
+    p.add_argument("--leader-elect-renew-deadline", type=_duration, default=le.DEFAULT_RENEW_DEADLINE,
+                   metavar="DURATION", help="how long the leader keeps acting without a successful renewal "
+                                            "(default 10s; less than the lease duration)")
+    p.add_argument("--leader-elect-retry-period", type=_duration, default=le.DEFAULT_RETRY_PERIOD,
+                   metavar="DURATION", help="between tries to acquire or renew (default 2s)")
+    p.add_argument("--leader-elect-resource-lock", choices=["leases"], default="leases",
+                   help="the lock's kind (kube's only one left: leases)")
+    p.add_argument("--leader-elect-resource-name", default=lease, metavar="NAME",
+                   help=f"the Lease's name (default {lease})")
+    p.add_argument("--leader-elect-resource-namespace", default=le.LEASE_NAMESPACE, metavar="NAMESPACE",
+                   help=f"the Lease's namespace (default {le.LEASE_NAMESPACE})")
+
+
+SERVER_HELP = ("API server URL, or several comma-separated: requests go to one at a time and move to the next "
+               "when it cannot be reached; watches resume there from their last resourceVersion")
+
 # --metrics-bind-address defaults (metricsserver.py): the secure ports of kube-scheduler and
 # kube-controller-manager, served here as plain HTTP on loopback.
 SCHEDULER_BIND_ADDRESS = "127.0.0.1:10259"
@@ -895,9 +995,10 @@ def build_parser() -> argparse.ArgumentParser:
                                                               "collector, pod garbage collector, loadbalancer, "
                                                               "serviceaccounts, root CA publisher, ...)"))):
         p = sub.add_parser(name, help=text)
-        p.add_argument("--server", default="http://127.0.0.1:8080", help="API server URL")
+        p.add_argument("--server", default="http://127.0.0.1:8080", help=SERVER_HELP)
         _token_args(p)
         default_bind = SCHEDULER_BIND_ADDRESS if name == "scheduler" else CONTROLLERS_BIND_ADDRESS
+        _leader_election_args(p, "kube-scheduler" if name == "scheduler" else "kube-controller-manager")
         p.add_argument("--metrics-bind-address", default=default_bind, metavar="HOST:PORT",
                        help=f"serve Prometheus /metrics here, plain HTTP (default {default_bind}, kube-"
                             f"{'scheduler' if name == 'scheduler' else 'controller-manager'}'s port; empty: off)")
@@ -925,7 +1026,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("node", help="run one node: kubelet stub + proxy agent")
     p.add_argument("--name", required=True, help="node name")
-    p.add_argument("--server", default="http://127.0.0.1:8080", help="API server URL")
+    p.add_argument("--server", default="http://127.0.0.1:8080", help=SERVER_HELP)
     _token_args(p)
     p.add_argument("--index", type=int, default=1, help="node number N: IP 10.240.0.(10+N), pods 10.244.N.0/24")
     p.add_argument("--node-ip", help="InternalIP (default from --index)")
@@ -968,7 +1069,7 @@ def build_parser() -> argparse.ArgumentParser:
                                    "on UDP and TCP, and create the kube-dns Service (10.96.0.10) in kube-system. "
                                    "With --advertise-address its Endpoints point there, so pods reach this "
                                    "server through the ClusterIP. Names outside the domain are refused.")
-    p.add_argument("--server", default="http://127.0.0.1:8080", help="API server URL")
+    p.add_argument("--server", default="http://127.0.0.1:8080", help=SERVER_HELP)
     _token_args(p)
     p.add_argument("--listen", type=_host_port, default="0.0.0.0:53",
                    help="address to serve DNS on (default 0.0.0.0:53)")
@@ -1039,14 +1140,6 @@ def build_parser() -> argparse.ArgumentParser:
                              description="Read Services and EndpointSlices (YAML or JSON; several documents or a List) "
                                          "and print the iptables-restore payload kube-proxy's iptables mode writes "
                                          "for them. Pure: no root, no cluster.")
-
-    def flag_bool(text: str) -> bool:
-        """Go's strconv.ParseBool, as kube-proxy's flags take booleans (--flag=false)."""
-        if text in ("1", "t", "T", "TRUE", "true", "True"):
-            return True
-        if text in ("0", "f", "F", "FALSE", "false", "False"):
-            return False
-        raise argparse.ArgumentTypeError(f"not a boolean: {text!r}")
 
     r.add_argument("-f", "--file", required=True, help="manifest file, or - for stdin")
     r.add_argument("--node-name", default="", help="this node's name (decides which endpoints are local)")

@@ -557,6 +557,13 @@ async def _run_components(tg: asyncio.TaskGroup, options: UpOptions, api_socket:
 
         announcements.append(tg.create_task(wait(), name=f"{component}-ready"))
 
+    # No leader election here (as `kubelab scheduler|controllers --leader-elect=false`): this process is the
+    # one replica of everything in it, so there is nobody inside it to hand over to, and the API server
+    # dies with it. A lease would only make a `kubelab up` restarted after a crash wait out its own dead
+    # predecessor's lease (leaseDuration, 15 s: a new process is a new identity, as kube forms it) before
+    # scheduling anything. Replicas of `kubelab scheduler`/`controllers` pointed at this cluster elect
+    # among themselves; next to this unelected pair they are as safe as two schedulers already were (the
+    # API server refuses a second binding).
     the_scheduler = scheduler.Scheduler(client("scheduler"))
     tg.create_task(the_scheduler.run(), name="scheduler")
     announce("scheduler", [the_scheduler.nodes.wait_synced(), the_scheduler.pods.wait_synced()])

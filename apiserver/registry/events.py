@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from kubelab.kinds import ResourceType
-from kubelab.models import Event, TypedObject
+from kubelab.models import Event, Lease, TypedObject
 from kubelab.validation import FieldError, invalid, required
 
 from .strategy import Strategy
@@ -63,3 +63,22 @@ class EventStrategy(Strategy):
 
 class LeaseStrategy(Strategy):
     has_status = False
+
+    def validate_create(self, obj: TypedObject) -> list[FieldError]:
+        """ValidateLeaseSpec: a positive duration, no negative transition count (a Lease with either
+        would be read by every elector as expired, or count backwards)."""
+        assert isinstance(obj, Lease)
+        errs = self.validate_meta(obj)
+        spec = obj.spec
+        if spec is not None and spec.lease_duration_seconds is not None and spec.lease_duration_seconds <= 0:
+            errs.append(invalid("spec.leaseDurationSeconds", spec.lease_duration_seconds, "must be greater than 0"))
+        if spec is not None and spec.lease_transitions is not None and spec.lease_transitions < 0:
+            errs.append(invalid("spec.leaseTransitions", spec.lease_transitions, "must be greater than or equal to 0"))
+        return errs
+
+    def validate_update(self, new: TypedObject, old: TypedObject, subresource: str | None = None
+                        ) -> list[FieldError]:
+        errs = self.validate_create(new)
+        if new.metadata.name != old.metadata.name:
+            errs.append(invalid("metadata.name", new.metadata.name, "field is immutable"))
+        return errs

@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import ssl
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncGenerator, AsyncIterator, Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Self, TypeVar
 
@@ -38,6 +39,20 @@ class WatchEvent:
         return self.object.metadata.resource_version or ""
 
 
+class NotSent(httpx.ConnectError):
+    """aiohttp could not connect: the request never left (fast_requests)."""
+
+
+def _not_sent(exc: httpx.TransportError, *, fast: bool) -> bool:
+    """Whether a failed request certainly never reached the server, so another may be asked at once:
+    no connection was made (httpx's ConnectError/ConnectTimeout; aiohttp's connector error)."""
+    if fast:
+        return isinstance(exc, NotSent)
+    return isinstance(exc, (httpx.ConnectError, httpx.ConnectTimeout))
+
+
+SAFE_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
+
 # client-go's maxRetries for requests answered 429 with Retry-After.
 MAX_RETRIES = 10
 
@@ -64,34 +79,68 @@ class ApiClient:
     still raise httpx errors.
     """
 
-    def __init__(self, server: str, *, token: str | None = None, user_agent: str = "kubelab",
+    def __init__(self, server: str | Sequence[str], *, token: str | None = None, user_agent: str = "kubelab",
                  timeout: float = 30.0, fast_requests: bool = False, ca_file: str | None = None,
-                 uds: str | None = None, app: App | None = None) -> None:
+                 uds: str | None = None, app: App | None = None,
+                 write_fence: Callable[[], None] | None = None) -> None:
         headers = {"User-Agent": user_agent, "Accept": "application/json"}
         if token:
             headers["Authorization"] = f"Bearer {token}"
-        self.server = server.rstrip("/")
+        # Several API servers (a list, or one string of comma-separated URLs, as --server takes them): requests
+        # go to one at a time; when it cannot be reached the client moves to the next (`_fail_over`).
+        self.servers = [s.strip().rstrip("/") for s in ([server] if isinstance(server, str) else server)
+                        for s in s.split(",") if s.strip()]
+        if not self.servers:
+            raise ValueError("no API server URL given")
+        self.server = self.servers[0]
         # An https server's certificate is checked against `ca_file` (kubectl's --certificate-authority)
         # when given, else against the system's trust store.
         self._ssl: ssl.SSLContext | None = ssl.create_default_context(cafile=ca_file) if ca_file else None
         # `uds`: reach the server on this Unix socket instead (`kubelab up`'s components, on the API
         # server's private socket); `server` then only names it in URLs.
         self._uds = uds
-        limits = httpx.Limits(max_connections=200, max_keepalive_connections=50)
-        verify: ssl.SSLContext | bool = self._ssl if self._ssl is not None else True
-        transport = httpx.AsyncHTTPTransport(uds=uds, limits=limits, verify=verify) if uds else None
-        self._http = httpx.AsyncClient(base_url=self.server, headers=headers, timeout=timeout, limits=limits,
-                                       verify=verify, transport=transport)
         self._headers = headers
         self._timeout = timeout
+        self._http = self._httpx_client()
+        self._retired: list[Any] = []  # the clients of servers failed over from, closed with this one
         self._fast = fast_requests
         self._session: Any = None  # aiohttp.ClientSession, made in the running loop on first use
         # `app`: the API server's ASGI application in this process (`kubelab up`'s components): every
         # request and watch is handed to it directly (asgi.py), through all of its handlers, no socket.
         self._asgi = AsgiTransport(app, host=httpx.URL(self.server).host) if app is not None else None
+        # `write_fence`: called before every write is sent (a leader-elected component's LeaderElector.check):
+        # it raises when this replica may no longer act, and the write is not sent.
+        self._write_fence = write_fence
+
+    def _httpx_client(self) -> httpx.AsyncClient:
+        limits = httpx.Limits(max_connections=200, max_keepalive_connections=50)
+        verify: ssl.SSLContext | bool = self._ssl if self._ssl is not None else True
+        transport = httpx.AsyncHTTPTransport(uds=self._uds, limits=limits, verify=verify) if self._uds else None
+        return httpx.AsyncClient(base_url=self.server, headers=self._headers, timeout=self._timeout, limits=limits,
+                                 verify=verify, transport=transport)
+
+    def _fail_over(self, failed: str) -> bool:
+        """`failed` could not be reached: move to the next API server, if there is another (requests in
+        flight on the old one finish or fail there). Several requests failing at once move it once.
+        Watches fail over by failing: the informer watches again from its last resourceVersion, now on
+        the next server, as a client behind a load balancer would."""
+        if len(self.servers) < 2 or self._asgi is not None or self._uds is not None:
+            return False
+        if failed == self.server:
+            self.server = self.servers[(self.servers.index(failed) + 1) % len(self.servers)]
+            self._retired.append(self._http)
+            self._http = self._httpx_client()
+            if self._session is not None:
+                self._retired.append(self._session)
+                self._session = None
+            log.warning("API server %s cannot be reached: using %s", failed, self.server)
+        return True
 
     async def close(self) -> None:
         await self._http.aclose()
+        for old in self._retired:
+            await (old.aclose() if isinstance(old, httpx.AsyncClient) else old.close())
+        self._retired.clear()
         if self._asgi is not None:
             await self._asgi.aclose()
         if self._session is not None:
@@ -118,6 +167,8 @@ class ApiClient:
         try:
             async with session.request(method, path, data=content, params=query, headers=headers) as resp:
                 return resp.status, await resp.read(), resp.headers.get("Retry-After")
+        except aiohttp.ClientConnectorError as exc:  # no connection: the request never left
+            raise NotSent(str(exc) or type(exc).__name__) from exc
         except aiohttp.ClientConnectionError as exc:
             raise httpx.ConnectError(str(exc) or type(exc).__name__) from exc
         except aiohttp.ClientPayloadError as exc:  # the answer cut off mid-body
@@ -138,16 +189,21 @@ class ApiClient:
         content = None if body is None else orjson.dumps(body)
         headers = {"Content-Type": content_type} if content is not None else None
         for attempt in range(MAX_RETRIES + 1):
-            if self._asgi is not None:
-                sent = {**self._headers, **(headers or {})}
-                answer, raw = await self._asgi.request(method, path, params=params, headers=sent, body=content,
-                                                       timeout=self._timeout)
-                status, retry_after = answer.status, answer.header("Retry-After")
-            elif self._fast:
-                status, raw, retry_after = await self._fast_request(method, path, content, params, headers)
-            else:
-                resp = await self._http.request(method, path, content=content, params=params, headers=headers)
-                status, raw, retry_after = resp.status_code, resp.content, resp.headers.get("Retry-After")
+            unreachable = 0
+            while True:
+                if self._write_fence is not None and method not in SAFE_METHODS:
+                    self._write_fence()  # checked before each try: a Retry-After wait may outlast the term
+                server = self.server
+                try:
+                    status, raw, retry_after = await self._send(method, path, content, params, headers)
+                    break
+                except httpx.TransportError as exc:
+                    if not self._fail_over(server):
+                        raise
+                    unreachable += 1
+                    # Sent, or every server tried: the caller decides (a write may have landed).
+                    if not _not_sent(exc, fast=self._fast) or unreachable >= len(self.servers):
+                        raise
             # client-go's retry: a 429 with Retry-After was refused before any work was done (the API
             # server's in-flight limit); wait as told and send it again, up to 10 times.
             wait = _retry_after_seconds(retry_after)
@@ -161,6 +217,18 @@ class ApiClient:
         if status >= 400:
             raise ApiError.from_status(status, data)
         return data
+
+    async def _send(self, method: str, path: str, content: bytes | None, params: dict[str, Any] | None,
+                    headers: dict[str, str] | None) -> tuple[int, bytes, str | None]:
+        if self._asgi is not None:
+            sent = {**self._headers, **(headers or {})}
+            answer, raw = await self._asgi.request(method, path, params=params, headers=sent, body=content,
+                                                   timeout=self._timeout)
+            return answer.status, raw, answer.header("Retry-After")
+        if self._fast:
+            return await self._fast_request(method, path, content, params, headers)
+        resp = await self._http.request(method, path, content=content, params=params, headers=headers)
+        return resp.status_code, resp.content, resp.headers.get("Retry-After")
 
     @staticmethod
     def _decode(rt: ResourceType, data: dict[str, Any]) -> Any:
@@ -237,7 +305,7 @@ class ApiClient:
                          allowWatchBookmarks="true" if allow_bookmarks else None)
         lines = self._asgi_watch_lines if self._asgi is not None else \
             self._fast_watch_lines if self._fast else self._watch_lines
-        async for line in lines(rt.path(namespace), params):
+        async for line in self._failing_over(lines(rt.path(namespace), params)):
             if not line.strip():
                 continue
             event = orjson.loads(line)
@@ -253,7 +321,18 @@ class ApiClient:
                 continue
             yield WatchEvent(event["type"], obj)
 
-    async def _watch_lines(self, path: str, params: dict[str, Any]) -> AsyncIterator[bytes | str]:
+    async def _failing_over(self, lines: AsyncGenerator[bytes | str, None]) -> AsyncIterator[bytes | str]:
+        """A watch's lines; a transport failure moves the client to the next server before it is raised."""
+        server = self.server
+        async with contextlib.aclosing(lines):
+            try:
+                async for line in lines:
+                    yield line
+            except httpx.TransportError:
+                self._fail_over(server)
+                raise
+
+    async def _watch_lines(self, path: str, params: dict[str, Any]) -> AsyncGenerator[bytes | str, None]:
         timeout = httpx.Timeout(30.0, read=None)
         async with self._http.stream("GET", path, params=params, timeout=timeout) as resp:
             if resp.status_code >= 400:
@@ -262,7 +341,7 @@ class ApiClient:
             async for line in resp.aiter_lines():
                 yield line
 
-    async def _asgi_watch_lines(self, path: str, params: dict[str, Any]) -> AsyncIterator[bytes | str]:
+    async def _asgi_watch_lines(self, path: str, params: dict[str, Any]) -> AsyncGenerator[bytes | str, None]:
         """The watch stream's lines from the in-process API server (`app`)."""
         assert self._asgi is not None
         async with self._asgi.stream("GET", path, params=params, headers=self._headers,
@@ -278,7 +357,7 @@ class ApiClient:
             if partial:
                 yield partial
 
-    async def _fast_watch_lines(self, path: str, params: dict[str, Any]) -> AsyncIterator[bytes | str]:
+    async def _fast_watch_lines(self, path: str, params: dict[str, Any]) -> AsyncGenerator[bytes | str, None]:
         """The watch stream's lines through aiohttp (fast_requests): httpx's line decoding was the
         largest share of the scheduler's CPU per watch event. Failures raise httpx's errors, as above."""
         import aiohttp
