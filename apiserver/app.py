@@ -20,6 +20,7 @@ from kubelab import addressing, kinds, tokenfile
 from kubelab.kinds import ResourceType
 
 from . import codecs, errors, requestinfo, satokens, strconv
+from .apiextensions import CustomResources
 from .auth import AuthMiddleware
 from .bootstrap import bootstrap
 from .cacher import Cacher
@@ -145,10 +146,15 @@ def create_app(config: Config) -> ASGIApp:
         await bootstrap(registry, advertise_ip=config.advertise_ip, port=config.port, service_ip=service_ip,
                         group_versions=[rt.group_version for rt in (*config.resources, *kinds.METRICS)])
         app.state.counts.prime(config.resources)
+        # The kinds CustomResourceDefinitions define join the served resources once Established.
+        custom = app.state.custom_resources = CustomResources(
+            registry, config.resources, on_change=lambda served: setattr(app.state, "resources", served))
+        await custom.start()
         log.info("storage %s ready", ",".join(config.etcd_servers))
         try:
             yield
         finally:
+            await custom.stop()
             await app.state.counts.stop()
             if cacher is not None:
                 await cacher.stop()

@@ -9,6 +9,7 @@ from .apiservices import APIServiceStrategy
 from .apps import ConfigMapStrategy, DeploymentsStrategy, ReplicaSetsStrategy
 from .batch import CronJobStrategy, JobStrategy
 from .cluster import NamespaceStrategy, NodeStrategy
+from .crds import CustomResourceDefinitionStrategy
 from .daemonsets import ControllerRevisionStrategy, DaemonSetStrategy
 from .events import DEFAULT_EVENT_TTL, EventStrategy, LeaseStrategy
 from .networking import EndpointSliceStrategy, EndpointsStrategy
@@ -49,6 +50,7 @@ def default_strategies(*, service_cidr: str | None = None, event_ttl: int = DEFA
         kinds.STATEFULSETS: StatefulSetStrategy(kinds.STATEFULSETS, pods),
         kinds.CONTROLLERREVISIONS: ControllerRevisionStrategy(kinds.CONTROLLERREVISIONS),
         kinds.REPLICATIONCONTROLLERS: ReplicationControllerStrategy(kinds.REPLICATIONCONTROLLERS, pods),
+        kinds.CUSTOMRESOURCEDEFINITIONS: CustomResourceDefinitionStrategy(kinds.CUSTOMRESOURCEDEFINITIONS),
     }
 
 

@@ -133,14 +133,14 @@ class Registry:
     @staticmethod
     def key(rt: ResourceType, namespace: str | None, name: str) -> str:
         if rt.namespaced:
-            return f"/registry/{rt.plural}/{namespace}/{name}"
-        return f"/registry/{rt.plural}/{name}"
+            return f"{rt.storage_path}{namespace}/{name}"
+        return f"{rt.storage_path}{name}"
 
     @staticmethod
     def prefix(rt: ResourceType, namespace: str | None) -> str:
         if rt.namespaced and namespace:
-            return f"/registry/{rt.plural}/{namespace}/"
-        return f"/registry/{rt.plural}/"
+            return f"{rt.storage_path}{namespace}/"
+        return rt.storage_path
 
     # --- decoding --------------------------------------------------------------------------------
 

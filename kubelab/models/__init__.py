@@ -136,3 +136,8 @@ __all__ += [
 # batch/v1
 __all__ += ["CronJob", "CronJobSpec", "CronJobStatus", "Job", "JobCondition", "JobSpec", "JobStatus", "JobTemplateSpec",
             "PodFailurePolicy", "PodFailurePolicyRule", "SuccessPolicy", "SuccessPolicyRule", "UncountedTerminatedPods"]
+
+# apiextensions.k8s.io/v1 (models/apiextensions.py).
+from .apiextensions import CustomObject, CustomResourceDefinition
+
+__all__ += ["CustomObject", "CustomResourceDefinition"]

@@ -1,0 +1,353 @@
+"""apiextensions.k8s.io/v1 CustomResourceDefinitions and the kinds they define, against a real API server and
+etcd: kube's validation words, the naming and establishing controllers' status, discovery as soon as a
+definition is Established, custom objects with everything built-in kinds get (resourceVersion, 409s,
+selectors, watch, patches, generateName, deletecollection, the status subresource), several versions on one
+storage version, and deleting a definition deleting its objects; through httpx, the real kubectl and the
+official Python client (ApiextensionsV1Api, CustomObjectsApi)."""
+
+from __future__ import annotations
+
+import copy
+import json
+from collections.abc import Iterator
+from typing import Any
+
+import httpx
+import pytest
+from apitools import assert_status, unique_name, watch_events
+from kubectltools import Kubectl, wait_for
+from kubernetes import client
+
+CRDS = "/apis/apiextensions.k8s.io/v1/customresourcedefinitions"
+SCHEMA = {"openAPIV3Schema": {"type": "object", "properties": {
+    "spec": {"type": "object", "properties": {"size": {"type": "integer"}, "color": {"type": "string"}}},
+    "status": {"type": "object", "properties": {"phase": {"type": "string"}}}}}}
+
+
+def definition(group: str, *, kind: str = "Widget", plural: str = "widgets", scope: str = "Namespaced",
+               versions: list[dict[str, Any]] | None = None, short_names: list[str] | None = None
+               ) -> dict[str, Any]:
+    names: dict[str, Any] = {"plural": plural, "kind": kind}
+    if short_names:
+        names["shortNames"] = short_names
+    return {"apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+            "metadata": {"name": f"{plural}.{group}"},
+            "spec": {"group": group, "scope": scope, "names": names,
+                     "versions": versions or [{"name": "v1", "served": True, "storage": True,
+                                               "schema": copy.deepcopy(SCHEMA),
+                                               "subresources": {"status": {}}}]}}
+
+
+def established(api: httpx.Client, name: str) -> dict[str, Any]:
+    def check() -> dict[str, Any] | None:
+        crd = api.get(f"{CRDS}/{name}").json()
+        conditions = {c["type"]: c for c in crd["status"].get("conditions") or []}
+        return crd if conditions.get("Established", {}).get("status") == "True" else None
+    return wait_for(f"{name} Established", check)
+
+
+@pytest.fixture
+def group() -> str:
+    return f"{unique_name('g')}.example.com"
+
+
+@pytest.fixture
+def widgets(api: httpx.Client, group: str) -> Iterator[str]:
+    """An Established namespaced Widget kind; the path of its objects in `default`."""
+    crd = definition(group, short_names=["wg"])
+    assert api.post(CRDS, json=crd).status_code == 201
+    established(api, crd["metadata"]["name"])
+    yield f"/apis/{group}/v1/namespaces/default/widgets"
+    api.delete(f"{CRDS}/{crd['metadata']['name']}")
+
+
+def widget(group: str, name: str, **spec: Any) -> dict[str, Any]:
+    return {"apiVersion": f"{group}/v1", "kind": "Widget", "metadata": {"name": name}, "spec": spec}
+
+
+# --- the definition ----------------------------------------------------------------------------------------
+
+def _without(crd: dict[str, Any], *path: str) -> dict[str, Any]:
+    crd = copy.deepcopy(crd)
+    target = crd
+    for key in path[:-1]:
+        target = target[key]
+    del target[path[-1]]
+    return crd
+
+
+def _with(crd: dict[str, Any], value: Any, *path: str | int) -> dict[str, Any]:
+    crd = copy.deepcopy(crd)
+    target = crd
+    for key in path[:-1]:
+        target = target[key]
+    target[path[-1]] = value
+    return crd
+
+
+GOOD = definition("shapes.example.com")
+V1 = GOOD["spec"]["versions"][0]
+
+
+@pytest.mark.parametrize(("body", "message"), [
+    pytest.param(_with(GOOD, "widgets.other.example.com", "metadata", "name"),
+                 'metadata.name: Invalid value: "widgets.other.example.com": must be spec.names.plural+"."+spec.group',
+                 id="name not plural.group"),
+    pytest.param(_with(_with(GOOD, "shapes", "spec", "group"), "widgets.shapes", "metadata", "name"),
+                 'spec.group: Invalid value: "shapes": should be a domain with at least one dot', id="group one label"),
+    pytest.param(_with(GOOD, "Everywhere", "spec", "scope"),
+                 'spec.scope: Unsupported value: "Everywhere": supported values: "Cluster", "Namespaced"',
+                 id="scope"),
+    pytest.param(_without(GOOD, "spec", "scope"), "spec.scope: Required value", id="no scope"),
+    pytest.param(_with(GOOD, [{**V1, "storage": False}], "spec", "versions"),
+                 "must have exactly one version marked as storage version", id="no storage version"),
+    pytest.param(_with(GOOD, [V1, V1], "spec", "versions"), "must contain unique version names",
+                 id="duplicate versions"),
+    pytest.param(_with(GOOD, [{**V1, "name": "V1"}], "spec", "versions"),
+                 "spec.versions[0].name: Invalid value: \"V1\": a DNS-1035 label must consist of lower case "
+                 "alphanumeric characters or '-'", id="version name"),
+    pytest.param(_with(GOOD, [{k: v for k, v in V1.items() if k != "schema"}], "spec", "versions"),
+                 "spec.versions[0].schema.openAPIV3Schema: Required value: schemas are required", id="no schema"),
+    pytest.param(_with(GOOD, {"type": "object", "properties": {"spec": {"properties": {}}}}, "spec", "versions", 0,
+                       "schema", "openAPIV3Schema"),
+                 "spec.versions[0].schema.openAPIV3Schema.properties[spec].type: Required value: must not be empty "
+                 "for specified object fields", id="untyped field"),
+    pytest.param(_with(GOOD, "Widget", "spec", "names", "listKind"),
+                 'spec.names.listKind: Invalid value: "Widget": kind and listKind may not be the same',
+                 id="listKind is kind"),
+    pytest.param(_with(GOOD, "Wid get", "spec", "names", "kind"),
+                 'spec.names.kind: Invalid value: "Wid get": may have mixed case, but should otherwise match: a '
+                 "DNS-1035 label", id="kind not a label"),
+    pytest.param(_with(GOOD, ["w_g"], "spec", "names", "shortNames"),
+                 'spec.names.shortNames[0]: Invalid value: "w_g": a DNS-1035 label', id="short name"),
+    pytest.param(_without(GOOD, "spec", "names", "plural"), "spec.names.plural: Required value", id="no plural"),
+    pytest.param(_with(_with(GOOD, "things.k8s.io", "spec", "group"), "widgets.things.k8s.io", "metadata", "name"),
+                 'metadata.annotations[api-approved.kubernetes.io]: Required value: protected groups must have '
+                 'approval annotation "api-approved.kubernetes.io", see '
+                 "https://github.com/kubernetes/enhancements/pull/1111", id="protected group"),
+])
+def test_bad_definitions_are_refused_with_kubes_words(api: httpx.Client, body: dict[str, Any], message: str) -> None:
+    resp = api.post(CRDS, json=body)
+    status = assert_status(resp, 422, "Invalid")
+    assert message in status["message"]
+    assert status["message"].startswith(f'CustomResourceDefinition.apiextensions.k8s.io "{body["metadata"]["name"]}" '
+                                        "is invalid: ")
+    assert api.get(f"{CRDS}/{body['metadata']['name']}").status_code == 404
+
+
+def test_a_definition_is_defaulted_named_and_established(api: httpx.Client, group: str) -> None:
+    crd = definition(group, short_names=["wg"])
+    created = api.post(CRDS, json=crd)
+    assert created.status_code == 201, created.text
+    body = created.json()
+    assert body["metadata"]["generation"] == 1
+    assert body["spec"]["names"] == {"plural": "widgets", "singular": "widget", "kind": "Widget",
+                                     "listKind": "WidgetList", "shortNames": ["wg"]}
+    assert body["spec"]["conversion"] == {"strategy": "None"}
+    assert body["status"]["storedVersions"] == ["v1"]
+    got = established(api, crd["metadata"]["name"])
+    conditions = {c["type"]: c for c in got["status"]["conditions"]}
+    assert (conditions["NamesAccepted"]["status"], conditions["NamesAccepted"]["reason"],
+            conditions["NamesAccepted"]["message"]) == ("True", "NoConflicts", "no conflicts found")
+    assert (conditions["Established"]["reason"], conditions["Established"]["message"]) == (
+        "InitialNamesAccepted", "the initial names have been accepted")
+    assert got["status"]["acceptedNames"] == body["spec"]["names"]
+    # Discovery lists the kind as soon as it is Established.
+    resources = api.get(f"/apis/{group}/v1").json()["resources"]
+    entries = {r["name"]: r for r in resources}
+    assert entries["widgets"]["kind"] == "Widget" and entries["widgets"]["namespaced"] is True
+    assert entries["widgets"]["shortNames"] == ["wg"] and entries["widgets"]["singularName"] == "widget"
+    assert entries["widgets/status"]["verbs"] == ["get", "patch", "update"]
+    groups = {g["name"]: g for g in api.get("/apis").json()["groups"]}
+    assert groups[group]["preferredVersion"]["version"] == "v1"
+    assert "apiextensions.k8s.io" in groups
+    # The definition's own table: NAME, CREATED AT.
+    table = api.get(f"{CRDS}/{crd['metadata']['name']}",
+                    headers={"Accept": "application/json;as=Table;v=v1;g=meta.k8s.io"}).json()
+    assert [c["name"] for c in table["columnDefinitions"]] == ["Name", "Created At"]
+    api.delete(f"{CRDS}/{crd['metadata']['name']}")
+
+
+def test_a_kind_another_definition_holds_is_not_accepted(api: httpx.Client, widgets: str, group: str) -> None:
+    clash = definition(group, plural="gadgets", kind="Widget")
+    clash["spec"]["names"]["listKind"] = "GadgetList"  # the kind alone clashes (the last clash names the reason)
+    assert api.post(CRDS, json=clash).status_code == 201
+
+    def not_accepted() -> dict[str, Any] | None:
+        conditions = {c["type"]: c for c in api.get(f"{CRDS}/gadgets.{group}").json()["status"].get("conditions")
+                      or []}
+        return conditions.get("NamesAccepted") if conditions.get("NamesAccepted", {}).get("status") == "False" \
+            else None
+
+    cond = wait_for("NamesAccepted False", not_accepted)
+    assert (cond["reason"], cond["message"]) == ("KindConflict", '"Widget" is already in use')
+    assert api.get(f"/apis/{group}/v1/namespaces/default/gadgets").status_code == 404
+    api.delete(f"{CRDS}/gadgets.{group}")
+
+
+# --- custom objects ---------------------------------------------------------------------------------------
+
+def test_custom_objects_are_stored_and_served_like_built_in_ones(api: httpx.Client, widgets: str, group: str
+                                                                 ) -> None:
+    created = api.post(widgets, json={**widget(group, "a", size=1), "status": {"phase": "ignored"}})
+    assert created.status_code == 201, created.text
+    a = created.json()
+    assert a["metadata"]["generation"] == 1 and a["metadata"]["uid"] and "status" not in a
+    assert api.post(widgets, json=widget(group, "a")).status_code == 409
+    generated = api.post(widgets, json={**widget(group, ""), "metadata": {"generateName": "w-",
+                                                                           "labels": {"tier": "x"}}}).json()
+    assert generated["metadata"]["name"].startswith("w-") and len(generated["metadata"]["name"]) == 7
+    # A stale resourceVersion is kube's 409.
+    stale = {**a, "spec": {"size": 2}}
+    assert api.put(f"{widgets}/a", json=stale).json()["metadata"]["generation"] == 2
+    assert_status(api.put(f"{widgets}/a", json={**a, "spec": {"size": 3}}), 409, "Conflict",
+                  f'Operation cannot be fulfilled on widgets.{group} "a": the object has been modified; please apply '
+                  "your changes to the latest version and try again")
+    # Selectors.
+    assert [i["metadata"]["name"] for i in api.get(widgets, params={"labelSelector": "tier=x"}).json()["items"]] \
+        == [generated["metadata"]["name"]]
+    assert [i["metadata"]["name"] for i in api.get(widgets, params={"fieldSelector": "metadata.name=a"}).json()[
+        "items"]] == ["a"]
+    assert_status(api.get(widgets, params={"fieldSelector": "spec.size=1"}), 400, "BadRequest",
+                  "field label not supported: spec.size")
+    listed = api.get(widgets).json()
+    assert listed["kind"] == "WidgetList" and listed["apiVersion"] == f"{group}/v1"
+    # Patches: merge and JSON patch; strategic merge is kube's 415.
+    merged = api.patch(f"{widgets}/a", content=json.dumps({"spec": {"color": "red"}}),
+                       headers={"Content-Type": "application/merge-patch+json"}).json()
+    assert merged["spec"] == {"size": 2, "color": "red"}
+    patched = api.patch(f"{widgets}/a", content=json.dumps([{"op": "replace", "path": "/spec/size", "value": 5}]),
+                        headers={"Content-Type": "application/json-patch+json"}).json()
+    assert patched["spec"]["size"] == 5
+    assert_status(api.patch(f"{widgets}/a", content="{}",
+                            headers={"Content-Type": "application/strategic-merge-patch+json"}),
+                  415, "UnsupportedMediaType",
+                  "the body of the request was in an unknown format - accepted media types include: "
+                  "application/json-patch+json, application/merge-patch+json, application/apply-patch+yaml")
+    # Server-side apply creates and merges.
+    applied = api.patch(f"{widgets}/b", params={"fieldManager": "test"},
+                        content=json.dumps(widget(group, "b", size=7)),
+                        headers={"Content-Type": "application/apply-patch+yaml"})
+    assert applied.status_code == 201, applied.text
+    assert applied.json()["metadata"]["managedFields"][0]["manager"] == "test"
+    # The status subresource: main writes keep status, status writes change only status.
+    current = api.get(f"{widgets}/a").json()
+    status_write = api.put(f"{widgets}/a/status", json={**current, "spec": {"size": 99}, "status": {"phase": "Ok"}})
+    assert status_write.status_code == 200, status_write.text
+    assert status_write.json()["status"] == {"phase": "Ok"} and status_write.json()["spec"]["size"] == 5
+    assert status_write.json()["metadata"]["generation"] == current["metadata"]["generation"]
+    main = api.patch(f"{widgets}/a", content=json.dumps({"status": {"phase": "Lost"}, "spec": {"size": 6}}),
+                     headers={"Content-Type": "application/merge-patch+json"}).json()
+    assert main["status"] == {"phase": "Ok"} and main["spec"]["size"] == 6
+    # Table: NAME, AGE.
+    table = api.get(widgets, headers={"Accept": "application/json;as=Table;v=v1;g=meta.k8s.io"}).json()
+    assert [c["name"] for c in table["columnDefinitions"]] == ["Name", "Age"]
+    # deletecollection.
+    assert api.delete(widgets, params={"labelSelector": "tier=x"}).status_code == 200
+    assert sorted(i["metadata"]["name"] for i in api.get(widgets).json()["items"]) == ["a", "b"]
+
+
+def test_custom_objects_are_watched(api: httpx.Client, widgets: str, group: str) -> None:
+    first = api.post(widgets, json=widget(group, "w1")).json()
+    rv = first["metadata"]["resourceVersion"]
+    api.post(widgets, json=widget(group, "w2"))
+    api.delete(f"{widgets}/w1")
+    events = list(watch_events(api, widgets, count=2, resourceVersion=rv))
+    assert [(e["type"], e["object"]["metadata"]["name"]) for e in events] == [("ADDED", "w2"), ("DELETED", "w1")]
+    assert all(e["object"]["apiVersion"] == f"{group}/v1" for e in events)
+
+
+def test_several_versions_share_one_storage_version(api: httpx.Client, group: str) -> None:
+    versions = [{"name": "v1beta1", "served": True, "storage": False, "schema": copy.deepcopy(SCHEMA)},
+                {"name": "v1", "served": True, "storage": True, "schema": copy.deepcopy(SCHEMA)}]
+    crd = definition(group, versions=versions)
+    assert api.post(CRDS, json=crd).status_code == 201
+    established(api, crd["metadata"]["name"])
+    old = f"/apis/{group}/v1beta1/namespaces/default/widgets"
+    new = f"/apis/{group}/v1/namespaces/default/widgets"
+    made = api.post(old, json={**widget(group, "x", size=1), "apiVersion": f"{group}/v1beta1"})
+    assert made.status_code == 201, made.text
+    assert made.json()["apiVersion"] == f"{group}/v1beta1"
+    assert api.get(f"{new}/x").json()["apiVersion"] == f"{group}/v1"
+    assert api.get(old).json()["items"][0]["apiVersion"] == f"{group}/v1beta1"
+    events = list(watch_events(api, old, count=1))
+    assert events[0]["object"]["apiVersion"] == f"{group}/v1beta1"
+    api.delete(f"{CRDS}/{crd['metadata']['name']}")
+
+
+def test_deleting_a_definition_deletes_its_objects_and_stops_serving(api: httpx.Client, group: str) -> None:
+    crd = definition(group, scope="Cluster")
+    name = crd["metadata"]["name"]
+    assert api.post(CRDS, json=crd).status_code == 201
+    established(api, name)
+    path = f"/apis/{group}/v1/widgets"
+    for i in range(3):
+        assert api.post(path, json=widget(group, f"c{i}")).status_code == 201
+    held = api.post(path, json={**widget(group, "held"), "metadata": {"name": "held", "finalizers": ["x/y"]}})
+    assert held.status_code == 201
+    deleted = api.delete(f"{CRDS}/{name}")
+    assert deleted.status_code == 200
+    assert "customresourcecleanup.apiextensions.k8s.io" in deleted.json()["metadata"]["finalizers"]
+    # Objects with finalizers of their own hold the definition; no new objects meanwhile.
+    wait_for("the other objects gone", lambda: [i["metadata"]["name"] for i in api.get(path).json()["items"]]
+             == ["held"])
+    assert_status(api.post(path, json=widget(group, "late")), 405, "MethodNotAllowed",
+                  "create not allowed while custom resource definition is terminating")
+    terminating = {c["type"]: c for c in api.get(f"{CRDS}/{name}").json()["status"]["conditions"]}["Terminating"]
+    assert terminating["status"] == "True"
+    api.patch(f"{path}/held", content=json.dumps({"metadata": {"finalizers": None}}),
+              headers={"Content-Type": "application/merge-patch+json"})
+    wait_for("the definition gone", lambda: api.get(f"{CRDS}/{name}").status_code == 404)
+    wait_for("the endpoint gone", lambda: api.get(path).status_code == 404)
+    assert group not in {g["name"] for g in api.get("/apis").json()["groups"]}
+
+
+# --- the real kubectl and the Python client ----------------------------------------------------------------
+
+def test_kubectl_applies_gets_and_deletes_custom_objects(api: httpx.Client, kubectl: Kubectl, group: str,
+                                                         tmp_path: Any) -> None:
+    crd = definition(group, short_names=["wg"])
+    (tmp_path / "crd.json").write_text(json.dumps(crd))
+    kubectl.ok("apply", "-f", str(tmp_path / "crd.json"))
+    kubectl.ok("wait", "--for=condition=Established", f"crd/{crd['metadata']['name']}", "--timeout=60s")
+    cr = f"apiVersion: {group}/v1\nkind: Widget\nmetadata:\n  name: k1\nspec:\n  size: 3\n"
+    (tmp_path / "cr.yaml").write_text(cr)
+    assert f"widget.{group}/k1 created" in kubectl.ok("apply", "-f", str(tmp_path / "cr.yaml"))
+    assert "unchanged" in kubectl.ok("apply", "-f", str(tmp_path / "cr.yaml"))
+    for name in ("widgets", "wg", "widget", "Widget", f"widgets.{group}"):
+        out = kubectl.ok("get", name)
+        assert out.splitlines()[0].split() == ["NAME", "AGE"] and out.splitlines()[1].startswith("k1 ")
+    assert "widgets" in kubectl.ok("api-resources", f"--api-group={group}")
+    assert kubectl.ok("get", "crd", crd["metadata"]["name"]).splitlines()[0].split() == ["NAME", "CREATED", "AT"]
+    assert f'widget.{group} "k1" deleted' in kubectl.ok("delete", "-f", str(tmp_path / "cr.yaml"))
+    kubectl.ok("delete", "-f", str(tmp_path / "crd.json"))
+    wait_for("the definition gone", lambda: api.get(f"{CRDS}/{crd['metadata']['name']}").status_code == 404)
+
+
+def test_the_python_client_drives_definitions_and_custom_objects(apiserver: str, group: str) -> None:
+    with client.ApiClient(client.Configuration(host=apiserver)) as api_client:
+        ext = client.ApiextensionsV1Api(api_client)
+        objects = client.CustomObjectsApi(api_client)
+        crd = definition(group)
+        ext.create_custom_resource_definition(crd)
+        name = crd["metadata"]["name"]
+        wait_for("Established", lambda: any(c.type == "Established" and c.status == "True" for c in
+                                            ext.read_custom_resource_definition(name).status.conditions or []))
+        read = ext.read_custom_resource_definition(name)
+        assert read.spec.names.list_kind == "WidgetList" and read.status.stored_versions == ["v1"]
+        objects.create_namespaced_custom_object(group, "v1", "default", "widgets", widget(group, "p1", size=1))
+        got = objects.get_namespaced_custom_object(group, "v1", "default", "widgets", "p1")
+        assert got["spec"] == {"size": 1}
+        objects.patch_namespaced_custom_object(group, "v1", "default", "widgets", "p1", {"spec": {"size": 4}})
+        listed = objects.list_namespaced_custom_object(group, "v1", "default", "widgets")
+        assert [(i["metadata"]["name"], i["spec"]["size"]) for i in listed["items"]] == [("p1", 4)]
+        objects.patch_namespaced_custom_object_status(group, "v1", "default", "widgets", "p1",
+                                                      {"status": {"phase": "Ready"}})
+        assert objects.get_namespaced_custom_object_status(group, "v1", "default", "widgets", "p1")[
+            "status"] == {"phase": "Ready"}
+        objects.delete_namespaced_custom_object(group, "v1", "default", "widgets", "p1")
+        with pytest.raises(client.ApiException) as raised:
+            objects.get_namespaced_custom_object(group, "v1", "default", "widgets", "p1")
+        assert raised.value.status == 404
+        assert json.loads(raised.value.body)["message"] == f'widgets.{group} "p1" not found'
+        ext.delete_custom_resource_definition(name)
