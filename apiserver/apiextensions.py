@@ -31,6 +31,7 @@ from kubelab.customresources import (
     spec_of,
     storage_type,
     storage_version,
+    version_schema,
 )
 from kubelab.kinds import ResourceType
 from kubelab.selectors import parse_field_selector, parse_label_selector
@@ -163,7 +164,8 @@ class CustomResources:
         strategies = self.registry.strategies
         version = storage_version(spec_of(crd)) if crd is not None else ""
         for rt in after:
-            strategies[rt] = CustomObjectStrategy(rt, storage_version=version)
+            strategies[rt] = CustomObjectStrategy(rt, storage_version=version,
+                                                  schema=version_schema(crd or {}, rt.version))
         if after:
             self._served[name] = after
         else:

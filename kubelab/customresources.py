@@ -82,3 +82,12 @@ def storage_type(crd: dict[str, Any]) -> ResourceType | None:
     if version is None or not names.get("plural"):
         return None
     return _resource_type(crd, version, names)
+
+
+def version_schema(crd: dict[str, Any], version: str) -> dict[str, Any] | None:
+    """The openAPIV3Schema of one version of a definition."""
+    for each in versions_of(spec_of(crd)):
+        if each.get("name") == version:
+            found = as_dict(each.get("schema")).get("openAPIV3Schema")
+            return found if isinstance(found, dict) else None
+    return None

@@ -16,7 +16,9 @@ from typing import Any
 
 from kubelab.kinds import ResourceType
 from kubelab.models import CustomObject, TypedObject
+from kubelab.validation import FieldError
 
+from . import structural
 from .strategy import Strategy
 
 
@@ -42,10 +44,31 @@ def _content(obj: TypedObject, *, without_status: bool) -> dict[str, Any]:
 
 
 class CustomObjectStrategy(Strategy):
-    def __init__(self, rt: ResourceType, *, storage_version: str) -> None:
+    def __init__(self, rt: ResourceType, *, storage_version: str, schema: dict[str, Any] | None = None) -> None:
         super().__init__(rt)
         self.storage_api_version = f"{rt.group}/{storage_version}"
         self.has_status = "status" in rt.subresources
+        self.schema = schema  # the served version's openAPIV3Schema (structural.py)
+
+    def prune_unknown(self, body: dict[str, Any]) -> tuple[dict[str, Any], list[str]]:
+        """Structural pruning: what the version's schema does not specify goes."""
+        if self.schema is None:
+            return body, []
+        return structural.prune(body, self.schema)
+
+    def set_defaults(self, obj: TypedObject) -> None:
+        if self.schema is not None:
+            structural.apply_defaults(_extra(obj), self.schema)
+
+    def _schema_errors(self, obj: TypedObject) -> list[FieldError]:
+        return structural.validate(obj.to_dict(), self.schema) if self.schema is not None else []
+
+    def validate_create(self, obj: TypedObject) -> list[FieldError]:
+        return super().validate_create(obj) + self._schema_errors(obj)
+
+    def validate_update(self, new: TypedObject, old: TypedObject, subresource: str | None = None
+                        ) -> list[FieldError]:
+        return super().validate_update(new, old, subresource) + self._schema_errors(new)
 
     def prepare_create(self, obj: TypedObject) -> None:
         super().prepare_create(obj)

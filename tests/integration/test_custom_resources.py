@@ -351,3 +351,76 @@ def test_the_python_client_drives_definitions_and_custom_objects(apiserver: str,
         assert raised.value.status == 404
         assert json.loads(raised.value.body)["message"] == f'widgets.{group} "p1" not found'
         ext.delete_custom_resource_definition(name)
+
+
+# --- structural schemas ------------------------------------------------------------------------------------
+
+RICH = {"openAPIV3Schema": {"type": "object", "properties": {
+    "spec": {"type": "object", "required": ["size"], "properties": {
+        "size": {"type": "integer", "minimum": 1, "maximum": 10},
+        "color": {"type": "string", "enum": ["red", "green"], "default": "red"},
+        "name": {"type": "string", "pattern": "^[a-z]+$", "maxLength": 5},
+        "port": {"x-kubernetes-int-or-string": True},
+        "tags": {"type": "array", "maxItems": 2, "items": {"type": "string"}},
+        "note": {"type": "string", "nullable": True},
+        "free": {"type": "object", "x-kubernetes-preserve-unknown-fields": True},
+        "template": {"type": "object", "x-kubernetes-embedded-resource": True,
+                     "x-kubernetes-preserve-unknown-fields": True}}},
+    "status": {"type": "object", "properties": {"phase": {"type": "string"}}}}}}
+
+
+@pytest.fixture
+def gadgets(api: httpx.Client, group: str) -> Iterator[str]:
+    crd = definition(group, kind="Gadget", plural="gadgets",
+                     versions=[{"name": "v1", "served": True, "storage": True, "schema": copy.deepcopy(RICH)}])
+    created = api.post(CRDS, json=crd)
+    assert created.status_code == 201, created.text
+    established(api, crd["metadata"]["name"])
+    yield f"/apis/{group}/v1/namespaces/default/gadgets"
+    api.delete(f"{CRDS}/{crd['metadata']['name']}")
+
+
+@pytest.mark.parametrize(("spec", "message"), [
+    pytest.param({"size": "big"}, 'spec.size: Invalid value: "string": spec.size in body must be of type integer: '
+                                  '"string"', id="type"),
+    pytest.param({}, "spec.size: Required value", id="required"),
+    pytest.param({"size": 0}, "spec.size: Invalid value: 0: spec.size in body should be greater than or equal to 1",
+                 id="minimum"),
+    pytest.param({"size": 11}, "spec.size: Invalid value: 11: spec.size in body should be less than or equal to 10",
+                 id="maximum"),
+    pytest.param({"size": 1, "color": "blue"}, 'spec.color: Unsupported value: "blue": supported values: "red", '
+                                               '"green"', id="enum"),
+    pytest.param({"size": 1, "name": "A1"}, "spec.name: Invalid value: \"A1\": spec.name in body should match "
+                                            "'^[a-z]+$'", id="pattern"),
+    pytest.param({"size": 1, "name": "abcdef"}, 'spec.name: Too long: may not be more than 5 bytes', id="maxLength"),
+    pytest.param({"size": 1, "port": True}, 'spec.port: Invalid value: "boolean": spec.port in body must be of type '
+                                            'integer,string: "boolean"', id="int-or-string"),
+    pytest.param({"size": 1, "tags": ["a", "b", "c"]}, "spec.tags: Too many: 3: must have at most 2 items",
+                 id="maxItems"),
+    pytest.param({"size": 1, "template": {"metadata": {"name": "x"}}},
+                 "spec.template.apiVersion: Required value: must not be empty", id="embedded resource"),
+])
+def test_custom_objects_are_validated_against_their_schema(api: httpx.Client, gadgets: str, group: str,
+                                                           spec: dict[str, Any], message: str) -> None:
+    body = {"apiVersion": f"{group}/v1", "kind": "Gadget", "metadata": {"name": "bad"}, "spec": spec}
+    status = assert_status(api.post(gadgets, json=body), 422, "Invalid")
+    assert status["message"].startswith(f'Gadget.{group} "bad" is invalid: ')
+    assert message in status["message"]
+    assert api.get(f"{gadgets}/bad").status_code == 404
+
+
+def test_custom_objects_are_pruned_and_defaulted(api: httpx.Client, gadgets: str, group: str) -> None:
+    body = {"apiVersion": f"{group}/v1", "kind": "Gadget", "metadata": {"name": "ok"}, "extra": 1,
+            "spec": {"size": 2, "port": "http", "note": None, "unknown": True, "free": {"any": {"thing": 1}},
+                     "template": {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p"}, "spec": {}}}}
+    created = api.post(gadgets, json=body)
+    assert created.status_code == 201, created.text
+    assert created.headers.get_list("warning") == ['299 - "unknown field \\"extra\\""',
+                                                   '299 - "unknown field \\"spec.unknown\\""']
+    spec = created.json()["spec"]
+    assert "extra" not in created.json() and "unknown" not in spec
+    assert spec["color"] == "red" and spec["free"] == {"any": {"thing": 1}} and spec["note"] is None
+    assert spec["template"]["metadata"] == {"name": "p"}
+    strict = api.post(gadgets, params={"fieldValidation": "Strict"}, json={**body, "metadata": {"name": "ok2"}})
+    assert_status(strict, 400, "BadRequest")
+    assert 'unknown field "spec.unknown"' in strict.json()["message"]
