@@ -31,12 +31,13 @@ from kubelab.customresources import (
     spec_of,
     storage_type,
     storage_version,
+    version_field,
     version_schema,
 )
 from kubelab.kinds import ResourceType
 from kubelab.selectors import parse_field_selector, parse_label_selector
 
-from . import errors
+from . import errors, printcolumns, tables
 from .registry import Registry
 from .registry.crds import CLEANUP_FINALIZER, with_condition
 from .registry.customresources import CustomObjectStrategy
@@ -166,6 +167,8 @@ class CustomResources:
         for rt in after:
             strategies[rt] = CustomObjectStrategy(rt, storage_version=version,
                                                   schema=version_schema(crd or {}, rt.version))
+            tables.register(rt, *printcolumns.printer(version_field(crd or {}, rt.version,
+                                                                    "additionalPrinterColumns")))
         if after:
             self._served[name] = after
         else:
@@ -174,6 +177,7 @@ class CustomResources:
         for rt in before:
             if rt not in after:
                 strategies.pop(rt, None)
+                tables.unregister(rt)
                 if self.registry.cacher is not None:
                     self.registry.cacher.forget(rt)
         log.info("custom resource %s now served as %s", name, [rt.group_version for rt in after] or "nothing")

@@ -418,28 +418,23 @@ DEFAULT_PRINTER: tuple[list[Column], Callable[[dict[str, Any]], Row]] = (
     [NAME, ("Created At", "date", 0, "")], _default_row)
 
 
-# A custom object without additionalPrinterColumns: NAME and AGE, as the CRD handler's table convertor
-# prints it (the definition itself has no printer either: NAME, CREATED AT).
-CUSTOM_PRINTER: tuple[list[Column], Callable[[dict[str, Any]], Row]] = (
-    [NAME, AGE], lambda obj: [_meta(obj).get("name"), _age(obj)])
-
-
-def _printer(rt: ResourceType) -> tuple[list[Column], Callable[[dict[str, Any]], Row]]:
-    return PRINTERS.get(rt) or (CUSTOM_PRINTER if rt.storage_name else DEFAULT_PRINTER)
-
-
 def register(rt: ResourceType, columns: list[Column], row: Callable[[dict[str, Any]], Row]) -> None:
     PRINTERS[rt] = (columns, row)
 
 
+def unregister(rt: ResourceType) -> None:
+    """A kind no longer served (a custom kind whose definition changed or went) loses its printer."""
+    PRINTERS.pop(rt, None)
+
+
 def column_definitions(rt: ResourceType) -> list[dict[str, Any]]:
-    columns, _ = _printer(rt)
+    columns, _ = PRINTERS.get(rt, DEFAULT_PRINTER)
     return [{"name": name, "type": typ, "format": fmt, "description": "", "priority": prio}
             for name, typ, prio, fmt in columns]
 
 
 def row(rt: ResourceType, obj: dict[str, Any], include_object: str) -> dict[str, Any]:
-    _, printer = _printer(rt)
+    _, printer = PRINTERS.get(rt, DEFAULT_PRINTER)
     result: dict[str, Any] = {"cells": printer(obj)}
     if include_object == "Object":
         result["object"] = obj

@@ -84,10 +84,12 @@ def storage_type(crd: dict[str, Any]) -> ResourceType | None:
     return _resource_type(crd, version, names)
 
 
+def version_field(crd: dict[str, Any], version: str, name: str) -> Any:
+    """One field of one version of a definition (`additionalPrinterColumns`, `schema`), or None."""
+    return next((each.get(name) for each in versions_of(spec_of(crd)) if each.get("name") == version), None)
+
+
 def version_schema(crd: dict[str, Any], version: str) -> dict[str, Any] | None:
     """The openAPIV3Schema of one version of a definition."""
-    for each in versions_of(spec_of(crd)):
-        if each.get("name") == version:
-            found = as_dict(each.get("schema")).get("openAPIV3Schema")
-            return found if isinstance(found, dict) else None
-    return None
+    found = as_dict(version_field(crd, version, "schema")).get("openAPIV3Schema")
+    return found if isinstance(found, dict) else None

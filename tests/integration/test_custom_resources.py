@@ -424,3 +424,34 @@ def test_custom_objects_are_pruned_and_defaulted(api: httpx.Client, gadgets: str
     strict = api.post(gadgets, params={"fieldValidation": "Strict"}, json={**body, "metadata": {"name": "ok2"}})
     assert_status(strict, 400, "BadRequest")
     assert 'unknown field "spec.unknown"' in strict.json()["message"]
+
+
+def test_additional_printer_columns_make_the_table(api: httpx.Client, kubectl: Kubectl, group: str) -> None:
+    columns = [{"name": "Size", "type": "integer", "jsonPath": ".spec.size"},
+               {"name": "Color", "type": "string", "jsonPath": ".spec.color", "priority": 1},
+               {"name": "Ready", "type": "string", "jsonPath": '.status.conditions[?(@.type=="Ready")].status'},
+               {"name": "Age", "type": "date", "jsonPath": ".metadata.creationTimestamp"}]
+    schema = copy.deepcopy(SCHEMA)
+    schema["openAPIV3Schema"]["properties"]["status"]["x-kubernetes-preserve-unknown-fields"] = True
+    crd = definition(group, versions=[{"name": "v1", "served": True, "storage": True, "schema": schema,
+                                       "subresources": {"status": {}}, "additionalPrinterColumns": columns}])
+    assert api.post(CRDS, json=crd).status_code == 201
+    established(api, crd["metadata"]["name"])
+    path = f"/apis/{group}/v1/namespaces/default/widgets"
+    api.post(path, json=widget(group, "t1", size=3, color="red"))
+    api.patch(f"{path}/t1/status", content=json.dumps({"status": {"conditions": [
+        {"type": "Synced", "status": "False"}, {"type": "Ready", "status": "True"}]}}),
+        headers={"Content-Type": "application/merge-patch+json"})
+    api.post(path, json=widget(group, "t2"))
+    table = api.get(path, headers={"Accept": "application/json;as=Table;v=v1;g=meta.k8s.io"}).json()
+    assert [(c["name"], c["type"], c["priority"]) for c in table["columnDefinitions"]] == [
+        ("Name", "string", 0), ("Size", "integer", 0), ("Color", "string", 1), ("Ready", "string", 0),
+        ("Age", "date", 0)]
+    cells = {r["cells"][0]: r["cells"][1:4] for r in table["rows"]}
+    assert cells == {"t1": [3, "red", "True"], "t2": [None, None, None]}
+    # Fully qualified: the module's kubectl cache knows other tests' (deleted) widgets groups.
+    lines = [line.split() for line in kubectl.ok("get", f"widgets.{group}", "-o", "wide").splitlines()]
+    assert lines[0] == ["NAME", "SIZE", "COLOR", "READY", "AGE"]
+    assert lines[1][:4] == ["t1", "3", "red", "True"] and lines[2][0] == "t2"
+    assert kubectl.ok("get", f"widgets.{group}").splitlines()[0].split() == ["NAME", "SIZE", "READY", "AGE"]
+    api.delete(f"{CRDS}/{crd['metadata']['name']}")
