@@ -6,6 +6,7 @@ collector and the namespace controller find custom objects through it). Pure: no
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from . import models
@@ -55,13 +56,14 @@ def scale_of_version(version: dict[str, Any]) -> dict[str, Any] | None:
 def _resource_type(crd: dict[str, Any], version: dict[str, Any], names: dict[str, Any]) -> ResourceType:
     spec = spec_of(crd)
     group, plural = str(spec.get("group") or ""), str(names.get("plural") or "")
-    # The scale subresource is validated but not served yet (kubectl scale on a custom object is not).
-    subresources = ("status",) if status_enabled(version) else ()
+    subresources = (("status",) if status_enabled(version) else ()) + (
+        ("scale",) if scale_of_version(version) is not None else ())
     return ResourceType(
         group, str(version.get("name") or ""), plural, str(names.get("kind") or ""), spec.get("scope") == "Namespaced",
         models.CustomObject, short_names=tuple(str(n) for n in as_list(names.get("shortNames"))),
         categories=tuple(str(c) for c in as_list(names.get("categories"))), subresources=subresources,
-        singular=str(names.get("singular") or ""), storage_name=f"{group}/{plural}")
+        singular=str(names.get("singular") or ""), storage_name=f"{group}/{plural}",
+        definition=json.dumps(version, sort_keys=True, separators=(",", ":")))
 
 
 def served_types(crd: dict[str, Any]) -> tuple[ResourceType, ...]:

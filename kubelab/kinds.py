@@ -29,6 +29,9 @@ class ResourceType:
     # Where the objects live under /registry/: the plural for built-in kinds, `<group>/<plural>` for the
     # kinds CustomResourceDefinitions define (as kube-apiserver's apiextensions stores them).
     storage_name: str = ""
+    # Custom kinds: the JSON of the definition's version this resource serves (schema, columns,
+    # subresources). Part of the identity, so a changed definition is a new resource type to serve.
+    definition: str = field(default="", repr=False)
 
     @property
     def group_version(self) -> str:

@@ -12,6 +12,8 @@ layer (one storage served in several versions, as events.k8s.io needs) can take 
 
 from __future__ import annotations
 
+import copy
+import json
 from typing import Any
 
 from kubelab.kinds import ResourceType
@@ -32,6 +34,52 @@ def as_version(obj: dict[str, Any], rt: ResourceType) -> dict[str, Any]:
     if obj.get("apiVersion") == rt.api_version:
         return obj
     return {**obj, "apiVersion": rt.api_version}
+
+
+def _scale_paths(rt: ResourceType) -> dict[str, Any]:
+    version = json.loads(rt.definition) if rt.definition else {}
+    scale = ((version.get("subresources") or {}).get("scale")) or {}
+    return scale if isinstance(scale, dict) else {}
+
+
+def _steps(path: Any) -> list[str]:
+    return [part for part in str(path or "").split(".") if part]
+
+
+def _lookup(obj: Any, path: Any) -> Any:
+    for part in _steps(path):
+        obj = obj.get(part) if isinstance(obj, dict) else None
+    return obj
+
+
+def custom_scale(obj: dict[str, Any], rt: ResourceType) -> dict[str, Any]:
+    """The autoscaling/v1 Scale of a custom object, read at its definition's specReplicasPath,
+    statusReplicasPath and labelSelectorPath (a missing replicas field reads 0)."""
+    paths = _scale_paths(rt)
+    meta = obj.get("metadata") or {}
+    spec_replicas = _lookup(obj, paths.get("specReplicasPath"))
+    status_replicas = _lookup(obj, paths.get("statusReplicasPath"))
+    status: dict[str, Any] = {"replicas": status_replicas if isinstance(status_replicas, int) else 0}
+    selector = _lookup(obj, paths.get("labelSelectorPath")) if paths.get("labelSelectorPath") else None
+    if isinstance(selector, str) and selector:
+        status["selector"] = selector
+    return {"kind": "Scale", "apiVersion": "autoscaling/v1",
+            "metadata": {k: meta[k] for k in ("name", "namespace", "uid", "resourceVersion", "creationTimestamp")
+                         if k in meta},
+            "spec": {"replicas": spec_replicas if isinstance(spec_replicas, int) else 0}, "status": status}
+
+
+def with_replicas(obj: dict[str, Any], rt: ResourceType, replicas: int) -> dict[str, Any]:
+    """`obj` with `replicas` written at its definition's specReplicasPath (the maps on the way made)."""
+    steps = _steps(_scale_paths(rt).get("specReplicasPath")) or ["spec", "replicas"]
+    result = copy.deepcopy(obj)
+    target = result
+    for part in steps[:-1]:
+        if not isinstance(target.get(part), dict):
+            target[part] = {}
+        target = target[part]
+    target[steps[-1]] = replicas
+    return result
 
 
 def _content(obj: TypedObject, *, without_status: bool) -> dict[str, Any]:

@@ -43,7 +43,7 @@ from ..managedfields.fieldpath import path_string
 from ..patch import PATCH_TYPES, apply_patch, strategic_merge_patch
 from ..registry import Registry, decoding
 from ..registry.apps import scale_of
-from ..registry.customresources import as_version, is_custom
+from ..registry.customresources import as_version, custom_scale, is_custom, with_replicas
 from ..registry.pods import bind
 from ..registry.store import parse_resource_version
 from ..requestinfo import RequestInfo
@@ -335,12 +335,19 @@ async def get_object(request: Request, target: Target) -> Response:
     _check_subresource(target)
     obj = await _registry(request).get(target.rt, target.namespace, target.name or "")
     if target.subresource == "scale":
-        return codecs.respond(request, scale_of(obj, (target.rt.api_version, target.rt.kind)))
+        return codecs.respond(request, _scale_of(target, obj))
     if _table_requested(request):
         rv = (obj.get("metadata") or {}).get("resourceVersion", "")
         return codecs.respond(request, tables.table(target.rt, [_out(target, obj)], rv,
                                                     include_object=listoptions.include_object(request.query_params)))
     return codecs.respond(request, _out(target, obj))
+
+
+def _scale_of(target: Target, obj: dict[str, Any]) -> dict[str, Any]:
+    """The autoscaling/v1 Scale of an object: the kind's replicas fields, or a custom kind's scale paths."""
+    if is_custom(target.rt):
+        return custom_scale(obj, target.rt)
+    return scale_of(obj, (target.rt.api_version, target.rt.kind))
 
 
 def _out(target: Target, obj: dict[str, Any]) -> dict[str, Any]:
@@ -480,7 +487,7 @@ async def _rescale(request: Request, target: Target, replicas_of: Any, precondit
     resourceVersion is its parent's, so a stale one gets the parent's 409."""
 
     def mutate(current: dict[str, Any]) -> dict[str, Any]:
-        replicas = replicas_of(scale_of(current, (target.rt.api_version, target.rt.kind)))
+        replicas = replicas_of(_scale_of(target, current))
         if not isinstance(replicas, int) or isinstance(replicas, bool):
             raise errors.bad_request(f'Scale in version "v1" cannot be handled as a Scale: json: cannot unmarshal '
                                      f'{gojson.type_name(replicas)} into Go struct field ScaleSpec.spec.replicas '
@@ -488,12 +495,14 @@ async def _rescale(request: Request, target: Target, replicas_of: Any, precondit
         if replicas < 0:
             raise errors.invalid(target.rt, target.name or "", [validation.invalid(
                 "spec.replicas", replicas, "must be greater than or equal to 0")])
+        if is_custom(target.rt):
+            return with_replicas(current, target.rt, replicas)
         return {**current, "spec": {**(current.get("spec") or {}), "replicas": replicas}}
 
     obj = await _registry(request).guaranteed_update(target.rt, target.namespace, target.name or "", mutate,
                                                      dry_run=_dry_run(request), precondition=precondition,
                                                      manager=field_manager(request), field_subresource="scale")
-    return codecs.respond(request, scale_of(obj, (target.rt.api_version, target.rt.kind)))
+    return codecs.respond(request, _scale_of(target, obj))
 
 
 async def replace(request: Request, target: Target) -> Response:

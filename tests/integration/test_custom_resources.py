@@ -455,3 +455,73 @@ def test_additional_printer_columns_make_the_table(api: httpx.Client, kubectl: K
     assert lines[1][:4] == ["t1", "3", "red", "True"] and lines[2][0] == "t2"
     assert kubectl.ok("get", f"widgets.{group}").splitlines()[0].split() == ["NAME", "SIZE", "READY", "AGE"]
     api.delete(f"{CRDS}/{crd['metadata']['name']}")
+
+
+def test_kubectl_explains_definitions_and_custom_kinds(api: httpx.Client, kubectl: Kubectl, group: str) -> None:
+    out = kubectl.ok("explain", "crd.spec.names")
+    assert out.startswith("GROUP:      apiextensions.k8s.io\nKIND:       CustomResourceDefinition\nVERSION:    v1\n")
+    assert "  kind\t<string> -required-\n" in out and "  shortNames\t<[]string>\n" in out
+    schema = copy.deepcopy(SCHEMA)
+    schema["openAPIV3Schema"]["properties"]["spec"]["description"] = "What a widget should be."
+    schema["openAPIV3Schema"]["properties"]["spec"]["required"] = ["size"]
+    crd = definition(group, versions=[{"name": "v1", "served": True, "storage": True, "schema": schema}])
+    assert api.post(CRDS, json=crd).status_code == 201
+    established(api, crd["metadata"]["name"])
+    out = kubectl.ok("explain", "widgets.spec", f"--api-version={group}/v1")
+    assert out.startswith(f"GROUP:      {group}\nKIND:       Widget\nVERSION:    v1\n\nFIELD: spec <Object>\n")
+    assert "What a widget should be." in out and "  size\t<integer> -required-\n" in out
+    assert "  metadata\t<ObjectMeta>" in kubectl.ok("explain", "widgets", f"--api-version={group}/v1")
+    api.delete(f"{CRDS}/{crd['metadata']['name']}")
+
+
+def test_a_changed_schema_applies_to_the_next_write(api: httpx.Client, gadgets: str, group: str) -> None:
+    name = f"gadgets.{group}"
+    assert api.post(gadgets, json={"apiVersion": f"{group}/v1", "kind": "Gadget", "metadata": {"name": "g"},
+                                   "spec": {"size": 10}}).status_code == 201
+    crd = api.get(f"{CRDS}/{name}").json()
+    crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["spec"]["properties"]["size"][
+        "maximum"] = 20
+    updated = api.put(f"{CRDS}/{name}", json=crd)
+    assert updated.status_code == 200, updated.text
+    assert updated.json()["metadata"]["generation"] == 2
+
+    def accepted() -> bool:
+        resp = api.patch(f"{gadgets}/g", content=json.dumps({"spec": {"size": 15}}),
+                         headers={"Content-Type": "application/merge-patch+json"})
+        return resp.status_code == 200
+    wait_for("the new maximum", accepted)
+
+
+def test_a_definition_with_an_unknown_field_is_refused_when_strict(api: httpx.Client) -> None:
+    body = _with(GOOD, True, "spec", "bogus")
+    resp = api.post(CRDS, params={"fieldValidation": "Strict"}, json=body)
+    status = assert_status(resp, 400, "BadRequest")
+    assert 'unknown field "spec.bogus"' in status["message"]
+
+
+def test_kubectl_scales_a_custom_object(api: httpx.Client, kubectl: Kubectl, group: str) -> None:
+    schema = copy.deepcopy(SCHEMA)
+    schema["openAPIV3Schema"]["properties"]["spec"]["properties"]["replicas"] = {"type": "integer", "minimum": 0}
+    schema["openAPIV3Schema"]["properties"]["status"]["properties"].update(
+        {"replicas": {"type": "integer"}, "selector": {"type": "string"}})
+    scale = {"specReplicasPath": ".spec.replicas", "statusReplicasPath": ".status.replicas",
+             "labelSelectorPath": ".status.selector"}
+    crd = definition(group, versions=[{"name": "v1", "served": True, "storage": True, "schema": schema,
+                                       "subresources": {"status": {}, "scale": scale}}])
+    assert api.post(CRDS, json=crd).status_code == 201
+    established(api, crd["metadata"]["name"])
+    path = f"/apis/{group}/v1/namespaces/default/widgets"
+    api.post(path, json=widget(group, "s1", replicas=1))
+    api.patch(f"{path}/s1/status", content=json.dumps({"status": {"replicas": 1, "selector": "app=s1"}}),
+              headers={"Content-Type": "application/merge-patch+json"})
+    got = api.get(f"{path}/s1/scale").json()
+    assert (got["kind"], got["apiVersion"], got["spec"], got["status"]) == (
+        "Scale", "autoscaling/v1", {"replicas": 1}, {"replicas": 1, "selector": "app=s1"})
+    assert f"widget.{group}/s1 scaled" in kubectl.ok("scale", f"widgets.{group}/s1", "--replicas=4")
+    after = api.get(f"{path}/s1").json()
+    assert after["spec"]["replicas"] == 4 and after["status"]["replicas"] == 1
+    assert after["metadata"]["generation"] == 2
+    refused = api.patch(f"{path}/s1/scale", content=json.dumps({"spec": {"replicas": -1}}),
+                        headers={"Content-Type": "application/merge-patch+json"})
+    assert refused.status_code == 422
+    api.delete(f"{CRDS}/{crd['metadata']['name']}")
