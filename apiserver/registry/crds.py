@@ -184,7 +184,7 @@ def validate_spec(spec: dict[str, Any]) -> list[FieldError]:
     unique = True
     for i, version in enumerate(versions):
         name = version.get("name")
-        if name in seen:
+        if str(name) in seen:
             unique = False
         seen.add(str(name))
         errs += _label_errors(f"spec.versions[{i}].name", name if name is not None else "")
@@ -221,7 +221,7 @@ def validate_stored_versions(stored: list[Any], versions: list[dict[str, Any]]) 
     errs: list[FieldError] = []
     remaining = {str(v): i for i, v in enumerate(stored)}
     for version in versions:
-        if version.get("storage") is True and version.get("name") not in remaining:
+        if version.get("storage") is True and str(version.get("name")) not in remaining:
             errs.append(validation.invalid(path, version, f"must have the storage version {version.get('name')}"))
         remaining.pop(str(version.get("name")), None)
     errs += [validation.invalid(f"{path}[{i}]", v, "must appear in spec.versions") for v, i in remaining.items()]

@@ -525,3 +525,57 @@ def test_kubectl_scales_a_custom_object(api: httpx.Client, kubectl: Kubectl, gro
                         headers={"Content-Type": "application/merge-patch+json"})
     assert refused.status_code == 422
     api.delete(f"{CRDS}/{crd['metadata']['name']}")
+
+
+# --- hostile input -------------------------------------------------------------------------------------------
+
+HOSTILE: list[Any] = [None, 0, -1, 1.5, True, "", "x", "\u0000", "UPPER", [], [1], ["a", "a"], {}, {"a": 1},
+                      [{"name": []}], {"type": []}, "a" * 300]
+
+
+def _paths(value: Any, prefix: tuple[Any, ...] = ()) -> Iterator[tuple[Any, ...]]:
+    yield prefix
+    if isinstance(value, dict):
+        for key, item in value.items():
+            yield from _paths(item, (*prefix, key))
+    elif isinstance(value, list):
+        for i, item in enumerate(value):
+            yield from _paths(item, (*prefix, i))
+
+
+def _replaced(body: dict[str, Any], path: tuple[Any, ...], value: Any) -> dict[str, Any]:
+    body = copy.deepcopy(body)
+    target = body
+    for key in path[:-1]:
+        target = target[key]
+    target[path[-1]] = value
+    return body
+
+
+def test_hostile_definitions_and_objects_never_get_a_5xx(api: httpx.Client, gadgets: str, group: str) -> None:
+    """Every node of a good definition, and of a good custom object, replaced by each hostile value: a Status
+    every time, never a 5xx; what is accepted is deleted again."""
+    good = definition(f"hostile.{group}")
+    tried = 0
+    for path in list(_paths(good))[1:]:
+        if path[0] in ("apiVersion", "kind"):
+            continue
+        for value in HOSTILE:
+            body = _replaced(good, path, value)
+            resp = api.post(CRDS, json=body)
+            tried += 1
+            assert resp.status_code < 500, (path, value, resp.text)
+            assert resp.json()["kind"] in ("Status", "CustomResourceDefinition"), (path, value)
+            if resp.status_code == 201:
+                api.delete(f"{CRDS}/{resp.json()['metadata']['name']}")
+    obj = {"apiVersion": f"{group}/v1", "kind": "Gadget", "metadata": {"name": "h"},
+           "spec": {"size": 2, "color": "red", "name": "abc", "port": 80, "tags": ["a"], "note": "n",
+                    "free": {"a": {"b": 1}}, "template": {"apiVersion": "v1", "kind": "Pod", "metadata": {}}}}
+    for path in list(_paths(obj))[1:]:
+        for value in HOSTILE:
+            resp = api.post(gadgets, json=_replaced(obj, path, value))
+            tried += 1
+            assert resp.status_code < 500, (path, value, resp.text)
+            if resp.status_code == 201:
+                api.delete(f"{gadgets}/{resp.json()['metadata']['name']}")
+    assert tried > 500
