@@ -18,7 +18,7 @@ from typing import Any
 from kubelab import timeutil
 
 Column = tuple[str, str, int, str]  # name, type, priority, format (tables.Column)
-_TOKEN = re.compile(r"""\.([^.\[]+)|\[(\d+)\]|\[['"]([^'"]+)['"]\]|\[\?\(@\.([\w.-]+)\s*==\s*['"]([^'"]*)['"]\)\]|\[\*\]""")
+_TOKEN = re.compile(r"""\.([^.\[]+)|\[(\d+)\]|\[['"]([^'"]+)['"]\]|\[\?\(@\.([\w.-]+)\s*==\s*['"]([^'"]*)['"]\)\]|\[\*\]""", re.ASCII)
 
 
 def parse_path(path: str) -> list[tuple[str, Any]] | None:
