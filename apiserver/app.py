@@ -21,6 +21,7 @@ from kubelab import addressing, kinds, tokenfile
 from kubelab.kinds import ResourceType
 
 from . import codecs, errors, identitylease, requestinfo, satokens, strconv
+from .apiextensions import CustomResources
 from .auth import AuthMiddleware
 from .bootstrap import bootstrap
 from .cacher import Cacher
@@ -153,6 +154,10 @@ def create_app(config: Config) -> ASGIApp:
                         group_versions=[rt.group_version for rt in (*config.resources, *kinds.METRICS)],
                         service_cidr=config.service_cidr if kinds.SERVICECIDRS in config.resources else None)
         app.state.counts.prime(config.resources)
+        # The kinds CustomResourceDefinitions define join the served resources once Established.
+        custom = app.state.custom_resources = CustomResources(
+            registry, config.resources, on_change=lambda served: setattr(app.state, "resources", served))
+        await custom.start()
         log.info("storage %s ready", ",".join(config.etcd_servers))
         identity = IdentityLease(registry, hostname=config.identity_hostname,
                                  renew_interval=config.identity_lease_renew_interval,
@@ -166,6 +171,7 @@ def create_app(config: Config) -> ASGIApp:
             for task in heartbeats:
                 task.cancel()
             await asyncio.gather(*heartbeats, return_exceptions=True)
+            await custom.stop()
             await app.state.counts.stop()
             if cacher is not None:
                 await cacher.stop()

@@ -203,7 +203,7 @@ class WatchCache:
                  budget: int = DEFAULT_BUDGET, metrics: Any = None) -> None:
         self.storage = storage
         self.rt = rt
-        self.prefix = f"/registry/{rt.plural}/"
+        self.prefix = rt.storage_path
         self.capacity = capacity
         self.budget = budget
         self.metrics = metrics
@@ -517,6 +517,13 @@ class Cacher:
     def cached(self, rt: ResourceType, key: str) -> dict[str, Any] | None:
         cache = self.caches.get(rt)
         return cache.get(key) if cache is not None else None
+
+    def forget(self, rt: ResourceType) -> None:
+        """Stop and drop the cache of a resource no longer served (a CustomResourceDefinition changed or
+        went): its etcd watch ends and its watchers get the end of their streams."""
+        cache = self.caches.pop(rt, None)
+        if cache is not None:
+            asyncio.ensure_future(cache.stop())
 
     async def stop(self) -> None:
         for cache in self.caches.values():

@@ -118,6 +118,42 @@ def api_resource_list(group_version: str, resources: Iterable[ResourceType]) -> 
     return {"kind": "APIResourceList", "apiVersion": "v1", "groupVersion": group_version, "resources": entries}
 
 
+OBJECT_META = "io.k8s.apimachinery.pkg.apis.meta.v1.ObjectMeta"
+
+
+def custom_schema_name(rt: ResourceType) -> str:
+    """How kube-apiserver names a custom kind's schema: the group reversed, the version, the kind
+    (stable.example.com/v1 CronTab -> com.example.stable.v1.CronTab)."""
+    return ".".join([*reversed(rt.group.split(".")), rt.version, rt.kind])
+
+
+def _custom_schemas(rt: ResourceType) -> dict[str, Any]:
+    """A custom kind's schema as the CRD OpenAPI builder publishes it: the version's openAPIV3Schema with
+    apiVersion, kind and metadata (ObjectMeta) filled in, and the types ObjectMeta refers to."""
+    version = orjson.loads(rt.definition)
+    found = ((version.get("schema") or {}).get("openAPIV3Schema")) or {"type": "object"}
+    body = {**found, "properties": dict(found.get("properties") or {})}
+    body["properties"]["apiVersion"] = {"type": "string", "description": _TYPE_META["apiVersion"]}
+    body["properties"]["kind"] = {"type": "string", "description": _TYPE_META["kind"]}
+    body["properties"]["metadata"] = {"allOf": [{"$ref": f"#/components/schemas/{OBJECT_META}"}],
+                                      "description": _TYPE_META["metadata"], "default": {}}
+    body["x-kubernetes-group-version-kind"] = [{"group": rt.group, "kind": rt.kind, "version": rt.version}]
+    return {custom_schema_name(rt): body, **schema.openapi_closure([OBJECT_META])}
+
+
+_TYPE_META = {
+    "apiVersion": "APIVersion defines the versioned schema of this representation of an object. Servers should "
+                  "convert recognized schemas to the latest internal value, and may reject unrecognized values. "
+                  "More info: https://git.k8s.io/community/contributors/devel/sig-architecture/api-conventions.md"
+                  "#resources",
+    "kind": "Kind is a string value representing the REST resource this object represents. Servers may infer this "
+            "from the endpoint the client submits requests to. Cannot be updated. In CamelCase. More info: "
+            "https://git.k8s.io/community/contributors/devel/sig-architecture/api-conventions.md#types-kinds",
+    "metadata": "Standard object's metadata. More info: "
+                "https://git.k8s.io/community/contributors/devel/sig-architecture/api-conventions.md#metadata",
+}
+
+
 def _openapi_path(gv: str) -> str:
     return f"api/{gv}" if "/" not in gv else f"apis/{gv}"
 
@@ -164,7 +200,10 @@ def _openapi_document(group_version: str, rts: tuple[ResourceType, ...]) -> tupl
                 "responses": {"201": {"description": "Created"}}}
         paths[path] = {"patch": op, "put": {**op, "operationId": f"replace{rt.kind}", "x-kubernetes-action": "put"}}
         paths[path.rsplit("/", 1)[0]] = {"post": post}
-    components = {"schemas": schema.openapi_schemas([(rt.group_version, rt.kind) for rt in rts])}
+    components = {"schemas": schema.openapi_schemas([(rt.group_version, rt.kind) for rt in rts if not rt.definition])}
+    for rt in rts:
+        if rt.definition:
+            components["schemas"].update(_custom_schemas(rt))
     document = {"openapi": "3.0.0", "info": {"title": "Kubernetes", "version": version()["gitVersion"]},
                 "paths": paths, "components": components}
     digest = hashlib.sha512(orjson.dumps(document, option=orjson.OPT_SORT_KEYS)).hexdigest()[:128].upper()

@@ -428,6 +428,11 @@ def register(rt: ResourceType, columns: list[Column], row: Callable[[dict[str, A
     PRINTERS[rt] = (columns, row)
 
 
+def unregister(rt: ResourceType) -> None:
+    """A kind no longer served (a custom kind whose definition changed or went) loses its printer."""
+    PRINTERS.pop(rt, None)
+
+
 def column_definitions(rt: ResourceType) -> list[dict[str, Any]]:
     columns, _ = PRINTERS.get(rt, DEFAULT_PRINTER)
     return [{"name": name, "type": typ, "format": fmt, "description": "", "priority": prio}

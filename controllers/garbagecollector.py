@@ -13,6 +13,10 @@ Work items are UIDs, reconciled level-triggered:
 - An owner deleted with `Orphan` carries the `orphan` finalizer: its references are removed from
   every dependent, then the finalizer.
 
+Custom objects take part both ways, as kube's collector finds them through discovery: when a
+CustomResourceDefinition (watched like every other kind) serves a kind, an informer on its storage
+version joins the graph, and owner references to any served version of it resolve.
+
 The decision for one object is the pure `classify_owners` + `plan`; the rest is I/O. An owner not in
 the caches is looked up with a live GET before anything is deleted, so an informer that lags behind
 never costs a dependent its life.
@@ -20,13 +24,14 @@ never costs a dependent its life.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass
 from enum import Enum
 from typing import Any
 
-from kubelab import kinds
+from kubelab import customresources, kinds
 from kubelab.client import ApiClient, Conflict, Informer, NotFound, WorkQueue
 from kubelab.kinds import ResourceType
 from kubelab.models import OwnerReference, TypedObject
@@ -90,6 +95,11 @@ def _ref_key(ref: OwnerReference) -> tuple[str, str]:
     return ref.api_version or "", ref.kind or ""
 
 
+def _log_failure(task: asyncio.Task[None]) -> None:
+    if not task.cancelled() and task.exception() is not None:
+        log.error("gc: %s stopped: %r", task.get_name(), task.exception())
+
+
 class GarbageCollector:
     name = "garbage-collector"
 
@@ -99,8 +109,45 @@ class GarbageCollector:
         self.queue = WorkQueue(self.name)
         self.by_uid: dict[str, tuple[ResourceType, TypedObject]] = {}
         self.dependents: dict[str, set[str]] = {}  # owner UID -> dependent UIDs
+        # Custom kinds: (apiVersion, kind) of every served version -> the storage version's resource, and
+        # per definition the informer on it and the task running that informer.
+        self.custom: dict[tuple[str, str], ResourceType] = {}
+        self._custom_informers: dict[str, tuple[Informer[Any], asyncio.Task[None]]] = {}
+        self._custom_keys: dict[str, list[tuple[str, str]]] = {}
         for informer in informers:
             informer.add_handler(self._handler(informer.rt))
+            if informer.rt == kinds.CUSTOMRESOURCEDEFINITIONS:
+                informer.add_handler(self._on_definition)
+
+    def _on_definition(self, event: str, old: Any, new: Any) -> None:
+        """A definition changed: follow the kind it serves (an informer on its storage version), or stop."""
+        name = (new or old).metadata.name or ""
+        data = new.to_dict() if new is not None else {}
+        served = customresources.served_types(data)
+        storage = customresources.storage_type(data) if served else None
+        for key in self._custom_keys.pop(name, []):
+            self.custom.pop(key, None)
+        if storage is not None:
+            keys = self._custom_keys[name] = [(rt.api_version, rt.kind) for rt in served]
+            self.custom.update(dict.fromkeys(keys, storage))
+        current = self._custom_informers.get(name)
+        if current is not None and (storage is None or current[0].rt != storage):
+            current[1].cancel()
+            del self._custom_informers[name]
+            current = None
+        if storage is not None and current is None:
+            informer: Informer[Any] = Informer(self.api, storage, name=f"gc-{storage.group_resource}")
+            informer.add_handler(self._handler(storage))
+            task = asyncio.get_running_loop().create_task(informer.run(), name=f"{informer.name}-informer")
+            task.add_done_callback(_log_failure)
+            self._custom_informers[name] = (informer, task)
+
+    async def stop_custom(self) -> None:
+        tasks = [task for _, task in self._custom_informers.values()]
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        self._custom_informers.clear()
 
     # --- the graph -----------------------------------------------------------------------------
 
@@ -157,7 +204,7 @@ class GarbageCollector:
         cached = self.by_uid.get(ref.uid or "")
         if cached is not None:
             return cached[1]
-        rt = kinds.by_kind(*_ref_key(ref))
+        rt = kinds.by_kind(*_ref_key(ref)) or self.custom.get(_ref_key(ref))
         if rt is None:
             raise LookupError(f"unknown owner kind {ref.api_version}/{ref.kind}")
         if rt.namespaced and not obj.metadata.namespace:
@@ -266,17 +313,18 @@ class GarbageCollector:
 async def run(gc: GarbageCollector, *, workers: int = 2) -> None:
     """Workers start once every informer has listed: an owner missing from a cache that has not
     listed yet is not gone."""
-    import asyncio
-
     for informer in gc.informers:
         await informer.wait_synced()
     for uid, (_rt, obj) in list(gc.by_uid.items()):
         if obj.metadata.owner_references or (obj.metadata.deletion_timestamp
                                              and set(obj.metadata.finalizers or []) & {ORPHAN, FOREGROUND}):
             gc.queue.add(uid)
-    async with asyncio.TaskGroup() as tg:
-        for n in range(workers):
-            tg.create_task(gc.queue.run_worker(gc.reconcile), name=f"{gc.name}-worker-{n}")
+    try:
+        async with asyncio.TaskGroup() as tg:
+            for n in range(workers):
+                tg.create_task(gc.queue.run_worker(gc.reconcile), name=f"{gc.name}-worker-{n}")
+    finally:
+        await gc.stop_custom()
 
 
 __all__ = ["GarbageCollector", "OwnerState", "Plan", "owner_state", "plan", "run"]

@@ -11,7 +11,7 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from kubelab import kinds
+from kubelab import customresources, kinds
 from kubelab.client import ApiClient, ApiError, Informer, NotFound, WorkQueue
 from kubelab.models import Namespace
 
@@ -41,7 +41,7 @@ class NamespaceController:
         if ns is None or not ns.metadata.deletion_timestamp:
             return
         remaining = 0
-        for rt in self.resources:
+        for rt in (*self.resources, *await self._custom_resources()):
             items, _ = await self.api.list(rt, name)
             for item in items:
                 remaining += 1
@@ -66,6 +66,18 @@ class NamespaceController:
         except ApiError as exc:
             log.warning("namespace: finalizing %s failed: %s", name, exc)
             raise
+
+    async def _custom_resources(self) -> tuple[Any, ...]:
+        """The namespaced kinds CustomResourceDefinitions serve (kube's deleter finds them through
+        discovery), each in its storage version."""
+        crds, _ = await self.api.list(kinds.CUSTOMRESOURCEDEFINITIONS)
+        found = []
+        for crd in crds:
+            data = crd.to_dict()
+            rt = customresources.storage_type(data)
+            if rt is not None and rt.namespaced and customresources.served_types(data):
+                found.append(rt)
+        return tuple(found)
 
     async def run(self) -> None:
         await self.namespaces.wait_synced()

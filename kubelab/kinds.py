@@ -26,6 +26,12 @@ class ResourceType:
     subresources: tuple[str, ...] = ()
     verbs: tuple[str, ...] = ALL_VERBS
     singular: str = field(default="")
+    # Where the objects live under /registry/: the plural for built-in kinds, `<group>/<plural>` for the
+    # kinds CustomResourceDefinitions define (as kube-apiserver's apiextensions stores them).
+    storage_name: str = ""
+    # Custom kinds: the JSON of the definition's version this resource serves (schema, columns,
+    # subresources). Part of the identity, so a changed definition is a new resource type to serve.
+    definition: str = field(default="", repr=False)
 
     @property
     def group_version(self) -> str:
@@ -38,6 +44,11 @@ class ResourceType:
     @property
     def singular_name(self) -> str:
         return self.singular or self.kind.lower()
+
+    @property
+    def storage_path(self) -> str:
+        """`/registry/pods/`: the etcd prefix every object of this resource is stored under."""
+        return f"/registry/{self.storage_name or self.plural}/"
 
     @property
     def group_resource(self) -> str:
@@ -126,6 +137,13 @@ BUILTIN += (DAEMONSETS, STATEFULSETS, CONTROLLERREVISIONS, REPLICATIONCONTROLLER
 SERVICECIDRS = ResourceType("networking.k8s.io", "v1", "servicecidrs", "ServiceCIDR", False, models.ServiceCIDR,
                             subresources=("status",))
 BUILTIN += (SERVICECIDRS,)
+# apiextensions.k8s.io/v1: the kinds these define are served at run time, once Established
+# (apiserver/apiextensions.py), as ResourceTypes built from the definition (registry/crds.py).
+CUSTOMRESOURCEDEFINITIONS = ResourceType("apiextensions.k8s.io", "v1", "customresourcedefinitions",
+                                         "CustomResourceDefinition", False, models.CustomResourceDefinition,
+                                         short_names=("crd", "crds"), categories=("api-extensions",),
+                                         subresources=("status",))
+BUILTIN += (CUSTOMRESOURCEDEFINITIONS,)
 
 # `kubectl auth can-i` creates one of these and reads the answer back; the API server answers it without
 # storing anything (apiserver/routers/reviews.py), so it is served and discovered but not in BUILTIN, the

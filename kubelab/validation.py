@@ -185,6 +185,7 @@ _REASONS = {
     "Forbidden": "FieldValueForbidden",
     "TooLong": "FieldValueTooLong",
     "TooMany": "FieldValueTooMany",
+    "TypeInvalid": "FieldValueTypeInvalid",  # field.TypeInvalid: a value of the wrong JSON type (custom objects)
 }
 
 
@@ -202,7 +203,7 @@ class FieldError:
     @property
     def body(self) -> str:
         """The message without the field path (a Status cause's `message`)."""
-        if self.type == "Invalid":
+        if self.type in ("Invalid", "TypeInvalid"):
             text = f"Invalid value: {go_repr(self.value)}"
             return f"{text}: {self.detail}" if self.detail else text
         if self.type == "Required":

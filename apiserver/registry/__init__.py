@@ -9,6 +9,7 @@ from .apiservices import APIServiceStrategy
 from .apps import ConfigMapStrategy, DeploymentsStrategy, ReplicaSetsStrategy
 from .batch import JobStrategy
 from .cluster import NamespaceStrategy, NodeStrategy
+from .crds import CustomResourceDefinitionStrategy
 from .cronjobs import CronJobStrategy
 from .daemonsets import ControllerRevisionStrategy, DaemonSetStrategy
 from .events import DEFAULT_EVENT_TTL, EventStrategy, LeaseStrategy
@@ -52,6 +53,7 @@ def default_strategies(*, service_cidr: str | None = None, event_ttl: int = DEFA
         kinds.CONTROLLERREVISIONS: ControllerRevisionStrategy(kinds.CONTROLLERREVISIONS),
         kinds.REPLICATIONCONTROLLERS: ReplicationControllerStrategy(kinds.REPLICATIONCONTROLLERS, pods),
         kinds.SERVICECIDRS: ServiceCIDRStrategy(kinds.SERVICECIDRS),
+        kinds.CUSTOMRESOURCEDEFINITIONS: CustomResourceDefinitionStrategy(kinds.CUSTOMRESOURCEDEFINITIONS),
     }
 
 

@@ -16,7 +16,7 @@ from typing import Any
 
 import orjson
 
-from kubelab import schema, timeutil
+from kubelab import timeutil
 from kubelab.kinds import NAMESPACES, ResourceType
 from kubelab.models import TypedObject
 from kubelab.selectors import FieldSelector, Selector
@@ -133,14 +133,14 @@ class Registry:
     @staticmethod
     def key(rt: ResourceType, namespace: str | None, name: str) -> str:
         if rt.namespaced:
-            return f"/registry/{rt.plural}/{namespace}/{name}"
-        return f"/registry/{rt.plural}/{name}"
+            return f"{rt.storage_path}{namespace}/{name}"
+        return f"{rt.storage_path}{name}"
 
     @staticmethod
     def prefix(rt: ResourceType, namespace: str | None) -> str:
         if rt.namespaced and namespace:
-            return f"/registry/{rt.plural}/{namespace}/"
-        return f"/registry/{rt.plural}/"
+            return f"{rt.storage_path}{namespace}/"
+        return rt.storage_path
 
     # --- decoding --------------------------------------------------------------------------------
 
@@ -160,11 +160,10 @@ class Registry:
         self.strategy(rt).set_defaults(obj)
         return obj
 
-    @staticmethod
-    def _check_fields(rt: ResourceType, body: dict[str, Any]) -> dict[str, Any]:
+    def _check_fields(self, rt: ResourceType, body: dict[str, Any]) -> dict[str, Any]:
         """fieldValidation: kube-apiserver decodes into Go structs, so fields the kind does not have are
         refused (Strict) or dropped (Warn, with a warning each; Ignore)."""
-        pruned, unknown = schema.prune(rt.api_version, rt.kind, body)
+        pruned, unknown = self.strategy(rt).prune_unknown(body)
         if not unknown:
             return body
         mode = requestctx.field_validation.get()

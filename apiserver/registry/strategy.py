@@ -13,7 +13,7 @@ import uuid
 from dataclasses import dataclass, field
 from typing import Any
 
-from kubelab import timeutil, validation
+from kubelab import schema, timeutil, validation
 from kubelab.kinds import ResourceType
 from kubelab.models import TypedObject
 from kubelab.validation import FieldError
@@ -80,6 +80,11 @@ class Strategy:
         """Field defaults (the Go types' SetDefaults_*): applied to every decoded body, on create,
         update and patch alike, as kube-apiserver defaults while decoding. A PUT that leaves out a
         defaulted field (`protocol`, `type`) therefore means the default, not "unset"."""
+
+    def prune_unknown(self, body: dict[str, Any]) -> tuple[dict[str, Any], list[str]]:
+        """The body without the fields the kind does not have, and their paths (what fieldValidation
+        refuses or warns about): the Go types' fields, as kubernetes.json records them."""
+        return schema.prune(self.rt.api_version, self.rt.kind, body)
 
     # --- create ----------------------------------------------------------------------------------
 

@@ -43,6 +43,7 @@ from ..managedfields.fieldpath import path_string
 from ..patch import PATCH_TYPES, apply_patch, strategic_merge_patch
 from ..registry import Registry, decoding
 from ..registry.apps import scale_of
+from ..registry.customresources import as_version, custom_scale, is_custom, with_replicas
 from ..registry.pods import bind
 from ..registry.store import parse_resource_version
 from ..requestinfo import RequestInfo
@@ -334,12 +335,25 @@ async def get_object(request: Request, target: Target) -> Response:
     _check_subresource(target)
     obj = await _registry(request).get(target.rt, target.namespace, target.name or "")
     if target.subresource == "scale":
-        return codecs.respond(request, scale_of(obj, (target.rt.api_version, target.rt.kind)))
+        return codecs.respond(request, _scale_of(target, obj))
     if _table_requested(request):
         rv = (obj.get("metadata") or {}).get("resourceVersion", "")
-        return codecs.respond(request, tables.table(target.rt, [obj], rv,
+        return codecs.respond(request, tables.table(target.rt, [_out(target, obj)], rv,
                                                     include_object=listoptions.include_object(request.query_params)))
-    return codecs.respond(request, obj)
+    return codecs.respond(request, _out(target, obj))
+
+
+def _scale_of(target: Target, obj: dict[str, Any]) -> dict[str, Any]:
+    """The autoscaling/v1 Scale of an object: the kind's replicas fields, or a custom kind's scale paths."""
+    if is_custom(target.rt):
+        return custom_scale(obj, target.rt)
+    return scale_of(obj, (target.rt.api_version, target.rt.kind))
+
+
+def _out(target: Target, obj: dict[str, Any]) -> dict[str, Any]:
+    """An object as the version the request named: a custom object is stored in its definition's storage
+    version and served in any served version (customresources.as_version)."""
+    return as_version(obj, target.rt) if is_custom(target.rt) else obj
 
 
 def _list_options(request: Request, *, watch: bool) -> tuple[listoptions.ListOptions, Any, Any]:
@@ -357,6 +371,8 @@ def _list_options(request: Request, *, watch: bool) -> tuple[listoptions.ListOpt
 async def list_objects(request: Request, target: Target) -> Response:
     options, labels, fields = _list_options(request, watch=False)
     page = await _registry(request).list_page(target.rt, target.namespace, labels, fields, options)
+    if is_custom(target.rt):
+        page.items = [as_version(item, target.rt) for item in page.items]
     # ListMeta: continue and remainingItemCount only on a page with more after it (omitempty).
     meta: dict[str, Any] = {"resourceVersion": str(page.revision)}
     if page.continue_token:
@@ -400,18 +416,22 @@ async def watch(request: Request, target: Target) -> Response:
     metrics = getattr(request.app.state, "metrics", None)
     watcher = request.headers.get("user-agent") or "?"
     rt = target.rt
+    custom = is_custom(rt)
 
     async def stream() -> AsyncIterator[bytes]:
         first = True
         try:
             async with asyncio.timeout(deadline):
                 async for event in registry.watch(target.rt, target.namespace, resource_version, labels, fields):
+                    converted = custom and event.object.get("apiVersion") != rt.api_version
                     if as_table:
-                        obj: dict[str, Any] = event.object
+                        obj: dict[str, Any] = as_version(event.object, rt) if converted else event.object
                         rv = (obj.get("metadata") or {}).get("resourceVersion", "")
                         obj = tables.table(target.rt, [obj], rv, include_object=include_object, with_columns=first)
                         first = False
                         line = codecs.encode_json({"type": event.type, "object": obj})
+                    elif converted:
+                        line = codecs.encode_json({"type": event.type, "object": as_version(event.object, rt)})
                     else:
                         line = event.line()  # encoded once for every watcher of this event
                     if recorder is not None and event.key:
@@ -449,12 +469,16 @@ async def _decode(content_type: str, raw: bytes) -> Any:
 
 
 async def create(request: Request, target: Target) -> Response:
+    custom = getattr(request.app.state, "custom_resources", None)
+    if custom is not None and custom.is_terminating(target.rt):
+        # crdHandler: no new objects while the definition's cleanup deletes the old ones.
+        raise errors.method_not_allowed("create not allowed while custom resource definition is terminating")
     body = await _body(request)
     if target.rt == kinds.PODS and target.namespace and request.app.state.service_account_admission:
         body = await saadmission.admit(_registry(request), target.namespace, body)
     obj = await _registry(request).create(target.rt, target.namespace, body, dry_run=_dry_run(request),
                                           manager=field_manager(request))
-    return codecs.respond(request, obj, 201)
+    return codecs.respond(request, _out(target, obj), 201)
 
 
 async def _rescale(request: Request, target: Target, replicas_of: Any, precondition: str | None = None
@@ -463,7 +487,7 @@ async def _rescale(request: Request, target: Target, replicas_of: Any, precondit
     resourceVersion is its parent's, so a stale one gets the parent's 409."""
 
     def mutate(current: dict[str, Any]) -> dict[str, Any]:
-        replicas = replicas_of(scale_of(current, (target.rt.api_version, target.rt.kind)))
+        replicas = replicas_of(_scale_of(target, current))
         if not isinstance(replicas, int) or isinstance(replicas, bool):
             raise errors.bad_request(f'Scale in version "v1" cannot be handled as a Scale: json: cannot unmarshal '
                                      f'{gojson.type_name(replicas)} into Go struct field ScaleSpec.spec.replicas '
@@ -471,12 +495,14 @@ async def _rescale(request: Request, target: Target, replicas_of: Any, precondit
         if replicas < 0:
             raise errors.invalid(target.rt, target.name or "", [validation.invalid(
                 "spec.replicas", replicas, "must be greater than or equal to 0")])
+        if is_custom(target.rt):
+            return with_replicas(current, target.rt, replicas)
         return {**current, "spec": {**(current.get("spec") or {}), "replicas": replicas}}
 
     obj = await _registry(request).guaranteed_update(target.rt, target.namespace, target.name or "", mutate,
                                                      dry_run=_dry_run(request), precondition=precondition,
                                                      manager=field_manager(request), field_subresource="scale")
-    return codecs.respond(request, scale_of(obj, (target.rt.api_version, target.rt.kind)))
+    return codecs.respond(request, _scale_of(target, obj))
 
 
 async def replace(request: Request, target: Target) -> Response:
@@ -492,14 +518,15 @@ async def replace(request: Request, target: Target) -> Response:
     obj = await _registry(request).update(target.rt, target.namespace, target.name or "", body,
                                           subresource=target.subresource, dry_run=_dry_run(request),
                                           manager=field_manager(request))
-    return codecs.respond(request, obj)
+    return codecs.respond(request, _out(target, obj))
 
 
 async def patch(request: Request, target: Target) -> Response:
     _check_subresource(target)
     content_type = codecs.media_type(request)
-    if content_type not in PATCH_TYPES:
-        raise errors.unsupported_media_type(PATCH_TYPES)
+    if content_type not in PATCH_TYPES or (is_custom(target.rt) and content_type == STRATEGIC_MERGE_PATCH):
+        # Custom objects have no Go struct to take patch strategies from: kube's 415 lists what they take.
+        raise errors.unsupported_media_type(CUSTOM_PATCH_TYPES if is_custom(target.rt) else PATCH_TYPES)
     patch_body = await _decode(content_type, await codecs.read_body(request))
     registry = _registry(request)
     dry_run = _dry_run(request)
@@ -529,10 +556,20 @@ async def patch(request: Request, target: Target) -> Response:
     obj = await registry.guaranteed_update(rt, target.namespace, target.name or "", mutate,
                                            subresource=target.subresource, dry_run=dry_run,
                                            precondition=precondition, manager=field_manager(request))
-    return codecs.respond(request, obj)
+    return codecs.respond(request, _out(target, obj))
 
 
 APPLY_PATCH = "application/apply-patch+yaml"
+STRATEGIC_MERGE_PATCH = "application/strategic-merge-patch+json"
+CUSTOM_PATCH_TYPES = tuple(t for t in PATCH_TYPES if t != STRATEGIC_MERGE_PATCH)
+
+
+def _apply_merge(rt: ResourceType) -> Any:
+    """How apply merges a configuration into the live object: by the kind's patch strategies for built-in
+    kinds; for custom objects, maps merge and lists are atomic (a schema without x-kubernetes-list-type)."""
+    if is_custom(rt):
+        return lambda live, cfg: apply_patch("application/merge-patch+json", live, cfg, rt.kind)
+    return lambda live, cfg: strategic_merge_patch(live, cfg, rt.kind)
 
 
 async def server_side_apply(request: Request, target: Target, config: Any, dry_run: bool) -> Response:
@@ -563,23 +600,23 @@ async def server_side_apply(request: Request, target: Target, config: Any, dry_r
         try:
             return managedfields.apply(rt.kind, current, config, entries, manager=manager, api_version=rt.api_version,
                                        force=q.get("force") == "true", now=timeutil.rfc3339(),
-                                       merge=lambda live, cfg: strategic_merge_patch(live, cfg, rt.kind),
+                                       merge=_apply_merge(rt),
                                        subresource=subresource)
         except managedfields.ApplyConflict as exc:
             raise errors.apply_conflict(str(exc), [(f"conflict with {c.entry.describe()}", path_string(c.path))
                                                    for c in exc.conflicts]) from None
 
     try:
-        return codecs.respond(request, await registry.guaranteed_update(
+        return codecs.respond(request, _out(target, await registry.guaranteed_update(
             rt, target.namespace, name, applied, subresource=target.subresource, dry_run=dry_run,
-            precondition=precondition))
+            precondition=precondition)))
     except errors.StatusError as exc:
         if exc.code != 404 or target.subresource or exc.details is None or exc.details.get("name") != name:
             raise
     # Apply to an object that does not exist creates it, owned by the applier.
     obj = await registry.create(rt, target.namespace, await offload.run(offload.body_bytes(), applied, None),
                                 dry_run=dry_run)
-    return codecs.respond(request, obj, 201)
+    return codecs.respond(request, _out(target, obj), 201)
 
 
 def field_manager(request: Request) -> str:
@@ -651,7 +688,7 @@ async def delete(request: Request, target: Target) -> Response:
     obj = await _registry(request).delete(target.rt, target.namespace, target.name or "",
                                           preconditions=options.get("preconditions"),
                                           dry_run=bool(options.get("dryRun")), options=options)
-    return codecs.respond(request, obj)
+    return codecs.respond(request, _out(target, obj))
 
 
 async def delete_collection(request: Request, target: Target) -> Response:
@@ -665,8 +702,8 @@ async def delete_collection(request: Request, target: Target) -> Response:
     for item in items:
         meta = item.get("metadata") or {}
         try:
-            deleted.append(await registry.delete(target.rt, meta.get("namespace"), meta.get("name", ""),
-                                                 dry_run=bool(options.get("dryRun")), options=options))
+            deleted.append(_out(target, await registry.delete(target.rt, meta.get("namespace"), meta.get("name", ""),
+                                                 dry_run=bool(options.get("dryRun")), options=options)))
         except errors.StatusError as exc:
             if exc.code != 404:
                 raise

@@ -140,3 +140,7 @@ __all__ += ["CronJob", "CronJobSpec", "CronJobStatus", "Job", "JobCondition", "J
 
 # networking.k8s.io/v1 ServiceCIDR (models/networking.py).
 __all__ += ["ServiceCIDR", "ServiceCIDRSpec", "ServiceCIDRStatus"]
+# apiextensions.k8s.io/v1 (models/apiextensions.py).
+from .apiextensions import CustomObject, CustomResourceDefinition
+
+__all__ += ["CustomObject", "CustomResourceDefinition"]

@@ -98,6 +98,20 @@ def openapi_schemas(kinds: list[tuple[str, str]]) -> dict[str, Any]:
     return out
 
 
+def openapi_closure(names: list[str]) -> dict[str, Any]:
+    """These named component schemas (`io.k8s.apimachinery.pkg.apis.meta.v1.ObjectMeta`) and every type
+    they refer to."""
+    schemas: dict[str, Any] = _openapi()["schemas"]
+    todo, out = list(names), {}
+    while todo:
+        name = todo.pop()
+        if name in out or name not in schemas:
+            continue
+        out[name] = schemas[name]
+        todo += _refs(schemas[name])
+    return out
+
+
 def _refs(value: Any) -> list[str]:
     if isinstance(value, dict):
         found = [value["$ref"].rsplit("/", 1)[1]] if isinstance(value.get("$ref"), str) else []
