@@ -60,11 +60,11 @@ class NftTable:
         return "".join(line + "\n" for line in lines)
 
 
-_HEAD = re.compile(r"(add|flush|delete) (table|chain|set|map|rule|element) (ip6?) (\S+)(?: (.*))?$")
-_BODY = re.compile(r"(\S+)(?: \{ (.*) \})?$")
+_HEAD = re.compile(r"(add|flush|delete) (table|chain|set|map|rule|element) (ip6?) (\S+)(?: (.*))?", re.ASCII)
+_BODY = re.compile(r"(\S+)(?: \{ (.*) \})?", re.ASCII)
 # "NAME { KEY[ comment "C"][ : VALUE] }": keys hold no '"' and no " : " (an IPv6 address has bare colons).
-_ELEMENT = re.compile(r'(\S+) \{ ((?:(?! : )[^"])*?)( comment "(?:[^"\\]|\\.)*")?(?: : (.*))? \}$')
-_REF = re.compile(r"\b(?:goto|jump) (\S+)|@([A-Za-z0-9_./-]+)")
+_ELEMENT = re.compile(r'(\S+) \{ ((?:(?! : )[^"])*?)( comment "(?:[^"\\]|\\.)*")?(?: : (.*))? \}', re.ASCII)
+_REF = re.compile(r"\b(?:goto|jump) (\S+)|@([A-Za-z0-9_./-]+)", re.ASCII)
 
 
 def apply_transaction(table: NftTable | None, text: str, *, family: str = "ip", name: str = "kube-proxy",
@@ -88,7 +88,7 @@ def apply_transaction(table: NftTable | None, text: str, *, family: str = "ip", 
 
 
 def _apply(table: NftTable | None, line: str, family: str, name: str, check: bool) -> NftTable | None:
-    m = _HEAD.match(line)
+    m = _HEAD.fullmatch(line)
     if m is None or m.group(3) != family or m.group(4) != name:
         raise TableError("not an operation on this table")
     verb, kind, rest = m.group(1), m.group(2), m.group(5) or ""
@@ -118,7 +118,7 @@ def _apply(table: NftTable | None, line: str, family: str, name: str, check: boo
 
 
 def _chain_op(table: NftTable, verb: str, rest: str) -> None:
-    m = _BODY.match(rest)
+    m = _BODY.fullmatch(rest)
     if m is None:
         raise TableError("bad chain")
     chain, props = m.group(1), m.group(2) or ""
@@ -142,7 +142,7 @@ def _chain_op(table: NftTable, verb: str, rest: str) -> None:
 
 
 def _set_op(table: NftTable, verb: str, kind: str, rest: str) -> None:
-    m = _BODY.match(rest)
+    m = _BODY.fullmatch(rest)
     if m is None:
         raise TableError(f"bad {kind}")
     name, props = m.group(1), m.group(2) or ""
@@ -164,7 +164,7 @@ def _set_op(table: NftTable, verb: str, kind: str, rest: str) -> None:
 
 
 def _element_op(table: NftTable, verb: str, rest: str, check: bool) -> None:
-    m = _ELEMENT.match(rest)
+    m = _ELEMENT.fullmatch(rest)
     if m is None:
         raise TableError("bad element")
     name, key, comment, value = m.group(1), m.group(2).strip(), m.group(3) or "", m.group(4)
