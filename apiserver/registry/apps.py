@@ -52,7 +52,7 @@ class WorkloadStrategy(Strategy):
             spec.replicas = 1
         pod = _template_pod(obj)
         if pod is not None and spec.template is not None:
-            self.pods.set_defaults(pod)
+            self.pods.set_template_defaults(pod)
             spec.template.spec = pod.spec
 
     def prepare_create(self, obj: TypedObject) -> None:
@@ -129,6 +129,8 @@ class WorkloadStrategy(Strategy):
 
 
 class DeploymentsStrategy(WorkloadStrategy):
+    status_zero = ()  # DeploymentStatus: every field omitempty
+
     def set_defaults(self, obj: TypedObject) -> None:
         super().set_defaults(obj)
         assert isinstance(obj, Deployment)
