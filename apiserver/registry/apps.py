@@ -17,6 +17,7 @@ from kubelab.models import DeploymentStrategy as RolloutStrategy
 from kubelab.selectors import SelectorError, selector_from_label_selector
 from kubelab.validation import FieldError, invalid, required
 
+from . import decoding
 from .pods import PodStrategy
 from .strategy import Strategy
 
@@ -168,6 +169,14 @@ class ReplicaSetsStrategy(WorkloadStrategy):
 
 class ConfigMapStrategy(Strategy):
     has_status = False
+
+    def set_defaults(self, obj: TypedObject) -> None:
+        assert isinstance(obj, ConfigMap)
+        if obj.binary_data:
+            # binaryData is map[string][]byte: Go's base64 decoding (line breaks skipped, 400 on what does
+            # not decode, in the Secret data wording), stored and returned canonical.
+            obj.binary_data = decoding.canonical_bytes(obj.binary_data, "ConfigMap")
+
 
     def validate_create(self, obj: TypedObject) -> list[FieldError]:
         assert isinstance(obj, ConfigMap)
