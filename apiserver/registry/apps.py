@@ -164,7 +164,7 @@ class DeploymentsStrategy(WorkloadStrategy):
 
 
 class ReplicaSetsStrategy(WorkloadStrategy):
-    pass
+    status_zero = ("replicas",)  # ReplicaSetStatus.Replicas has no omitempty
 
 
 class ConfigMapStrategy(Strategy):
@@ -176,7 +176,6 @@ class ConfigMapStrategy(Strategy):
             # binaryData is map[string][]byte: Go's base64 decoding (line breaks skipped, 400 on what does
             # not decode, in the Secret data wording), stored and returned canonical.
             obj.binary_data = decoding.canonical_bytes(obj.binary_data, "ConfigMap")
-
 
     def validate_create(self, obj: TypedObject) -> list[FieldError]:
         assert isinstance(obj, ConfigMap)
