@@ -83,6 +83,15 @@ async def group_version(request: Request) -> Response:
     return await group_resources(request, group, version)
 
 
+@router.get("/openapi/v2")
+async def openapi_v2(request: Request) -> Response:
+    accept = request.headers.get("accept", "")
+    if any(media_type in accept for media_type in discovery.OPENAPI_V2_PROTOBUF):
+        # kube-openapi answers both spellings with the one Go's mime package can parse (no "@").
+        return Response(discovery.openapi_v2_protobuf(), media_type=discovery.OPENAPI_V2_PROTOBUF[1])
+    return codecs.respond(request, discovery.openapi_v2())
+
+
 @router.get("/openapi/v3")
 async def openapi_index(request: Request) -> Response:
     return codecs.respond(request, discovery.openapi_index(_resources(request)))
