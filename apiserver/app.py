@@ -178,6 +178,9 @@ def create_app(config: Config) -> ASGIApp:
             await storage.close()
 
     app = FastAPI(title="kubelab apiserver", lifespan=lifespan, openapi_url=None, docs_url=None, redoc_url=None)
+    # kube's muxes answer a path they do not serve with 404, never with Starlette's 307 to the same path
+    # without (or with) a trailing slash; the discovery paths with a slash are served (routers/discovery.py).
+    app.router.redirect_slashes = False
     app.state.resources = config.resources
     app.state.config = config
     app.state.service_account_admission = "ServiceAccount" not in config.disable_admission_plugins

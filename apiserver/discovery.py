@@ -208,3 +208,35 @@ def _openapi_document(group_version: str, rts: tuple[ResourceType, ...]) -> tupl
                 "paths": paths, "components": components}
     digest = hashlib.sha512(orjson.dumps(document, option=orjson.OPT_SORT_KEYS)).hexdigest()[:128].upper()
     return document, digest
+
+
+# --- /openapi/v2 ------------------------------------------------------------------------------------
+# kubectl's client-side validation falls back to OpenAPI v2 for a group version /openapi/v3 does not
+# list (an unknown kind, a CRD): with a v2 document that does not define the kind it skips validation,
+# and the REST mapping then fails with kube's `no matches for kind "Widget" in version "example.com/v1"
+# ... ensure CRDs are installed first`; a 404 here made it print "the server could not find the
+# requested resource" instead. kubectl reads only protobuf (gnostic's openapi_v2.Document); JSON is the
+# default for everyone else. The document declares no paths or definitions: /openapi/v3 is where kubelab
+# publishes its schemas, and kubectl 1.27+ validates and explains from there.
+OPENAPI_V2_PROTOBUF = ("application/com.github.proto-openapi.spec.v2@v1.0+protobuf",
+                       "application/com.github.proto-openapi.spec.v2.v1.0+protobuf")
+
+
+def openapi_v2() -> dict[str, Any]:
+    return {"swagger": "2.0", "info": {"title": "Kubernetes", "version": version()["gitVersion"]},
+            "paths": {}, "definitions": {}}
+
+
+def _proto_field(number: int, payload: bytes) -> bytes:
+    """One length-delimited field (wire type 2); lengths here stay far below 128, one varint byte."""
+    assert len(payload) < 128
+    return bytes([number << 3 | 2, len(payload)]) + payload
+
+
+def openapi_v2_protobuf() -> bytes:
+    """openapi_v2() as gnostic's Document: swagger = 1, info = 2 (title = 1, version = 2), paths = 8,
+    definitions = 9 (both empty messages)."""
+    doc = openapi_v2()
+    info = _proto_field(1, doc["info"]["title"].encode()) + _proto_field(2, doc["info"]["version"].encode())
+    return (_proto_field(1, doc["swagger"].encode()) + _proto_field(2, info) + _proto_field(8, b"")
+            + _proto_field(9, b""))

@@ -17,6 +17,7 @@ from kubelab.models import DeploymentStrategy as RolloutStrategy
 from kubelab.selectors import SelectorError, selector_from_label_selector
 from kubelab.validation import FieldError, invalid, required
 
+from . import decoding
 from .pods import PodStrategy
 from .strategy import Strategy
 
@@ -52,7 +53,7 @@ class WorkloadStrategy(Strategy):
             spec.replicas = 1
         pod = _template_pod(obj)
         if pod is not None and spec.template is not None:
-            self.pods.set_defaults(pod)
+            self.pods.set_template_defaults(pod)
             spec.template.spec = pod.spec
 
     def prepare_create(self, obj: TypedObject) -> None:
@@ -129,6 +130,8 @@ class WorkloadStrategy(Strategy):
 
 
 class DeploymentsStrategy(WorkloadStrategy):
+    status_zero = ()  # DeploymentStatus: every field omitempty
+
     def set_defaults(self, obj: TypedObject) -> None:
         super().set_defaults(obj)
         assert isinstance(obj, Deployment)
@@ -161,11 +164,18 @@ class DeploymentsStrategy(WorkloadStrategy):
 
 
 class ReplicaSetsStrategy(WorkloadStrategy):
-    pass
+    status_zero = ("replicas",)  # ReplicaSetStatus.Replicas has no omitempty
 
 
 class ConfigMapStrategy(Strategy):
     has_status = False
+
+    def set_defaults(self, obj: TypedObject) -> None:
+        assert isinstance(obj, ConfigMap)
+        if obj.binary_data:
+            # binaryData is map[string][]byte: Go's base64 decoding (line breaks skipped, 400 on what does
+            # not decode, in the Secret data wording), stored and returned canonical.
+            obj.binary_data = decoding.canonical_bytes(obj.binary_data, "ConfigMap")
 
     def validate_create(self, obj: TypedObject) -> list[FieldError]:
         assert isinstance(obj, ConfigMap)

@@ -41,6 +41,7 @@ from .strategy import Strategy
 
 class JobStrategy(Strategy):
     """jobStrategy: the generated selector on create, kube's validation, generation on spec changes."""
+    status_zero = ()  # JobStatus: every field omitempty
 
     name_check = staticmethod(validation.dns1123_subdomain_errors)
     # jobStrategy.DefaultGarbageCollectionPolicy: batch/v1 Jobs orphan their pods unless the DELETE asks

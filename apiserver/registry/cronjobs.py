@@ -46,6 +46,7 @@ def validate_time_zone(name: str | None, path: str) -> list[FieldError]:
 class CronJobStrategy(Strategy):
     """cronJobStrategy: defaults (concurrencyPolicy Allow, suspend false, history limits 3 and 1) and
     validateCronJobSpec."""
+    status_zero = ()  # CronJobStatus: every field omitempty
 
     def __init__(self, rt, pods: PodStrategy) -> None:  # type: ignore[no-untyped-def]
         super().__init__(rt)

@@ -35,6 +35,9 @@ UPDATE_STRATEGIES = ["RollingUpdate", "OnDelete"]
 
 
 class DaemonSetStrategy(TemplateStrategy):
+    # DaemonSetStatus: the four counts without omitempty.
+    status_zero = ("current_number_scheduled", "number_misscheduled", "desired_number_scheduled", "number_ready")
+
     def set_defaults(self, obj: TypedObject) -> None:
         assert isinstance(obj, DaemonSet)
         spec = obj.spec

@@ -12,6 +12,7 @@ so kubelab rebuilds them from the pydantic error and the model's annotations.
 
 from __future__ import annotations
 
+import base64
 import types
 import typing
 from typing import Any
@@ -160,3 +161,75 @@ def _locate(model: type[pydantic.BaseModel], loc: tuple[int | str, ...]) -> tupl
         else:
             break  # a union member tag (`int`, `str`) or a validator's name: the field is reached
     return struct, path, _go_type(current, name)
+
+
+# --- []byte fields: base64 as Go's encoding/json decodes it --------------------------------------
+
+_B64_ALPHABET = {c: i for i, c in enumerate("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/")}
+
+
+class Base64Error(ValueError):
+    """base64.CorruptInputError: its text is what kube puts after "cannot be handled as a Secret: "."""
+
+    def __init__(self, offset: int) -> None:
+        super().__init__(f"illegal base64 data at input byte {offset}")
+
+
+def go_base64(text: str) -> str:
+    """A []byte field (Secret data, ConfigMap binaryData) as kube-apiserver stores and returns it:
+    decoded as Go's base64.StdEncoding.Decode does (line breaks skipped anywhere, padding required,
+    bits left over after the last character ignored), then encoded canonically (one line, padded).
+    Raises Base64Error with the offset Go reports."""
+    out = bytearray()
+    data = text.encode("utf-8", "surrogatepass")
+    n, si = len(data), 0
+    while si < n:
+        quantum: list[int] = []
+        while len(quantum) < 4:
+            if si == n:
+                if not quantum:
+                    return _encoded(out)
+                raise Base64Error(si - len(quantum))  # StdEncoding pads: a short last quantum is corrupt
+            ch = data[si]
+            si += 1
+            value = _B64_ALPHABET.get(chr(ch)) if ch < 128 else None
+            if value is not None:
+                quantum.append(value)
+                continue
+            if ch in (0x0A, 0x0D):
+                continue
+            if ch != 0x3D or len(quantum) < 2:  # not "=", or "=" where at least two characters must be
+                raise Base64Error(si - 1)
+            if len(quantum) == 2:  # "==" expected; line breaks may come between the two
+                while si < n and data[si] in (0x0A, 0x0D):
+                    si += 1
+                if si == n:
+                    raise Base64Error(n)
+                if data[si] != 0x3D:
+                    raise Base64Error(si - 1)
+                si += 1
+            while si < n and data[si] in (0x0A, 0x0D):
+                si += 1
+            if si < n:  # anything after the padding
+                raise Base64Error(si)
+            break
+        bits = 0
+        for value in quantum:
+            bits = bits << 6 | value
+        bits <<= 6 * (4 - len(quantum))
+        out += bits.to_bytes(3, "big")[:len(quantum) - 1]
+    return _encoded(out)
+
+
+def _encoded(data: bytearray) -> str:
+    return base64.b64encode(bytes(data)).decode("ascii")
+
+
+def canonical_bytes(values: dict[str, str], kind: str) -> dict[str, str]:
+    """A map[string][]byte field of a v1 `kind`, canonical (go_base64); a value that does not decode is
+    the 400 kube-apiserver answers: `Secret in version "v1" cannot be handled as a Secret: illegal base64
+    data at input byte 4`."""
+    try:
+        return {key: go_base64(value) for key, value in values.items()}
+    except Base64Error as exc:
+        raise errors.bad_request(f'{kind} in version "v1" cannot be handled as a {kind}: {exc}') from None

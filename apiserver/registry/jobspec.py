@@ -70,7 +70,7 @@ def default_job_spec(spec: JobSpec, pods: PodStrategy) -> None:
     template = spec.template
     if template is not None and template.spec is not None:
         pod = Pod(metadata=template.metadata or {}, spec=template.spec)  # type: ignore[arg-type]
-        pods.set_defaults(pod)
+        pods.set_template_defaults(pod)
         template.spec = pod.spec
 
 

@@ -7,7 +7,7 @@ from datetime import timedelta
 from typing import Any
 
 from kubelab import quantity, timeutil, validation
-from kubelab.models import Pod, PodCondition, PodStatus, Toleration, TypedObject
+from kubelab.models import Pod, PodCondition, PodStatus, ResourceRequirements, Toleration, TypedObject
 from kubelab.validation import FieldError, invalid, not_supported, required
 
 from ..storage import Txn
@@ -75,7 +75,31 @@ def default_probe(probe: dict[str, Any]) -> None:
 
 class PodStrategy(Strategy):
     def set_defaults(self, obj: TypedObject) -> None:
+        """SetDefaults_PodSpec and the containers' defaults (set_template_defaults), then what only a Pod
+        gets, not a workload's pod template: SetDefaults_Pod's enableServiceLinks true and a host-network
+        pod's hostPorts (templates keep theirs unset since 1.28, DefaultHostNetworkHostPortsInPodTemplates
+        off), and the Priority admission plugin's priority 0 and preemptionPolicy PreemptLowerPriority."""
         assert isinstance(obj, Pod)
+        self.set_template_defaults(obj)
+        spec = obj.spec
+        if spec is not None:
+            if spec.priority is None:
+                spec.priority = 0
+            extra = spec.model_extra if spec.model_extra is not None else {}
+            extra.setdefault("preemptionPolicy", "PreemptLowerPriority")
+            if extra.get("enableServiceLinks") is None:
+                extra["enableServiceLinks"] = True
+            if spec.host_network:
+                # defaultHostNetworkPorts: with the node's network, a port is the same on the host.
+                for c in list(spec.containers or []) + list(spec.init_containers or []):
+                    for p in c.ports or []:
+                        if not p.host_port:
+                            p.host_port = p.container_port
+
+    def set_template_defaults(self, obj: Pod) -> None:
+        """SetDefaults_PodSpec (restartPolicy, dnsPolicy, schedulerName, terminationGracePeriodSeconds 30,
+        securityContext {}) and the containers' defaults: what a Pod and a pod template both get. A
+        container's `resources` is a struct in Go, so it reads `{}` when unset, as securityContext does."""
         spec = obj.spec
         if spec is not None:
             spec.restart_policy = spec.restart_policy or "Always"
@@ -83,9 +107,12 @@ class PodStrategy(Strategy):
             spec.scheduler_name = spec.scheduler_name or "default-scheduler"
             if spec.termination_grace_period_seconds is None:
                 spec.termination_grace_period_seconds = 30
-            if spec.priority is None:
-                spec.priority = 0
+            spec_extra = spec.model_extra if spec.model_extra is not None else {}
+            if spec_extra.get("securityContext") is None:
+                spec_extra["securityContext"] = {}
             for c in list(spec.containers or []) + list(spec.init_containers or []):
+                if c.resources is None:
+                    c.resources = ResourceRequirements()
                 for p in c.ports or []:
                     p.protocol = p.protocol or "TCP"
                 if c.resources is not None and c.resources.limits and not c.resources.requests:

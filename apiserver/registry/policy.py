@@ -15,6 +15,9 @@ EVICTION_POLICIES = ["AlwaysAllow", "IfHealthyBudget"]
 
 
 class PodDisruptionBudgetStrategy(Strategy):
+    # policy/v1 PodDisruptionBudgetStatus: the four counts without omitempty.
+    status_zero = ("disruptions_allowed", "current_healthy", "desired_healthy", "expected_pods")
+
     def prepare_create(self, obj: TypedObject) -> None:
         super().prepare_create(obj)
         assert isinstance(obj, PodDisruptionBudget)

@@ -18,6 +18,7 @@ from .workloads import TemplateStrategy, default_template, nonnegative, validate
 
 
 class ReplicationControllerStrategy(TemplateStrategy):
+    status_zero = ("replicas",)  # ReplicationControllerStatus.Replicas has no omitempty
     default_gc_policy = "Orphan"
 
     def set_defaults(self, obj: TypedObject) -> None:

@@ -8,12 +8,11 @@ size is bounded at 1 MiB; `type` cannot change, nor can the data of an `immutabl
 from __future__ import annotations
 
 import base64
-import binascii
 
 from kubelab.models import Secret, ServiceAccount, TypedObject
 from kubelab.validation import FieldError, config_map_key_errors, forbidden, invalid, required
 
-from .. import errors
+from .decoding import canonical_bytes
 from .strategy import Strategy
 
 MAX_SECRET_SIZE = 1024 * 1024
@@ -32,12 +31,10 @@ class SecretStrategy(Strategy):
     def set_defaults(self, obj: TypedObject) -> None:
         assert isinstance(obj, Secret)
         obj.type = obj.type or "Opaque"
-        for key, value in (obj.data or {}).items():
-            try:
-                base64.b64decode(value, validate=True)
-            except (binascii.Error, ValueError) as exc:
-                raise errors.bad_request(f'Secret in version "v1" cannot be handled as a Secret: illegal base64 '
-                                         f"data in data[{key}]: {exc}") from None
+        if obj.data:
+            # data is map[string][]byte: decoded as Go's base64 does (a YAML `|` block's line breaks are
+            # skipped) and returned canonical; what does not decode is kube's decode error, verbatim.
+            obj.data = canonical_bytes(obj.data, "Secret")
         if obj.string_data:
             data = dict(obj.data or {})
             data.update({k: base64.b64encode(v.encode()).decode() for k, v in obj.string_data.items()})

@@ -65,6 +65,13 @@ class ServiceStrategy(Strategy):
         assert isinstance(obj, Service)
         obj.status = ServiceStatus(load_balancer=LoadBalancerStatus())
 
+    def fill_status(self, obj: TypedObject) -> None:
+        # ServiceStatus.LoadBalancer is a struct, which Go's omitempty never omits: `{"loadBalancer": {}}`
+        # also after a status write that left it out.
+        assert isinstance(obj, Service)
+        obj.status = obj.status or ServiceStatus()
+        obj.status.load_balancer = obj.status.load_balancer or LoadBalancerStatus()
+
     def set_defaults(self, obj: TypedObject) -> None:
         assert isinstance(obj, Service)
         spec = obj.spec

@@ -56,6 +56,8 @@ def _drop_disabled_fields(new: StatefulSet, old: StatefulSet | None) -> None:
 
 
 class StatefulSetStrategy(TemplateStrategy):
+    status_zero = ("replicas", "available_replicas")  # StatefulSetStatus: no omitempty on these
+
     def prepare_create(self, obj: TypedObject) -> None:
         assert isinstance(obj, StatefulSet)
         _drop_disabled_fields(obj, None)

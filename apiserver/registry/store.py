@@ -350,6 +350,7 @@ class Registry:
                 # creator owns what it sent and the defaults, not what the server fills in (uid, clusterIP).
                 self._track(rt, None, obj, manager, None)
             strategy.prepare_create(obj)
+            strategy.fill_status(obj)
             generated = not obj.metadata.name
             if generated and obj.metadata.generate_name:
                 obj.metadata.name = generate_name(obj.metadata.generate_name)
@@ -514,6 +515,7 @@ class Registry:
                 elif new.metadata.resource_version and new.metadata.resource_version != str(stored.mod_revision):
                     raise errors.stale_update(rt, name)
                 strategy.prepare_update(new, old, subresource)
+                strategy.fill_status(new)
                 if manager:
                     self._track(rt, stored.obj, new, manager, field_subresource or subresource)
                 errs = strategy.validate_update(new, old, subresource)

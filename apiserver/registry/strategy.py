@@ -70,6 +70,12 @@ class Strategy:
     # Seconds an object lives after its last write (events: --event-ttl); None: until deleted.
     ttl: int | None = None
     name_check = staticmethod(validation.dns1123_subdomain_errors)
+    # The Go zero value of the kind's status struct, as kube-apiserver always serves it: a status field
+    # is a struct (never a nil pointer), so an object no controller wrote status for yet reads
+    # `"status": {}`, and the fields without `omitempty` in the Go type appear as 0 even when a status
+    # write left them out (ReplicaSetStatus.Replicas: `{"replicas": 0}`). The attributes that are 0 then;
+    # None: the kind's status is left as written (Pod, Node, Namespace: their strategies fill it).
+    status_zero: tuple[str, ...] | None = None
 
     def __init__(self, rt: ResourceType) -> None:
         self.rt = rt
@@ -197,6 +203,20 @@ class Strategy:
             self.keep_non_status(new, old)
         elif subresource is None and self.has_status and hasattr(new, "status"):
             new.status = getattr(old, "status", None)
+
+    def fill_status(self, obj: TypedObject) -> None:
+        """Make `status` the Go zero value plus what was written (status_zero); the store calls this
+        after prepare_create / prepare_update, so it holds for every write of the object."""
+        if self.status_zero is None:
+            return
+        status = getattr(obj, "status", None)
+        if status is None:
+            status = type(obj).model_fields["status"].annotation  # `XStatus | None`
+            status = next(t for t in status.__args__ if t is not type(None))()  # type: ignore[union-attr]
+            obj.status = status  # type: ignore[attr-defined]
+        for name in self.status_zero:
+            if getattr(status, name) is None:
+                setattr(status, name, 0)
 
     def keep_non_status(self, new: TypedObject, old: TypedObject) -> None:
         """On a status write, everything but status comes from the stored object."""

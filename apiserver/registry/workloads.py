@@ -94,7 +94,7 @@ def default_template(pods: PodStrategy, template: PodTemplateSpec | None) -> Non
     """The template's pod spec gets the Pod's defaults (restartPolicy Always, dnsPolicy, ...)."""
     pod = template_pod(template)
     if pod is not None and template is not None:
-        pods.set_defaults(pod)
+        pods.set_template_defaults(pod)
         template.spec = pod.spec
 
 

@@ -10,6 +10,10 @@ from kubelab import kinds
 
 from .. import codecs, discovery, errors
 
+# kube serves every discovery document at its path with a trailing slash too (go-restful matches
+# `/version/`, `/apis/apps/`; the discovery handlers are registered at `/apis` and `/apis/`): 200 with the
+# document, never Starlette's 307 to the path without the slash (app.py turns those off). `/api/v1/` and `/apis/apps/v1/` reach
+# the resource routes first (resources.resource_api), which answer them with group_version below.
 router = APIRouter()
 
 
@@ -23,6 +27,7 @@ def _discoverable(request: Request):  # type: ignore[no-untyped-def]
 
 
 @router.get("/version")
+@router.get("/version/")
 async def version(request: Request) -> Response:
     # kube-apiserver writes /version with WriteRawJSON: indented by two spaces, no final line feed.
     body = codecs.go_escape(orjson.dumps(discovery.version(), option=orjson.OPT_INDENT_2))
@@ -30,6 +35,7 @@ async def version(request: Request) -> Response:
 
 
 @router.get("/api")
+@router.get("/api/")
 async def api(request: Request) -> Response:
     host = request.url.hostname or "127.0.0.1"
     port = request.url.port or 80
@@ -37,11 +43,13 @@ async def api(request: Request) -> Response:
 
 
 @router.get("/apis")
+@router.get("/apis/")
 async def apis(request: Request) -> Response:
     return codecs.respond(request, discovery.api_group_list(_discoverable(request)))
 
 
 @router.get("/api/{version}")
+@router.get("/api/{version}/")
 async def core_resources(request: Request, version: str) -> Response:
     body = discovery.api_resource_list(version, _resources(request))
     if body is None:
@@ -50,6 +58,7 @@ async def core_resources(request: Request, version: str) -> Response:
 
 
 @router.get("/apis/{group}")
+@router.get("/apis/{group}/")
 async def group(request: Request, group: str) -> Response:
     body = discovery.api_group(group, _discoverable(request))
     if body is None:
@@ -58,11 +67,29 @@ async def group(request: Request, group: str) -> Response:
 
 
 @router.get("/apis/{group}/{version}")
+@router.get("/apis/{group}/{version}/")
 async def group_resources(request: Request, group: str, version: str) -> Response:
     body = discovery.api_resource_list(f"{group}/{version}", _discoverable(request))
     if body is None:
         raise errors.route_not_found()
     return codecs.respond(request, body)
+
+
+async def group_version(request: Request) -> Response:
+    """`/api/v1/`, `/apis/apps/v1/`: the group version's resource list, as without the slash."""
+    group, version = request.path_params.get("group"), request.path_params["version"]
+    if group is None:
+        return await core_resources(request, version)
+    return await group_resources(request, group, version)
+
+
+@router.get("/openapi/v2")
+async def openapi_v2(request: Request) -> Response:
+    accept = request.headers.get("accept", "")
+    if any(media_type in accept for media_type in discovery.OPENAPI_V2_PROTOBUF):
+        # kube-openapi answers both spellings with the one Go's mime package can parse (no "@").
+        return Response(discovery.openapi_v2_protobuf(), media_type=discovery.OPENAPI_V2_PROTOBUF[1])
+    return codecs.respond(request, discovery.openapi_v2())
 
 
 @router.get("/openapi/v3")

@@ -47,7 +47,7 @@ from ..registry.customresources import as_version, custom_scale, is_custom, with
 from ..registry.pods import bind
 from ..registry.store import parse_resource_version
 from ..requestinfo import RequestInfo
-from . import eviction, metrics_api, proxy, reviews, tokenrequest
+from . import discovery, eviction, metrics_api, proxy, reviews, tokenrequest
 
 log = logging.getLogger(__name__)
 
@@ -190,13 +190,17 @@ def serves(info: RequestInfo) -> bool:
 
 
 async def resource_api(request: Request) -> Response:
-    return await dispatch(request, requestinfo.of(request.scope))
+    info = requestinfo.of(request.scope)
+    if not info.is_resource and request.method == "GET":
+        # `/api/v1/`, `/apis/apps/v1/`: kube trims the slash and serves the group version's discovery.
+        return await discovery.group_version(request)
+    return await dispatch(request, info)
 
 
 # Installed first in the app's own route list (app.py), not through include_router: FastAPI's
 # included routers are matched through a per-request wrapper that cost ~0.1 ms per request. The API
 # server's front (app.ApiServer) sends resource requests to dispatch before any route is matched; these
-# routes take the rest under /api and /apis (e.g. `/api/v1/`), which dispatch answers with 404.
+# routes take the rest under /api and /apis: a GET of `/api/v1/` is discovery, anything else dispatch answers with 404.
 routes = [Route("/api/{version}/{path:path}", resource_api, methods=list(METHODS)),
           Route("/apis/{group}/{version}/{path:path}", resource_api, methods=list(METHODS))]
 
