@@ -29,7 +29,7 @@ _INT64_FIELDS = {"terminationGracePeriodSeconds", "activeDeadlineSeconds", "tole
                  "deletionGracePeriodSeconds", "observedGeneration"}
 # The Go package of the external types (`v1.Pod`), and of the internal ones conversion targets (`core.Pod`).
 _LEGACY_SCHEME = "pkg/api/legacyscheme/scheme.go:30"
-_REGISTERED = {(rt.api_version, rt.kind) for rt in kinds.BUILTIN} | {("v1", "Binding")}
+_REGISTERED = {(rt.api_version, rt.kind) for rt in (*kinds.BUILTIN, kinds.EVENTS_V1)} | {("v1", "Binding")}
 
 
 def _internal_package(group: str) -> str:

@@ -136,3 +136,8 @@ __all__ += [
 # batch/v1
 __all__ += ["CronJob", "CronJobSpec", "CronJobStatus", "Job", "JobCondition", "JobSpec", "JobStatus", "JobTemplateSpec",
             "PodFailurePolicy", "PodFailurePolicyRule", "SuccessPolicy", "SuccessPolicyRule", "UncountedTerminatedPods"]
+
+# events.k8s.io/v1 (models/events.py): core/v1 Events served in the events API's field names.
+from .events import EventsV1Event
+
+__all__ += ["EventsV1Event"]
