@@ -327,3 +327,24 @@ def test_watch_with_field_selector_per_version(api: httpx.Client, apiserver: str
                     break
     assert [(e["type"], e["object"]["metadata"]["name"]) for e in events] == [("ADDED", name), ("DELETED", name)]
     assert events[0]["object"]["regarding"]["name"] == regarding
+
+
+def test_a_body_of_the_other_version_is_refused(api: httpx.Client) -> None:
+    """Each version decodes its own fields only: a core/v1 body sent to events.k8s.io (or the reverse)
+    is the decoder's 400, and the other version's field names are unknown fields."""
+    name = unique_name("ev")
+    core_body = {"apiVersion": "v1", "kind": "Event", "metadata": {"name": name},
+                 "involvedObject": {"kind": "Pod", "name": "web", "namespace": NS}}
+    resp = api.post(V1, json=core_body)
+    assert resp.status_code == 400
+    assert resp.json()["message"] == ("the API version in the data (v1) does not match the expected API version "
+                                      "(events.k8s.io/v1)")
+    resp = api.post(CORE, json=v1_event(name))
+    assert resp.status_code == 400
+    assert resp.json()["message"] == ("the API version in the data (events.k8s.io/v1) does not match the expected "
+                                      "API version (v1)")
+    resp = api.post(V1, params={"fieldValidation": "Strict"}, json={**v1_event(name), "message": "core's name"})
+    assert resp.status_code == 400
+    assert resp.json()["message"] == ('Event in version "v1" cannot be handled as a Event: strict decoding error: '
+                                      'unknown field "message"')
+    assert api.get(f"{CORE}/{name}").status_code == 404
