@@ -348,3 +348,23 @@ def test_a_body_of_the_other_version_is_refused(api: httpx.Client) -> None:
     assert resp.json()["message"] == ('Event in version "v1" cannot be handled as a Event: strict decoding error: '
                                       'unknown field "message"')
     assert api.get(f"{CORE}/{name}").status_code == 404
+
+
+def test_the_table_prints_both_versions_as_kube_prints_events(api: httpx.Client) -> None:
+    """printEvent, for an event the events API wrote: the series' count, the reporting controller and
+    instance as source, eventTime as first seen; the same row through either version."""
+    name = unique_name("ev")
+    assert api.post(V1, json=v1_event(name, series={"count": 4, "lastObservedTime": NOW})).status_code == 201
+    rows = {}
+    for key, path in (("core", CORE), ("v1", V1)):
+        resp = api.get(f"{path}/{name}", headers={"Accept": "application/json;as=Table;g=meta.k8s.io;v=v1"})
+        assert resp.status_code == 200, resp.text
+        table = resp.json()
+        assert [c["name"] for c in table["columnDefinitions"]] == [
+            "Last Seen", "Type", "Reason", "Object", "Subobject", "Source", "Message", "First Seen", "Count", "Name"]
+        rows[key] = table["rows"][0]["cells"]
+    assert rows["core"] == rows["v1"]
+    _last, kind, reason, target, sub, source, message, _first, count, row_name = rows["v1"]
+    assert (kind, reason, target, sub, source, message, count, row_name) == (
+        "Normal", "Scheduled", "pod/web", "", "default-scheduler, default-scheduler-x",
+        f"Successfully assigned {NS}/web", 4, name)
