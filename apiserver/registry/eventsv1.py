@@ -176,7 +176,10 @@ def strict_update_errors(new: dict[str, Any], old: dict[str, Any]) -> list[Field
     if _semantic(new.get("series")) != _semantic(old.get("series")):
         errs += _series_errors(new)
     for field, printer in _IMMUTABLE:
-        if _semantic(new.get(field)) != _semantic(old.get(field)):
+        before, after = _semantic(old.get(field)), _semantic(new.get(field))
+        if field == "related":  # a pointer in Go: an empty reference is not no reference
+            before, after = (old.get(field) is not None, before), (new.get(field) is not None, after)
+        if before != after:
             errs.append(invalid(_PATHS.get(field, field), printer(new.get(field)), "field is immutable"))
     return errs
 

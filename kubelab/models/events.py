@@ -3,15 +3,13 @@ fields renamed as kube's events API names them (note, regarding, reportingContro
 
 from __future__ import annotations
 
-from typing import Any
-
-from .core import EventSource, ObjectReference
+from .core import EventSeries, EventSource, ObjectReference
 from .meta import TypedObject
 
 
 class EventsV1Event(TypedObject):
     event_time: str | None = None
-    series: dict[str, Any] | None = None
+    series: EventSeries | None = None
     reporting_controller: str | None = None
     reporting_instance: str | None = None
     action: str | None = None
