@@ -28,7 +28,7 @@ from .cacher import Cacher
 from .flowcontrol import RequestGuard, list_seats
 from .identitylease import IdentityLease
 from .metrics import ApiserverMetrics
-from .registry import Registry, default_strategies
+from .registry import Registry, default_conversions, default_strategies
 from .registry.counts import ObjectCounts
 from .registry.events import DEFAULT_EVENT_TTL
 from .routers import discovery, health, issuer, observability, resources
@@ -144,7 +144,7 @@ def create_app(config: Config) -> ASGIApp:
             counts.written(key, verb)
             getter.written(key, revision)
 
-        registry = Registry(storage, strategies, cacher=cacher, on_write=written)
+        registry = Registry(storage, strategies, cacher=cacher, on_write=written, conversions=default_conversions())
         app.state.registry = registry
         getter = app.state.token_getter = TokenObjectGetter(registry)  # token checks read the watch cache
         await registry.wait_for_storage()

@@ -102,11 +102,16 @@ def stale_update(rt: ResourceType, name: str) -> StatusError:
                               "and try again")
 
 
+def _aggregate(errors: Sequence[FieldError]) -> str:
+    """ErrorList.ToAggregate().Error(): each distinct message once, in order, bracketed when several (the
+    causes keep every error, duplicates included)."""
+    messages = list(dict.fromkeys(str(e) for e in errors))
+    return messages[0] if len(messages) == 1 else "[" + ", ".join(messages) + "]"
+
+
 def invalid(rt: ResourceType, name: str, errors: Sequence[FieldError]) -> StatusError:
     """422 Invalid; `details.kind` is the Kind, which kubectl prints: `The Service "x" is invalid: ...`."""
-    text = "; ".join(str(e) for e in errors) if len(errors) > 1 else str(errors[0])
-    if len(errors) > 1:
-        text = "[" + ", ".join(str(e) for e in errors) + "]"
+    text = _aggregate(errors)
     # StatusDetails' field order (name, group, kind, causes); the message names the GroupKind as Go's
     # GroupKind.String() does: `Deployment.apps "web" is invalid: ...` (kubectl prints `The Deployment ...`
     # from details.kind).

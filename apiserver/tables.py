@@ -12,6 +12,8 @@ from typing import Any
 from kubelab import kinds, timeutil
 from kubelab.kinds import ResourceType
 
+from .registry.eventsv1 import to_core as events_to_core
+
 Column = tuple[str, str, int, str]  # name, type, priority, format
 Row = list[Any]
 
@@ -199,17 +201,33 @@ def _namespace_row(obj: dict[str, Any]) -> Row:
 
 
 def _event_row(obj: dict[str, Any]) -> Row:
+    """printEvent: first seen is firstTimestamp, else the events API's eventTime; last seen is
+    lastTimestamp, else first seen, or the series' last observation; the count is the series', else
+    count, else 1 (a singleton event of the new API has none). The source falls back to the reporting
+    controller and instance for events the events API wrote (formatEventSource)."""
     inv = obj.get("involvedObject") or {}
     source = obj.get("source") or {}
-    last = obj.get("lastTimestamp") or obj.get("eventTime") or (obj.get("series") or {}).get("lastObservedTime")
-    first = obj.get("firstTimestamp") or obj.get("eventTime")
-    src = source.get("component") or obj.get("reportingComponent") or ""
-    if source.get("host"):
-        src = f"{src}, {source['host']}"
-    return [timeutil.age(last) if last else "<unknown>", obj.get("type") or "", obj.get("reason") or "",
-            f"{(inv.get('kind') or '').lower()}/{inv.get('name') or ''}", inv.get("fieldPath") or "", src,
-            (obj.get("message") or "").strip(), timeutil.age(first) if first else "<unknown>",
-            obj.get("count") or 1, _meta(obj).get("name")]
+    first_at = obj.get("firstTimestamp") or obj.get("eventTime")
+    first = timeutil.age(first_at) if first_at else "<unknown>"
+    last = timeutil.age(obj["lastTimestamp"]) if obj.get("lastTimestamp") else first
+    count = obj.get("count") or 1
+    series = obj.get("series")
+    if isinstance(series, dict):
+        observed = series.get("lastObservedTime")
+        last = timeutil.age(observed) if observed else "<unknown>"
+        count = series.get("count") or 0
+    component = source.get("component") or obj.get("reportingComponent") or ""
+    instance = source.get("host") or obj.get("reportingInstance") or ""
+    kind = (inv.get("kind") or "").lower()
+    target = f"{kind}/{inv['name']}" if inv.get("name") else kind
+    return [last, obj.get("type") or "", obj.get("reason") or "", target, inv.get("fieldPath") or "",
+            f"{component}, {instance}" if instance else component, (obj.get("message") or "").strip(), first,
+            count, _meta(obj).get("name")]
+
+
+def _events_v1_row(obj: dict[str, Any]) -> Row:
+    # kube prints both versions with one printer, of the internal (core) type they convert to.
+    return _event_row(events_to_core(obj))
 
 
 def _template_cells(obj: dict[str, Any]) -> tuple[str, str, str]:
@@ -386,6 +404,10 @@ PRINTERS: dict[ResourceType, tuple[list[Column], Callable[[dict[str, Any]], Row]
                     ("Object", "string", 0, ""), ("Subobject", "string", 1, ""), ("Source", "string", 1, ""),
                     ("Message", "string", 0, ""), ("First Seen", "string", 1, ""), ("Count", "integer", 1, ""),
                     ("Name", "string", 1, "name")], _event_row),
+    kinds.EVENTS_V1: ([("Last Seen", "string", 0, ""), ("Type", "string", 0, ""), ("Reason", "string", 0, ""),
+                       ("Object", "string", 0, ""), ("Subobject", "string", 1, ""), ("Source", "string", 1, ""),
+                       ("Message", "string", 0, ""), ("First Seen", "string", 1, ""), ("Count", "integer", 1, ""),
+                       ("Name", "string", 1, "name")], _events_v1_row),
     kinds.LEASES: ([NAME, ("Holder", "string", 0, ""), AGE], _lease_row),
     kinds.DEPLOYMENTS: ([NAME, ("Ready", "string", 0, ""), ("Up-to-date", "string", 0, ""),
                          ("Available", "string", 0, ""), AGE, ("Containers", "string", 1, ""),

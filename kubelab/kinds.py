@@ -158,6 +158,12 @@ SELFSUBJECTREVIEWS = ResourceType("authentication.k8s.io", "v1", "selfsubjectrev
 TOKENREVIEWS = ResourceType("authentication.k8s.io", "v1", "tokenreviews", "TokenReview", False, models.TokenReview,
                             verbs=("create",))
 SERVED: tuple[ResourceType, ...] = (*BUILTIN, SELFSUBJECTACCESSREVIEWS, SELFSUBJECTREVIEWS, TOKENREVIEWS)
+# events.k8s.io/v1 Events are the core/v1 Events in the events API's field names: kube-apiserver stores
+# them once, under /registry/events, and converts on every read and write (the API server's
+# conversion.py). Served and discovered, but not in BUILTIN: a component that lists or watches every
+# stored kind (garbage collector, namespace deletion) sees each event once, as v1.
+EVENTS_V1 = ResourceType("events.k8s.io", "v1", "events", "Event", True, models.EventsV1Event, short_names=("ev",))
+SERVED += (EVENTS_V1,)
 # metrics.k8s.io, as metrics-server serves it behind kube-apiserver: read from the kubelets' stats/summary
 # when asked (apiserver/routers/metrics_api.py), never stored; in discovery so that `kubectl top` finds it.
 NODE_METRICS = ResourceType("metrics.k8s.io", "v1beta1", "nodes", "NodeMetrics", False, models.NodeMetrics,

@@ -1,6 +1,7 @@
 """What the scheduler tells the API server besides bindings: events and the PodScheduled condition.
 
-Neither may hold up a decision. Events go through a bounded queue (1000 queued events at most; further
+Neither may hold up a decision. Events are events.k8s.io/v1, with series for repeats (kubelab/eventseries.py,
+as kube-scheduler writes them); they go through a bounded queue (1000 queued events at most; further
 ones are dropped, never waited for), posted by a few workers at once: client-go's events broadcaster
 (tools/events, which kube-scheduler uses) writes each event from a goroutine of its own, so a
 FailedScheduling event does not wait for every Scheduled event of a burst before it, one at a time. PodScheduled=False patches are coalesced per pod — only the latest wish is sent — and
@@ -17,7 +18,7 @@ from dataclasses import dataclass
 
 from kubelab import kinds, timeutil
 from kubelab.client import ApiClient, ApiError
-from kubelab.events import EventRecorder
+from kubelab.eventseries import SeriesRecorder
 from kubelab.models import Pod
 
 log = logging.getLogger(__name__)
@@ -54,7 +55,8 @@ def scheduled_false(pod: Pod, reason: str, message: str) -> dict[str, object]:
 class Reporter:
     def __init__(self, api: ApiClient, component: str) -> None:
         self.api = api
-        self.recorder = EventRecorder(api, component)
+        # events.k8s.io/v1 with series, as kube-scheduler records through client-go's tools/events.
+        self.recorder = SeriesRecorder(api, component)
         self._events: deque[_Event] = deque()
         self._events_ready = asyncio.Event()
         self.dropped_events = 0
@@ -111,3 +113,4 @@ class Reporter:
                 tg.create_task(self._post_events(), name=f"scheduler-events-{i}")
             for i in range(STATUS_WORKERS):
                 tg.create_task(self._patch_conditions(), name=f"scheduler-status-{i}")
+            tg.create_task(self.recorder.run(), name="scheduler-event-series")

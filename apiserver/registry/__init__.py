@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from kubelab import kinds
 
+from ..conversion import Conversions
 from .apiservices import APIServiceStrategy
 from .apps import ConfigMapStrategy, DeploymentsStrategy, ReplicaSetsStrategy
 from .batch import JobStrategy
@@ -13,6 +14,7 @@ from .crds import CustomResourceDefinitionStrategy
 from .cronjobs import CronJobStrategy
 from .daemonsets import ControllerRevisionStrategy, DaemonSetStrategy
 from .events import DEFAULT_EVENT_TTL, EventStrategy, LeaseStrategy
+from .eventsv1 import EventsV1Strategy, served_version
 from .networking import EndpointSliceStrategy, EndpointsStrategy
 from .pods import PodStrategy
 from .policy import PodDisruptionBudgetStrategy
@@ -54,7 +56,13 @@ def default_strategies(*, service_cidr: str | None = None, event_ttl: int = DEFA
         kinds.REPLICATIONCONTROLLERS: ReplicationControllerStrategy(kinds.REPLICATIONCONTROLLERS, pods),
         kinds.SERVICECIDRS: ServiceCIDRStrategy(kinds.SERVICECIDRS),
         kinds.CUSTOMRESOURCEDEFINITIONS: CustomResourceDefinitionStrategy(kinds.CUSTOMRESOURCEDEFINITIONS),
+        kinds.EVENTS_V1: EventsV1Strategy(kinds.EVENTS_V1, ttl=event_ttl),
     }
 
 
-__all__ = ["Registry", "Strategy", "WatchEvent", "default_strategies"]
+def default_conversions() -> Conversions:
+    """The built-in kinds served from another kind's storage: events.k8s.io/v1 Events over core/v1's."""
+    return Conversions([served_version()])
+
+
+__all__ = ["Registry", "Strategy", "WatchEvent", "default_conversions", "default_strategies"]

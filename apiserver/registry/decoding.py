@@ -30,7 +30,11 @@ _INT64_FIELDS = {"terminationGracePeriodSeconds", "activeDeadlineSeconds", "tole
                  "deletionGracePeriodSeconds", "observedGeneration"}
 # The Go package of the external types (`v1.Pod`), and of the internal ones conversion targets (`core.Pod`).
 _LEGACY_SCHEME = "pkg/api/legacyscheme/scheme.go:30"
-_REGISTERED = {(rt.api_version, rt.kind) for rt in kinds.BUILTIN} | {("v1", "Binding")}
+_REGISTERED = {(rt.api_version, rt.kind) for rt in (*kinds.BUILTIN, kinds.EVENTS_V1)} | {("v1", "Binding")}
+
+
+# Kinds of different groups kube decodes into one internal type (events.k8s.io/v1 Event is core.Event).
+_SHARED_INTERNAL = {(kinds.EVENTS.api_version, "Event"), (kinds.EVENTS_V1.api_version, "Event")}
 
 
 def _internal_package(group: str) -> str:
@@ -48,8 +52,9 @@ def kind_mismatch(rt: ResourceType, api_version: str, kind: str) -> errors.Statu
     group = api_version.rsplit("/", 1)[0] if "/" in api_version else ""
     if (api_version, kind) not in _REGISTERED:
         reason = f'no kind "{kind}" is registered for version "{api_version}" in scheme "{_LEGACY_SCHEME}"'
-    elif kind == rt.kind and group == rt.group:
-        # Same kind, another version: it decodes, then the handler refuses the group version.
+    elif kind == rt.kind and (group == rt.group or {(api_version, kind), (rt.api_version, rt.kind)} <= _SHARED_INTERNAL):
+        # Same kind, another version (or another group whose objects convert to the same internal type, as
+        # core/v1 and events.k8s.io/v1 Events do): it decodes, then the handler refuses the group version.
         return errors.bad_request(f"the API version in the data ({api_version}) does not match the expected "
                                   f"API version ({rt.api_version})")
     else:

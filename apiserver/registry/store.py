@@ -23,6 +23,7 @@ from kubelab.selectors import FieldSelector, Selector
 
 from .. import continuetoken, errors, managedfields, offload, requestctx, strconv
 from ..cacher import Cacher, NotServable, TooOld, WatchEvent
+from ..conversion import Conversions
 from ..listoptions import EXACT, ListOptions
 from ..storage import (
     Compacted,
@@ -113,9 +114,13 @@ class ListPage:
 
 class Registry:
     def __init__(self, storage: Storage, strategies: dict[ResourceType, Strategy], *,
-                 cacher: Cacher | None = None, on_write: WriteHook | None = None) -> None:
+                 cacher: Cacher | None = None, on_write: WriteHook | None = None,
+                 conversions: Conversions | None = None) -> None:
         self.storage = storage
         self.strategies = strategies
+        # Served versions stored as another kind (conversion.py): keys, watch cache and stored JSON are
+        # the storage kind's; bodies, strategies, selectors and answers the served version's.
+        self.conversions = conversions or Conversions()
         # The watch cache (cacher.py): watches are served from it, and updates try its copy of the
         # object before reading etcd, as kube's GuaranteedUpdate does with cachedExistingObject.
         self.cacher = cacher
@@ -127,6 +132,13 @@ class Registry:
 
     def strategy(self, rt: ResourceType) -> Strategy:
         return self.strategies[rt]
+
+    def storage_of(self, rt: ResourceType) -> ResourceType:
+        """The kind `rt` is stored as (itself, unless it is a converted version of another)."""
+        return self.conversions.storage_of(rt)
+
+    def _served(self, rt: ResourceType, obj: dict[str, Any]) -> dict[str, Any]:
+        return self.conversions.from_storage(rt, obj)
 
     # --- keys ------------------------------------------------------------------------------------
 
@@ -183,12 +195,12 @@ class Registry:
 
     async def get(self, rt: ResourceType, namespace: str | None, name: str) -> dict[str, Any]:
         try:
-            stored = await self.storage.get(self.key(rt, namespace, name))
+            stored = await self.storage.get(self.key(self.storage_of(rt), namespace, name))
         except KeyNotFound:
             raise errors.not_found(rt, name) from None
         except Unavailable as exc:
             raise errors.unavailable(f"etcd is unavailable: {exc}") from exc
-        return stored.obj
+        return self._served(rt, stored.obj)
 
     def matcher(self, rt: ResourceType, labels: Selector, fields: FieldSelector) -> Callable[[dict[str, Any]], bool]:
         strategy = self.strategy(rt)
@@ -208,10 +220,12 @@ class Registry:
         """Every matching object, read at the current revision (the API server's own reads)."""
         matches = self.matcher(rt, labels, fields)
         try:
-            items, revision = await self.storage.list(self.prefix(rt, namespace))
+            items, revision = await self.storage.list(self.prefix(self.storage_of(rt), namespace))
         except Unavailable as exc:
             raise errors.unavailable(f"etcd is unavailable: {exc}") from exc
-        return [s.obj for s in items if matches(s.obj)], revision
+        view = self.conversions.viewer(rt)
+        objs = [s.obj for s in items] if view is None else [view(s.obj) for s in items]
+        return [obj for obj in objs if matches(obj)], revision
 
     async def list_page(self, rt: ResourceType, namespace: str | None, labels: Selector, fields: FieldSelector,
                         options: ListOptions) -> ListPage:
@@ -234,8 +248,9 @@ class Registry:
           that revision (410 if compacted, 504 Too large if etcd has not reached it).
         """
         matches = self.matcher(rt, labels, fields)
+        view = self.conversions.viewer(rt)
         everything = labels.is_empty() and fields.is_empty()
-        prefix = self.prefix(rt, namespace)
+        prefix = self.prefix(self.storage_of(rt), namespace)
         wanted = list_resource_version(options.resource_version)
         limit = max(options.limit, 0)
         start, at, continuing = prefix, 0, bool(options.continue_token)
@@ -267,8 +282,9 @@ class Registry:
                     more = True
                     break
                 last_key = stored.key
-                if matches(stored.obj):
-                    items.append(stored.obj)
+                obj = stored.obj if view is None else view(stored.obj)
+                if matches(obj):
+                    items.append(obj)
                     size += stored.size
             if not at:
                 at = page.revision  # the later reads of this page, and the later pages, read here
@@ -290,6 +306,10 @@ class Registry:
                 stored, revision = await self.storage.list(prefix)
         except Unavailable as exc:
             raise errors.unavailable(f"etcd is unavailable: {exc}") from exc
+        view = self.conversions.viewer(rt)
+        if view is not None:
+            served = [(obj, s.size) for s in stored if matches(obj := view(s.obj))]
+            return ListPage([obj for obj, _ in served], revision, size=sum(size for _, size in served))
         kept = [s for s in stored if matches(s.obj)]
         return ListPage([s.obj for s in kept], revision, size=sum(s.size for s in kept))
 
@@ -298,7 +318,7 @@ class Registry:
         seen, then answers 504 asking to retry after 1 s. kubelab's lists read etcd, but the watch
         cache knows when etcd has passed a revision, so the wait is the same."""
         if self.cacher is not None:
-            cache = self.cacher.cache(rt)
+            cache = self.cacher.cache(self.storage_of(rt))
             try:
                 await cache.ensure_started()
                 await cache.wait_fresh(wanted)
@@ -420,7 +440,8 @@ class Registry:
             data = await offload.run(offload.body_bytes(), attempt.to_dict)
             if dry_run:
                 return data
-            key = self.key(rt, attempt.metadata.namespace, attempt.metadata.name or "")
+            data = self.conversions.to_storage(rt, data)
+            key = self.key(self.storage_of(rt), attempt.metadata.namespace, attempt.metadata.name or "")
             txn = alloc.txn
             if rt.namespaced:
                 txn.require.append(self.key(NAMESPACES, None, attempt.metadata.namespace or ""))
@@ -449,7 +470,7 @@ class Registry:
                 raise errors.unavailable(f"etcd is unavailable: {exc}") from exc
             self._written(key, revision, "create", sent)
             data["metadata"]["resourceVersion"] = str(revision)
-            return data
+            return self._served(rt, data)
         raise errors.StatusError(500, "InternalError", "Internal error occurred: could not allocate after "
                                                        f"{MAX_RETRIES} attempts")
 
@@ -489,9 +510,9 @@ class Registry:
         With a `manager`, the fields the write changed become that manager's in managedFields, under
         `field_subresource` when the write came through one the strategy does not see (scale)."""
         strategy = self.strategy(rt)
-        key = self.key(rt, namespace, name)
+        key = self.key(self.storage_of(rt), namespace, name)
         avoid: set[str] = set()
-        cached = self._cached(rt, key, precondition)
+        cached = self._cached(self.storage_of(rt), key, precondition)
         for _ in range(MAX_RETRIES):
             from_cache = cached is not None
             try:
@@ -506,8 +527,9 @@ class Registry:
 
             def prepare(stored: Stored) -> tuple[TypedObject, Any, dict[str, Any], bool]:
                 # CPU only, no I/O: off the event loop for a big body or object (offload.py).
-                old = self._to_model(rt, stored.obj)
-                result = mutate(stored.obj)
+                current = self._served(rt, stored.obj)
+                old = self._to_model(rt, current)
+                result = mutate(current)
                 new = result if isinstance(result, TypedObject) else self.decode(rt, result, namespace)
                 new.metadata.name = name
                 if precondition is None:
@@ -517,14 +539,14 @@ class Registry:
                 strategy.prepare_update(new, old, subresource)
                 strategy.fill_status(new)
                 if manager:
-                    self._track(rt, stored.obj, new, manager, field_subresource or subresource)
+                    self._track(rt, current, new, manager, field_subresource or subresource)
                 errs = strategy.validate_update(new, old, subresource)
                 if errs:
                     raise errors.invalid(rt, name, errs)
                 alloc = strategy.allocate(new, old, avoid=avoid) if subresource is None else None
                 if alloc is not None and alloc.errors:
                     raise errors.invalid(rt, name, alloc.errors)
-                data = new.to_dict()
+                data = self.conversions.to_storage(rt, new.to_dict())
                 data["metadata"].pop("resourceVersion", None)
                 return new, alloc, data, data == {**stored.obj, "metadata": {
                     k: v for k, v in stored.obj["metadata"].items() if k != "resourceVersion"}}
@@ -536,10 +558,11 @@ class Registry:
             if unchanged:
                 if from_cache:
                     continue  # no-op against the cache's copy, which may be stale: ask etcd
-                return stored.obj  # a no-op update writes nothing and keeps the resourceVersion
+                # a no-op update writes nothing and keeps the resourceVersion
+                return self._served(rt, stored.obj)
             if dry_run:
                 data["metadata"]["resourceVersion"] = str(stored.mod_revision)
-                return data
+                return self._served(rt, data)
             if strategy.should_delete_on_update(new):
                 # The last finalizer is gone: the object goes now (ShouldDeleteDuringUpdate).
                 sent = time.time()
@@ -551,7 +574,7 @@ class Registry:
                     raise errors.not_found(rt, name) from None
                 self._written(key, revision, "delete", sent)
                 data["metadata"]["resourceVersion"] = str(revision)
-                return data
+                return self._served(rt, data)
             lease = await self._lease(strategy)
             sent = time.time()
             try:
@@ -573,7 +596,7 @@ class Registry:
                 raise errors.unavailable(f"etcd is unavailable: {exc}") from exc
             self._written(key, revision, "update", sent)
             data["metadata"]["resourceVersion"] = str(revision)
-            return data
+            return self._served(rt, data)
         raise errors.conflict(rt, name, "too many concurrent updates, please try again")
 
     async def _lease(self, strategy: Strategy) -> int | None:
@@ -613,7 +636,7 @@ class Registry:
         with a deletionTimestamp and leave it for its finalizer, kubelet or controller (200 either way,
         with the object as it now is)."""
         strategy = self.strategy(rt)
-        key = self.key(rt, namespace, name)
+        key = self.key(self.storage_of(rt), namespace, name)
         preconditions = preconditions or {}
         options = options or {}
         for _ in range(MAX_RETRIES):
@@ -632,17 +655,17 @@ class Registry:
             if rv and rv != str(stored.mod_revision):
                 raise errors.conflict(rt, name, f"Precondition failed: ResourceVersion in precondition: {rv}, "
                                                 f"ResourceVersion in object meta: {stored.mod_revision}")
-            obj = self._to_model(rt, stored.obj)
+            obj = self._to_model(rt, self._served(rt, stored.obj))
             strategy.set_gc_finalizers(obj, options)
             marking = strategy.mark_for_deletion(obj, options)
             if marking is not None:
-                data = obj.to_dict()
+                data = self.conversions.to_storage(rt, obj.to_dict())
                 data["metadata"].pop("resourceVersion", None)
                 unchanged = {**stored.obj, "metadata": {k: v for k, v in stored.obj["metadata"].items()
                                                         if k != "resourceVersion"}}
                 if dry_run or data == unchanged:
                     data["metadata"]["resourceVersion"] = str(stored.mod_revision)
-                    return data
+                    return self._served(rt, data)
                 sent = time.time()
                 try:
                     revision = await self.storage.update(key, data, stored.mod_revision, extra=marking)
@@ -654,9 +677,9 @@ class Registry:
                     raise errors.unavailable(f"etcd is unavailable: {exc}") from exc
                 self._written(key, revision, "delete", sent)
                 data["metadata"]["resourceVersion"] = str(revision)
-                return data
+                return self._served(rt, data)
             if dry_run:
-                return stored.obj
+                return self._served(rt, stored.obj)
             txn = strategy.release(obj)
             sent = time.time()
             try:
@@ -668,7 +691,7 @@ class Registry:
             except Unavailable as exc:
                 raise errors.unavailable(f"etcd is unavailable: {exc}") from exc
             self._written(key, revision, "delete", sent)
-            return stored.obj
+            return self._served(rt, stored.obj)
         raise errors.conflict(rt, name, "too many concurrent updates, please try again")
 
     # --- watch -----------------------------------------------------------------------------------
@@ -680,14 +703,17 @@ class Registry:
         A change that moves an object into or out of the selection is reported as ADDED or DELETED,
         as the watch cache's filtering does.
         """
-        matches = self.matcher(rt, labels, fields)
-        prefix = self.prefix(rt, namespace)
+        served_matches = self.matcher(rt, labels, fields)
+        view = self.conversions.viewer(rt)
+        # The watch cache and etcd hold stored objects: a served version's selectors see them converted.
+        matches = served_matches if view is None else (lambda obj: served_matches(view(obj)))
+        prefix = self.prefix(self.storage_of(rt), namespace)
         since = parse_resource_version(resource_version)
         if since is not None and since >= MAX_REVISION:
             # A uint64 resourceVersion etcd's int64 revisions never reach (nor can a watch ask etcd for).
             raise errors.too_large_resource_version(since, await self._current_revision())
         if self.cacher is not None:
-            cached = self.cacher.cache(rt).watch(prefix, since, None if labels.is_empty() and fields.is_empty()
+            cached = self.cacher.cache(self.storage_of(rt)).watch(prefix, since, None if labels.is_empty() and fields.is_empty()
                                                  else matches, current_revision=self.storage.revision)
             try:
                 first = await anext(cached)
@@ -701,9 +727,9 @@ class Registry:
                 raise errors.unavailable(f"etcd is unavailable: {exc}") from exc
             else:
                 try:
-                    yield first
+                    yield first if view is None else _served_event(first, view)
                     async for event in cached:
-                        yield event
+                        yield event if view is None else _served_event(event, view)
                 except Unavailable as exc:
                     raise errors.unavailable(f"etcd is unavailable: {exc}") from exc
                 finally:
@@ -716,7 +742,8 @@ class Registry:
                 raise errors.unavailable(f"etcd is unavailable: {exc}") from exc
             for item in items:
                 if matches(item.obj):
-                    yield WatchEvent("ADDED", item.obj, item.key, item.mod_revision)
+                    added = WatchEvent("ADDED", item.obj, item.key, item.mod_revision)
+                    yield added if view is None else _served_event(added, view)
             start = revision + 1
         else:
             start = since + 1
@@ -724,7 +751,7 @@ class Registry:
             async for change in self.storage.watch(prefix, start):
                 converted = self._convert(change, matches)
                 if converted is not None:
-                    yield converted
+                    yield converted if view is None else _served_event(converted, view)
         except Compacted as exc:
             raise errors.gone(f"too old resource version: {start - 1} ({exc.compacted})") from exc
         except Unavailable as exc:
@@ -770,6 +797,12 @@ class Registry:
                 if asyncio.get_running_loop().time() > deadline:
                     raise
                 await asyncio.sleep(0.2)
+
+
+def _served_event(event: WatchEvent, view: Callable[[dict[str, Any]], dict[str, Any]]) -> WatchEvent:
+    """A watch event of a converted version: its object converted, its JSON line its own (the stored
+    version's line, shared by that version's watchers, does not serve this one)."""
+    return WatchEvent(event.type, view(event.object), event.key, event.revision, event.size)
 
 
 __all__ = ["Registry", "Txn", "WatchEvent"]

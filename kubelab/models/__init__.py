@@ -144,3 +144,7 @@ __all__ += ["ServiceCIDR", "ServiceCIDRSpec", "ServiceCIDRStatus"]
 from .apiextensions import CustomObject, CustomResourceDefinition
 
 __all__ += ["CustomObject", "CustomResourceDefinition"]
+# events.k8s.io/v1 (models/events.py): core/v1 Events served in the events API's field names.
+from .events import EventsV1Event
+
+__all__ += ["EventsV1Event"]

@@ -331,6 +331,13 @@ class EventSource(Model):
     host: str | None = None
 
 
+class EventSeries(Model):
+    """core/v1 and events.k8s.io/v1 EventSeries: how often an event recurred, and when it last did."""
+
+    count: int | None = None
+    last_observed_time: str | None = None
+
+
 class Event(TypedObject):
     involved_object: ObjectReference | None = None
     reason: str | None = None
@@ -345,7 +352,7 @@ class Event(TypedObject):
     reporting_component: str | None = None
     reporting_instance: str | None = None
     related: ObjectReference | None = None
-    series: dict[str, Any] | None = None
+    series: EventSeries | None = None
 
 
 class Binding(TypedObject):
@@ -373,7 +380,7 @@ class ServiceAccount(TypedObject):
 
 __all__ = [
     "Binding", "ClientIPConfig", "Container", "ContainerPort", "ContainerStatus", "EndpointAddress",
-    "EndpointPort", "EndpointSubset", "Endpoints", "Event", "EventSource", "LabelSelector", "ListMeta",
+    "EndpointPort", "EndpointSubset", "Endpoints", "Event", "EventSeries", "EventSource", "LabelSelector", "ListMeta",
     "LoadBalancerIngress", "LoadBalancerStatus", "LocalObjectReference", "Namespace", "NamespaceSpec",
     "NamespaceStatus", "Node", "NodeAddress", "NodeCondition", "NodeSpec", "NodeStatus", "NodeSystemInfo",
     "ObjectMeta", "ObjectReference", "Pod", "PodCondition", "PodIP", "PodSpec", "PodStatus",
