@@ -563,15 +563,18 @@ def progress_requests_reliable(version: str) -> bool:
     ahead of those events (it answered a fresh watch's request at once, before the watch had caught up), so
     a cache that trusts it calls itself fresh while it misses writes. A version that does not parse is
     not trusted either."""
-    parts = version.strip().removeprefix("v").split("-", 1)[0].split(".")
+    text = version.strip().removeprefix("v")
+    core, pre = text, False
+    for mark in ("+", "-"):  # build metadata, then a pre-release (which sorts before its release)
+        if mark in core:
+            core, rest = core.split(mark, 1)
+            pre = pre or (mark == "-" and bool(rest))
+    parts = core.split(".")
     if len(parts) != 3 or not all(p.isascii() and p.isdigit() for p in parts):
         return False
-    major, minor, patch = (int(p) for p in parts)
-    if (major, minor) == (3, 4):
-        return patch >= 31
-    if (major, minor) == (3, 5):
-        return patch >= 13
-    return (major, minor) > (3, 5)
+    ver = (*(int(p) for p in parts), 0 if pre else 1)
+    # kube: not supported when ver < 3.4.31, or 3.5.0 <= ver < 3.5.13.
+    return not (ver < (3, 4, 31, 1) or (3, 5, 0, 1) <= ver < (3, 5, 13, 1))
 
 
 class Cacher:

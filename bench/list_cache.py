@@ -8,7 +8,8 @@ the API server is started and LISTed, the kinds alternated round by round so eac
 
 - `rv=0`: resourceVersion=0, served from the watch cache (whatever it holds);
 - `consistent`: no resourceVersion, the consistent read, served from the cache once it has caught up to
-  etcd's current revision (kube 1.31+'s ConsistentListFromCache);
+  etcd's current revision (kube 1.31+'s ConsistentListFromCache) when etcd's progress notifications can be
+  trusted (etcd >= 3.4.31 / 3.5.13, printed as `consistent_from_cache`), else read from etcd, as kube does;
 - `consistent, limit=500`: the first page of the same (later pages would read etcd at its revision);
 - `etcd (exact rv)`: resourceVersionMatch=Exact at the current revision, which the cache leaves to etcd:
   the same answer read with one etcd range of the same keys;
@@ -35,6 +36,7 @@ import orjson
 from api_server import NAMESPACE, pod_body
 from harness import Lab, cpu_seconds, machine, raw_etcd_puts, run_concurrently, summary_ms
 
+from apiserver.cacher import progress_requests_reliable
 from apiserver.storage import Storage
 
 
@@ -97,6 +99,14 @@ async def measure(server: str, etcd_url: str, count: int, repeat: int, apiserver
             for name, values in times.items()}
 
 
+async def etcd_versions(etcd_url: str) -> list[str]:
+    storage = Storage([etcd_url])
+    try:
+        return await storage.versions()
+    finally:
+        await storage.close()
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--pods", type=int, default=10000)
@@ -113,6 +123,9 @@ def main() -> None:
         gauge = asyncio.run(raw_etcd_puts(etcd.url, [b"x" * 1700] * args.gauge_puts, 32, etcd_pid=etcd.process.pid,
                                           prefix="/bench-list-gauge/"))
         result["gauge_raw_etcd_puts_per_s"] = round(gauge.per_second)
+        versions = asyncio.run(etcd_versions(etcd.url))
+        result["etcd_versions"] = versions
+        result["consistent_from_cache"] = all(progress_requests_reliable(v) for v in versions)
         result["lists"] = asyncio.run(measure(server, etcd.url, args.pods, args.repeat, lab.procs["apiserver"].pid))
     finally:
         lab.stop()
