@@ -593,17 +593,16 @@ class Cacher:
 
     async def progress_reliable(self) -> bool:
         """Whether every etcd server answers progress requests reliably (see progress_requests_reliable);
-        kube serves consistent LISTs from its cache only then. Asked once; while unknown (etcd did not
-        answer) the answer is no, and etcd is asked again at most every VERSION_RECHECK seconds."""
+        kube serves consistent LISTs from its cache only then. Until etcd's versions are known the answer
+        is no, as kube's feature support checker says no until it has checked: the check runs in the
+        background (no LIST waits for it), and after a failure again at most every VERSION_RECHECK s."""
         if self._progress_reliable is not None:
             return self._progress_reliable
         loop = asyncio.get_running_loop()
         if self._checking is None and loop.time() - self._checked_at >= VERSION_RECHECK:
             self._checked_at = loop.time()
             self._checking = asyncio.ensure_future(self._check_versions())
-        if self._checking is None:
-            return False
-        return await asyncio.shield(self._checking)
+        return False
 
     async def _check_versions(self) -> bool:
         try:
@@ -634,5 +633,8 @@ class Cacher:
         return cache.get(key) if cache is not None else None
 
     async def stop(self) -> None:
+        if self._checking is not None:
+            self._checking.cancel()
+            await asyncio.gather(self._checking, return_exceptions=True)
         for cache in self.caches.values():
             await cache.stop()

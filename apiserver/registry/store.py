@@ -310,13 +310,14 @@ class Registry:
           are not the cache's (the caller reads etcd)."""
         assert self.cacher is not None
         cache = self.cacher.cache(rt)
+        reliable = await self.cacher.progress_reliable()  # the first call starts etcd's version check
         try:
-            if consistent and not await self.cacher.progress_reliable():
+            if consistent and not reliable:
                 return None
             await cache.ensure_started()
             needed = await self._current_revision() if consistent else wanted
             if needed > cache.revision:
-                if not await self.cacher.progress_reliable():
+                if not reliable:
                     return None
                 await cache.wait_fresh(needed)
                 if needed > cache.revision:  # etcd said so before the trust in it was known: not enough
