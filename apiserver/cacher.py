@@ -38,6 +38,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import re
 from collections import deque
 from collections.abc import AsyncGenerator, Callable
 from typing import Any
@@ -556,6 +557,9 @@ class WatchCache:
             self._update_watcher_gauge()
 
 
+_DIGITS = re.compile(r"[0-9]+", re.ASCII)
+
+
 def progress_requests_reliable(version: str) -> bool:
     """Whether an etcd of this version answers a WatchProgressRequest only after every event before the
     revision it names (kube's endpointSupportsRequestWatchProgress): etcd-io/etcd#15220, fixed in 3.4.25
@@ -570,7 +574,7 @@ def progress_requests_reliable(version: str) -> bool:
             core, rest = core.split(mark, 1)
             pre = pre or (mark == "-" and bool(rest))
     parts = core.split(".")
-    if len(parts) != 3 or not all(p.isascii() and p.isdigit() for p in parts):
+    if len(parts) != 3 or not all(_DIGITS.fullmatch(p) for p in parts):
         return False
     ver = (*(int(p) for p in parts), 0 if pre else 1)
     # kube: not supported when ver < 3.4.31, or 3.5.0 <= ver < 3.5.13.
