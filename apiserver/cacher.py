@@ -38,6 +38,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import re
 from collections import deque
 from collections.abc import AsyncGenerator, Callable
 from typing import Any
@@ -53,6 +54,7 @@ DEFAULT_CAPACITY = 10_000  # events kept per resource
 DEFAULT_BUDGET = 64 * 1024 * 1024  # bytes of events kept per resource, and a watcher may fall behind by
 MAX_PENDING = 100_000  # events a watcher may fall behind before it is closed
 FRESHNESS_TIMEOUT = 3.0  # kube's blockTimeout for a resourceVersion the cache has not reached
+VERSION_RECHECK = 30.0  # seconds before asking etcd's version again after it did not answer
 
 Matcher = Callable[[dict[str, Any]], bool]
 
@@ -151,11 +153,14 @@ class _Closed:
 
 
 class CacheWatcher:
-    __slots__ = ("closed", "matches", "max_size", "pending", "pending_bytes", "prefix", "wakeup")
+    __slots__ = ("closed", "matches", "max_size", "pending", "pending_bytes", "prefix", "since", "wakeup")
 
-    def __init__(self, prefix: str, matches: Matcher | None, max_bytes: int = DEFAULT_BUDGET) -> None:
+    def __init__(self, prefix: str, matches: Matcher | None, max_bytes: int = DEFAULT_BUDGET, since: int = 0) -> None:
         self.prefix = prefix
         self.matches = matches
+        # Events up to `since` are in what the client already has: never sent, even when they reach the
+        # cache after the watch began (an etcd whose progress notification overtook them).
+        self.since = since
         # Each pending event holds its object and its line (2 x size): `max_bytes` is half that in sizes.
         self.max_size = max_bytes // 2
         self.pending: deque[WatchEvent | _Closed] = deque()
@@ -196,12 +201,29 @@ def _with_revision(obj: dict[str, Any], revision: int) -> dict[str, Any]:
     return {**obj, "metadata": {**(obj.get("metadata") or {}), "resourceVersion": str(revision)}}
 
 
+class CachedList:
+    """A LIST answered from the cache: the items, the revision they are the state of, their stored size,
+    and for a page with more after it the key of its last item; `total` counts every key under the
+    prefix (what remainingItemCount is computed from)."""
+
+    __slots__ = ("items", "last_key", "revision", "size", "total")
+
+    def __init__(self, items: list[dict[str, Any]], revision: int, size: int, last_key: str, total: int) -> None:
+        self.items = items
+        self.revision = revision
+        self.size = size
+        self.last_key = last_key
+        self.total = total
+
+
 class WatchCache:
     """The cache of one resource (all namespaces). Started by the first watch, see `Cacher`."""
 
     def __init__(self, storage: Storage, rt: ResourceType, *, capacity: int = DEFAULT_CAPACITY,
-                 budget: int = DEFAULT_BUDGET, metrics: Any = None) -> None:
+                 budget: int = DEFAULT_BUDGET, metrics: Any = None,
+                 progress_reliable: Callable[[], bool] = lambda: False) -> None:
         self.storage = storage
+        self.progress_reliable = progress_reliable
         self.rt = rt
         self.prefix = rt.storage_path
         self.capacity = capacity
@@ -216,7 +238,8 @@ class WatchCache:
         self.ring: deque[CacheEvent] = deque()
         self.bytes = 0  # what the ring's events are charged, see CacheEvent
         self.last_in_ring: dict[str, CacheEvent] = {}  # each key's newest event in the ring
-        self.revision = 0
+        self.revision = 0  # every event up to here is in `store`: what a LIST from the cache may claim
+        self.progress_revision = 0  # what etcd's last progress notification named, see _progressed
         self.floor = 0
         self.started_at = 0  # the revision the cache listed at: older ones were never in the ring
         self.watchers: set[CacheWatcher] = set()
@@ -246,7 +269,7 @@ class WatchCache:
         self.store = {s.key: s.obj for s in items}
         self.sizes = {s.key: s.size for s in items}
         self._clear_ring()
-        self.revision = self.floor = self.started_at = revision
+        self.revision = self.floor = self.started_at = self.progress_revision = revision
         self._progress = asyncio.Queue()
         self._progress_asked = False
         self._ready = True
@@ -301,7 +324,7 @@ class WatchCache:
     def _ingest(self, event: StorageEvent) -> None:
         if event.type == "PROGRESS":
             self._progress_asked = False
-            self._advance(event.revision)
+            self._progressed(event.revision)
             return
         key = event.key
         if event.type == "DELETE":
@@ -335,7 +358,7 @@ class WatchCache:
             self._received.inc()
         dispatched = 0
         for watcher in self.watchers:
-            if not cached.key.startswith(watcher.prefix):
+            if not cached.key.startswith(watcher.prefix) or cached.revision <= watcher.since:
                 continue
             converted = cached.convert(watcher.matches)
             if converted is not None:
@@ -379,12 +402,27 @@ class WatchCache:
                 del self.last_in_ring[oldest.key]
                 self.bytes -= oldest.size
 
+    def _progressed(self, revision: int) -> None:
+        """etcd says this watch has seen every change up to `revision`. An etcd older than 3.4.31 / 3.5.13
+        may say so before it has sent those changes (see progress_requests_reliable): then the store is not
+        known to hold them, so `revision` (what LISTs may claim) stays where the events put it; a watch may
+        still start (events up to its own resourceVersion are never sent to it, see CacheWatcher.since)."""
+        if self.progress_reliable():
+            self._advance(revision)
+            return
+        self.progress_revision = max(self.progress_revision, revision)
+        self._wake(self.progress_revision)
+
     def _advance(self, revision: int) -> None:
         if revision <= self.revision:
             return
         self.revision = revision
+        self.progress_revision = max(self.progress_revision, revision)
         if self._rv is not None:
             self._rv.set(revision)
+        self._wake(revision)
+
+    def _wake(self, revision: int) -> None:
         if self._waiters:
             still = []
             for wanted, waiter in self._waiters:
@@ -396,8 +434,9 @@ class WatchCache:
             self._waiters = still
 
     async def wait_fresh(self, revision: int, timeout: float = FRESHNESS_TIMEOUT) -> None:
-        """Wait until the cache has seen every change up to `revision`; NotServable after `timeout`."""
-        if revision <= self.revision:
+        """Wait until the cache has seen every change up to `revision` (on an etcd whose progress
+        notifications are not reliable: until etcd said so, see _progressed); NotServable after `timeout`."""
+        if revision <= self.progress_revision:
             return
         waiter: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         self._waiters.append((revision, waiter))
@@ -433,6 +472,28 @@ class WatchCache:
             return None
         return self.store.get(key)
 
+    def list(self, prefix: str, matches: Matcher | None, limit: int = 0) -> CachedList | None:
+        """The objects under `prefix` as of `revision`, in key order (etcd's), filtered by `matches`; with a
+        `limit`, at most that many and the key of the last one when more follow. None when the cache is
+        not running. Nothing awaits here: the answer is one revision's state."""
+        if not self._ready:
+            return None
+        store, sizes = self.store, self.sizes
+        keys = sorted(k for k in store if k.startswith(prefix))
+        items: list[dict[str, Any]] = []
+        size, last, more = 0, "", False
+        for key in keys:
+            obj = store[key]
+            if matches is not None and not matches(obj):
+                continue
+            if limit and len(items) >= limit:
+                more = True
+                break
+            items.append(obj)
+            size += sizes.get(key, 0)
+            last = key
+        return CachedList(items, self.revision, size, last if more else "", len(keys))
+
     async def watch(self, prefix: str, since: int | None, matches: Matcher | None, *,
                     current_revision: Callable[[], Any]) -> AsyncGenerator[WatchEvent, None]:
         """Events under `prefix` after `since` (None: the current objects as ADDED first).
@@ -442,7 +503,7 @@ class WatchCache:
         await self.ensure_started()
         if since is None:
             await self.wait_fresh(await current_revision())
-        elif since > self.revision:
+        elif since > self.progress_revision:
             await self.wait_fresh(since)
         else:
             self._check_window(since)
@@ -455,7 +516,7 @@ class WatchCache:
             self._check_window(since)  # the ring may have moved on while this watch waited
         # From here to the registration nothing awaits: the snapshot or replay and the live events
         # join without a gap or an overlap.
-        watcher = CacheWatcher(prefix, matches, self.budget)
+        watcher = CacheWatcher(prefix, matches, self.budget, since or 0)
         first: deque[WatchEvent] = deque()
         if since is None:
             for key in sorted(k for k in self.store if k.startswith(prefix)):
@@ -496,6 +557,30 @@ class WatchCache:
             self._update_watcher_gauge()
 
 
+_DIGITS = re.compile(r"[0-9]+", re.ASCII)
+
+
+def progress_requests_reliable(version: str) -> bool:
+    """Whether an etcd of this version answers a WatchProgressRequest only after every event before the
+    revision it names (kube's endpointSupportsRequestWatchProgress): etcd-io/etcd#15220, fixed in 3.4.25
+    and 3.5.8, and #17507, fixed in 3.4.31 and 3.5.13. An older etcd may send the progress notification
+    ahead of those events (it answered a fresh watch's request at once, before the watch had caught up), so
+    a cache that trusts it calls itself fresh while it misses writes. A version that does not parse is
+    not trusted either."""
+    text = version.strip().removeprefix("v")
+    core, pre = text, False
+    for mark in ("+", "-"):  # build metadata, then a pre-release (which sorts before its release)
+        if mark in core:
+            core, rest = core.split(mark, 1)
+            pre = pre or (mark == "-" and bool(rest))
+    parts = core.split(".")
+    if len(parts) != 3 or not all(_DIGITS.fullmatch(p) for p in parts):
+        return False
+    ver = (*(int(p) for p in parts), 0 if pre else 1)
+    # kube: not supported when ver < 3.4.31, or 3.5.0 <= ver < 3.5.13.
+    return not (ver < (3, 4, 31, 1) or (3, 5, 0, 1) <= ver < (3, 5, 13, 1))
+
+
 class Cacher:
     """The watch caches of one API server, one per resource, started on demand."""
 
@@ -506,12 +591,45 @@ class Cacher:
         self.budget = budget
         self.metrics = metrics
         self.caches: dict[ResourceType, WatchCache] = {}
+        self._progress_reliable: bool | None = None  # None: not known yet
+        self._checking: asyncio.Future[bool] | None = None
+        self._checked_at = float("-inf")
+
+    async def progress_reliable(self) -> bool:
+        """Whether every etcd server answers progress requests reliably (see progress_requests_reliable);
+        kube serves consistent LISTs from its cache only then. Until etcd's versions are known the answer
+        is no, as kube's feature support checker says no until it has checked: the check runs in the
+        background (no LIST waits for it), and after a failure again at most every VERSION_RECHECK s."""
+        if self._progress_reliable is not None:
+            return self._progress_reliable
+        loop = asyncio.get_running_loop()
+        if self._checking is None and loop.time() - self._checked_at >= VERSION_RECHECK:
+            self._checked_at = loop.time()
+            self._checking = asyncio.ensure_future(self._check_versions())
+        return False
+
+    async def _check_versions(self) -> bool:
+        try:
+            versions = await self.storage.versions()
+        except Exception as exc:  # noqa: BLE001 - unknown is "not reliable"; asked again later
+            log.warning("could not read etcd's version, LISTs without a resourceVersion read etcd: %s", exc)
+            return False
+        finally:
+            self._checking = None
+        reliable = bool(versions) and all(progress_requests_reliable(v) for v in versions)
+        if not reliable:
+            log.info("etcd %s may send progress notifications ahead of events (etcd-io/etcd#15220, #17507; "
+                     "fixed in 3.4.31 and 3.5.13): LISTs without a resourceVersion read etcd, not the watch "
+                     "cache, as kube-apiserver does", ", ".join(versions))
+        self._progress_reliable = reliable
+        return reliable
 
     def cache(self, rt: ResourceType) -> WatchCache:
         cache = self.caches.get(rt)
         if cache is None:
             cache = self.caches[rt] = WatchCache(self.storage, rt, capacity=self.capacity, budget=self.budget,
-                                                 metrics=self.metrics)
+                                                 metrics=self.metrics,
+                                                 progress_reliable=lambda: self._progress_reliable is True)
         return cache
 
     def cached(self, rt: ResourceType, key: str) -> dict[str, Any] | None:
@@ -526,5 +644,8 @@ class Cacher:
             asyncio.ensure_future(cache.stop())
 
     async def stop(self) -> None:
+        if self._checking is not None:
+            self._checking.cancel()
+            await asyncio.gather(self._checking, return_exceptions=True)
         for cache in self.caches.values():
             await cache.stop()

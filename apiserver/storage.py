@@ -309,8 +309,8 @@ class Storage:
         self.observe: Callable[[str, str, float, bool], None] | None = None
         self.leases = Leases(self)
 
-    def _make_client(self) -> aetcd.Client:
-        url = urlparse(self.servers[self._index % len(self.servers)])
+    def _make_client(self, server: str | None = None) -> aetcd.Client:
+        url = urlparse(server or self.servers[self._index % len(self.servers)])
         where = {"host": url.hostname or "127.0.0.1", "port": url.port or 2379, "timeout": self.timeout,
                  "options": dict(CHANNEL_OPTIONS)}
         if url.scheme == "https" and self._credentials is not None:
@@ -373,6 +373,26 @@ class Storage:
         """The store's current revision (the header of an empty range read)."""
         result = await self._call(self.client.get_range(b"/kubelab-revision", b"/kubelab-revision\x00"))
         return int(result.header.revision)
+
+    async def versions(self) -> builtins.list[str]:
+        """The etcd version of every server in the list (the maintenance Status of each endpoint, as
+        kube-apiserver's feature support checker asks each one)."""
+        found = []
+        for server in self.servers:
+            client = self._make_client(server)
+            try:
+                # Not through _call: a server that does not answer must not fail the main connection over.
+                async with asyncio.timeout(self.timeout):
+                    await client.connect()
+                    status = await client.maintenancestub.Status(aetcd.rpc.StatusRequest(), timeout=self.timeout,
+                                                                 metadata=client.metadata)
+                found.append(str(status.version))
+            except (TimeoutError, OSError, grpc.RpcError, aetcd.exceptions.ClientError) as exc:
+                raise Unavailable(f"{server}: {exc}") from exc
+            finally:
+                with contextlib.suppress(Exception):
+                    await client.close()
+        return found
 
     async def get(self, key: str) -> Stored:
         resp = await self._call(self.client.get(key.encode()), ("get", key))

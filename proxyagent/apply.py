@@ -7,7 +7,9 @@ chains that exist now via `iptables-save -t nat`; and the KUBE-PROXY-CANARY chai
 iptables monitor. The backend is `iptables` (whatever the system's alternative is),
 `iptables-nft` or `iptables-legacy`; one namespace should be driven by one backend only, as on a
 real node. `RecordingApplier` keeps the same state in memory, with iptables-restore --noflush
-semantics (render mode, no root). Every command is an argv list; nothing goes through a shell.
+semantics (render mode, no root), and refuses what iptables-restore refuses that a renderer can get
+wrong: a rule jumping to a chain that neither the payload nor the kernel has. Every command is an
+argv list; nothing goes through a shell.
 """
 
 from __future__ import annotations
@@ -99,6 +101,9 @@ class RecordingApplier:
     async def restore(self, payload: str) -> None:
         self.restores += 1
         self.last_payload = payload
+        problem = _missing_chain(payload, self._state)
+        if problem is not None:
+            raise ApplyError(f"iptables-restore failed (exit 1): {_restore_error(problem, payload)}", exit_code=1)
         table = ""
         for line in payload.splitlines():
             if line.startswith("*"):
@@ -243,6 +248,35 @@ class IptablesApplier:
             raise ApplyError(f"could not set route_localnet: {exc.strerror or exc}; set "
                              "net.ipv4.conf.all.route_localnet=1 for the container (compose `sysctls:`)") from exc
 
+
+def _missing_chain(payload: str, state: dict[str, dict[str, list[str]]]) -> str | None:
+    """iptables-restore's check that every chain a rule jumps to exists once the payload is in:
+    declared by it or already in the kernel (and not deleted by it). The error as iptables-nft
+    words it, with the line, or None. Only kube-proxy's own chains are checked (KUBE-...); other
+    targets (DNAT, MARK, ...) are extensions, not chains."""
+    table = ""
+    chains: set[str] = set()
+    jumps: list[tuple[int, str, str]] = []  # (line number, table, target)
+    deleted: dict[str, set[str]] = {}
+    declared: dict[str, set[str]] = {}
+    for number, line in enumerate(payload.splitlines(), start=1):
+        if line.startswith("*"):
+            table = line[1:]
+            chains = declared.setdefault(table, set())
+        elif line.startswith(":"):
+            chains.add(line[1:].split(" ", 1)[0])
+        elif line.startswith("-A ") and (m := _JUMP.search(line)) is not None:
+            jumps.append((number, table, m.group(1)))
+        elif line.startswith("-X "):
+            deleted.setdefault(table, set()).add(line[3:].strip())
+    for number, table, target in jumps:
+        have = (declared.get(table, set()) | set(state.get(table, {}))) - deleted.get(table, set())
+        if target not in have:
+            return f"Chain '{target}' does not exist\nError occurred at line: {number}"
+    return None
+
+
+_JUMP = re.compile(r" -j (KUBE-\S+)", re.ASCII)
 
 ROUTE_LOCALNET = "/proc/sys/net/ipv4/conf/all/route_localnet"
 

@@ -33,7 +33,7 @@ from pathlib import Path
 from kubelab.models import EndpointSlice, Service
 
 from .apply import CANARY_TABLES, Applier, ApplyError, RecordingApplier
-from .changes import ProxyState
+from .changes import Changes, ProxyState
 from .delta import ChainRules, minimize
 from .metrics import ProxyMetrics
 from .render import LARGE_CLUSTER_ENDPOINTS_THRESHOLD, ProxyConfig, Ruleset, render_ports
@@ -58,6 +58,7 @@ class Proxier:
         self.config = config
         self.delta_sync = delta_sync
         self._applied_shared: ChainRules = {}  # delta_sync: the shared chains' rules the kernel holds
+        self._kernel_chains: frozenset[str] = frozenset()  # service chains the last sync left in the kernel
         self.applier: Applier = applier if applier is not None else RecordingApplier()
         self.sync_period = sync_period
         self.state_file = state_file
@@ -166,13 +167,10 @@ class Proxier:
         full = self.need_full_sync or now - self._last_full_sync > FULL_SYNC_PERIOD
         start = time.perf_counter()
         started_at = time.time()
-        covered = self.revisions() if self.revisions is not None else (0, 0)
-        changes = self.state.checkout()
-        self.metrics.service_changes_pending.set(0)
-        self.metrics.endpoint_changes_pending.set(0)
         ruleset: Ruleset | None = None
         timings = self.last_timings = {}
         mark = start
+        changes, covered = Changes(), (0, 0)
         try:
             if full:
                 # Jumps from the built-in chains cannot be part of the restore without rewriting
@@ -192,9 +190,19 @@ class Proxier:
                     log.error("%s: iptables-save failed, stale chains will not be deleted: %s",
                               self.config.node_name, exc)
             timings["save"], mark = time.perf_counter() - mark, time.perf_counter()
+            # The changes are taken only now, with no await between them and the render: events
+            # keep arriving while iptables runs, and the model the render reads is live. Taken
+            # before the save, a Service added during it would be rendered (its KUBE-SERVICES jump)
+            # but not counted as changed (its chains), and the restore would fail on "Chain
+            # 'KUBE-SVC-...' does not exist". kube-proxy takes its changes and maps together under
+            # proxier.mu for the same reason.
+            covered = self.revisions() if self.revisions is not None else (0, 0)
+            changes = self.state.checkout()
+            self.metrics.service_changes_pending.set(0)
+            self.metrics.endpoint_changes_pending.set(0)
             ruleset = render_ports(self.state.service_ports(), self.state.endpoints_map(), self.config,
                                    changed=None if full else changes.all, existing_nat_chains=existing,
-                                   cache=self.cache)
+                                   applied_chains=None if full else self._kernel_chains, cache=self.cache)
             self.metrics.record_ruleset(ruleset)
             timings["render"], mark = time.perf_counter() - mark, time.perf_counter()
             payload, shared = ruleset.text, self._applied_shared
@@ -215,6 +223,7 @@ class Proxier:
             return None
         self.need_full_sync = False
         self._applied_shared = shared
+        self._kernel_chains = ruleset.active_nat_chains
         self.last_payload = payload
         if full:
             self._last_full_sync = now
@@ -241,7 +250,7 @@ class Proxier:
         return ruleset
 
     def _failed(self, exc: BaseException, *, full: bool) -> None:
-        # The changes were checked out already: only a full sync can recover the lost state.
+        # The changes may have been checked out already: only a full sync can recover the lost state.
         self.failures += 1
         self.need_full_sync = True
         self._applied_shared = {}

@@ -229,11 +229,18 @@ def render_ports(
     *,
     changed: AbstractSet[str] | None = None,
     existing_nat_chains: AbstractSet[str] = frozenset(),
+    applied_chains: AbstractSet[str] | None = None,
     cache: FragmentCache | None = None,
 ) -> Ruleset:
     """`render` on kube-proxy's own model: service ports (in the order to write them) and their
     endpoints, as `build_service_ports` / `build_endpoints_map` make them. Pure: a `cache` only
-    saves work, the text is the same with or without it."""
+    saves work, the text is the same with or without it.
+
+    `applied_chains`, in a partial sync, are the service chains the kernel holds from the syncs
+    before (the last ruleset's `active_nat_chains`): a service port outside `changed` that needs a
+    chain not among them is written whole too. Every rule of the payload then jumps only to chains
+    it declares or the kernel has; kube-proxy gets the same guarantee from taking its changes and
+    its maps together under one lock, and a single miss would fail the whole restore."""
     ipv6 = config.ip_family == "IPv6"
     mark = "0x%08x" % (1 << config.masquerade_bit)  # Go's "%#08x": 0x00004000 for bit 14
     # NewProxier turns localhostNodePorts off unless --nodeport-addresses admits 127.0.0.0/8;
@@ -285,7 +292,8 @@ def render_ports(
         no_local_internal += frag.no_local_internal
         no_local_external += frag.no_local_external
         # A partial sync leaves an unchanged service's chains as they are in the kernel.
-        if changed is None or sp.service_key in changed:
+        if (changed is None or sp.service_key in changed
+                or (applied_chains is not None and not all(c in applied_chains for c in frag.active_chains))):
             nat_chains += frag.nat_chains
             nat_rules += frag.nat_rules
             services_written += 1

@@ -264,6 +264,12 @@ class Registry:
             at = max(token_revision, 0)  # -1: continue at the current revision (after a compaction)
         elif options.resource_version_match == EXACT or (not options.resource_version_match and limit and wanted):
             at = wanted
+        if self.cacher is not None and not at and not continuing:
+            cached = await self._list_from_cache(rt, prefix, None if everything else matches,
+                                                 consistent=options.resource_version == "", wanted=wanted,
+                                                 limit=limit, everything=everything)
+            if cached is not None:
+                return cached
         if not limit and not at and not continuing:
             return await self._list_whole(rt, prefix, matches, wanted)
 
@@ -296,6 +302,53 @@ class Registry:
             return ListPage(items, at, size=size)
         token = continuetoken.encode(last_key + "\x00", prefix, at)
         return ListPage(items, at, token, page.count - limit if everything else None, size=size)
+
+    async def _list_from_cache(self, rt: ResourceType, prefix: str, matches: Callable[[dict[str, Any]], bool] | None,
+                               *, consistent: bool, wanted: int, limit: int, everything: bool) -> ListPage | None:
+        """A LIST from the watch cache, as kube-apiserver's cacher serves it (None: read etcd instead).
+
+        The cache answers only once it has been filled from a LIST of etcd (its start, shared by every
+        request that finds it not started), and only at a revision it has seen every event up to:
+        * resourceVersion "0": whatever the cache holds now, however old (kube's "Any").
+        * resourceVersion N (not older than): once the cache has seen N. Past the events it has, only a
+          progress notification can tell it nothing more happened up to N; on an etcd whose progress
+          notifications can overtake events (see cacher.progress_requests_reliable) etcd answers at once
+          instead (kube would wait up to 3 s for events, then answer 504).
+        * no resourceVersion, the consistent read: only when etcd's progress notifications are reliable
+          (kube's ConsistentListFromCache needs the same, etcd >= 3.4.31 / 3.5.13); etcd's current revision
+          is read (one cheap range of a single key) and the cache answers once a progress notification
+          says it has caught up to it; when that takes over 3 s, etcd answers, as kube falls back to it.
+          On an older etcd the consistent read is etcd's.
+        * `limit`: the first page comes from the cache (kube 1.33+ pages from the cache); its continue token
+          carries the cache's revision, so later pages are read from etcd at exactly that revision: together
+          they are one snapshot, as with pages read from etcd alone. Continuations and exact resourceVersions
+          are not the cache's (the caller reads etcd)."""
+        assert self.cacher is not None
+        cache = self.cacher.cache(rt)
+        reliable = await self.cacher.progress_reliable()  # the first call starts etcd's version check
+        try:
+            if consistent and not reliable:
+                return None
+            await cache.ensure_started()
+            needed = await self._current_revision() if consistent else wanted
+            if needed > cache.revision:
+                if not reliable:
+                    return None
+                await cache.wait_fresh(needed)
+                if needed > cache.revision:  # etcd said so before the trust in it was known: not enough
+                    return None
+        except NotServable:
+            return None
+        except Unavailable as exc:
+            raise errors.unavailable(f"etcd is unavailable: {exc}") from exc
+        listed = cache.list(prefix, matches, limit)
+        if listed is None:
+            return None
+        if not listed.last_key:
+            return ListPage(listed.items, listed.revision, size=listed.size)
+        token = continuetoken.encode(listed.last_key + "\x00", prefix, listed.revision)
+        return ListPage(listed.items, listed.revision, token, listed.total - limit if everything else None,
+                        size=listed.size)
 
     async def _list_whole(self, rt: ResourceType, prefix: str, matches: Callable[[dict[str, Any]], bool],
                           wanted: int) -> ListPage:
@@ -806,3 +859,4 @@ def _served_event(event: WatchEvent, view: Callable[[dict[str, Any]], dict[str, 
 
 
 __all__ = ["Registry", "Txn", "WatchEvent"]
+

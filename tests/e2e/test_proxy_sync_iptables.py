@@ -12,14 +12,14 @@ import re
 import secrets
 import shutil
 import subprocess
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 import pytest
 from proxyobjects import endpoint_slice, ep, listed, port, service
 
 from kubelab.models import EndpointSlice, Service
 from proxyagent import Proxier, ProxyConfig
-from proxyagent.apply import IptablesApplier
+from proxyagent.apply import ApplyError, IptablesApplier, RecordingApplier
 from proxyagent.hashing import endpoint_chain_name, service_chain_names
 
 pytestmark = pytest.mark.root
@@ -123,6 +123,68 @@ async def test_partial_syncs_and_stale_chains_on_real_iptables(netns: str, backe
                           ("POSTROUTING", "KUBE-POSTROUTING")):
         rules = [r for r in nat_save(netns, backend).splitlines() if r.startswith(f"-A {chain} ")]
         assert [r for r in rules if r.endswith(f"-j {target}")] == rules and len(rules) == 1, rules
+
+
+class EventsDuringSave(IptablesApplier):
+    """Real iptables, whose iptables-save lets the informers deliver `during_save` while it runs,
+    as they do between a sync's start and its render (the subprocess is awaited on the loop)."""
+
+    def __init__(self, netns: str, *, backend: str) -> None:
+        super().__init__(netns, backend=backend)
+        self.during_save: list[Callable[[], None]] = []
+
+    async def existing_nat_chains(self) -> frozenset[str]:
+        save = asyncio.ensure_future(super().existing_nat_chains())
+        await asyncio.sleep(0)  # the save is under way
+        while self.during_save:
+            self.during_save.pop(0)()
+        return await save
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+async def test_a_nodeport_service_added_during_a_partial_sync_never_fails_the_restore(netns: str, backend: str) -> None:
+    # The compose lab's `kubectl expose pod api-1 --type NodePort`: a second Service over the pods of
+    # one that is already programmed; on every node the partial sync failed on "Chain
+    # 'KUBE-SVC-...' does not exist" and the rules waited 30 s for the full sync.
+    applier = EventsDuringSave(netns, backend=backend)
+    proxier = listed(Proxier(CONFIG, applier), [SERVICES[0], SLICES[0]])
+    await proxier.sync_proxy_rules()
+    exposed = service("default", "exposed", cluster_ip="10.96.0.20", ports=[port("http", 80, nodePort=30080)],
+                      svc_type="NodePort")
+    exposed_slice = eps("exposed", "10.244.1.2")
+
+    proxier.on_slice("MODIFIED", SLICES[0], eps("alpha", "10.244.1.2", "10.244.1.3"))
+    applier.during_save += [lambda: proxier.on_service("ADDED", None, exposed),
+                            lambda: proxier.on_slice("ADDED", None, exposed_slice)]
+    ruleset = await proxier.sync_proxy_rules()
+
+    assert ruleset is not None and not ruleset.full_sync
+    assert proxier.failures == 0 and not proxier.state.has_pending()
+    assert sample(proxier, "kubeproxy_sync_proxy_rules_iptables_restore_failures_total") == 0
+    ext = service_chain_names("default/exposed:http", "tcp").ext
+    assert service_chains_in_kernel(netns, backend) == (
+        chains("alpha", "10.244.1.2:8080", "10.244.1.3:8080") | chains("exposed", "10.244.1.2:8080") | {ext})
+    assert f"--dport 30080 -j {ext}" in nat_save(netns, backend)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+async def test_the_in_memory_kernel_refuses_the_jumps_the_real_one_refuses(netns: str, backend: str) -> None:
+    kernel, memory = IptablesApplier(netns, backend=backend), RecordingApplier()
+    declared = "*nat\n:KUBE-SERVICES - [0:0]\n:KUBE-SVC-HERE - [0:0]\n-A KUBE-SERVICES -j KUBE-SVC-HERE\nCOMMIT\n"
+    noflush = "*nat\n:KUBE-SERVICES - [0:0]\n-A KUBE-SERVICES -j KUBE-SVC-HERE\nCOMMIT\n"
+    missing = "*nat\n:KUBE-SERVICES - [0:0]\n-A KUBE-SERVICES -j KUBE-SVC-NOWHERE\nCOMMIT\n"
+    deleted = "*nat\n:KUBE-SERVICES - [0:0]\n:KUBE-SVC-HERE - [0:0]\n-A KUBE-SERVICES -j KUBE-SVC-HERE\n" \
+              "-X KUBE-SVC-HERE\nCOMMIT\n"
+    for payload, accepted in ((missing, False), (declared, True), (noflush, True), (missing, False),
+                              (deleted, False)):
+        outcomes = []
+        for applier in (kernel, memory):
+            try:
+                await applier.restore(payload)
+                outcomes.append(True)
+            except ApplyError:
+                outcomes.append(False)
+        assert outcomes == [accepted, accepted], payload
 
 
 @pytest.mark.parametrize("backend", BACKENDS)

@@ -7,7 +7,9 @@ Real iptables (both backends), failures and the canary are in tests/e2e/test_pro
 from __future__ import annotations
 
 import asyncio
+import re
 import time
+from collections.abc import Callable
 from datetime import UTC, datetime
 
 import pytest
@@ -15,7 +17,7 @@ from proxyobjects import endpoint_slice, ep, listed, port, service
 
 from kubelab.models import EndpointSlice, Service
 from proxyagent import Proxier, ProxyConfig, render
-from proxyagent.apply import RecordingApplier
+from proxyagent.apply import ApplyError, RecordingApplier
 from proxyagent.hashing import endpoint_chain_name, service_chain_names
 
 CONFIG = ProxyConfig(node_name="node-1", node_ips=("10.240.0.11",), cluster_cidr="10.244.0.0/16")
@@ -313,3 +315,91 @@ def test_the_fragment_cache_changes_the_cost_never_the_payload() -> None:
             endpoints = build_endpoints_map(slices, node_name=config.node_name, family=config.ip_family)
             assert render_ports(ports, endpoints, config, cache=cache).text == expected, case.id
     assert cache.hits == cache.misses > 0
+
+
+
+# --- a partial sync never jumps to a chain that neither it nor the kernel has ----------------------
+# Seen in the compose lab: `kubectl expose pod api-1 --type NodePort` made a second Service selecting
+# the pods of clusterip-svc; on every node the next partial sync failed with iptables-restore's
+# "Chain 'KUBE-SVC-...' does not exist" until the full sync 30 s later.
+
+EXPOSED = service("default", "exposed", cluster_ip="10.96.0.20", ports=[port("http", 80, nodePort=30080)],
+                  svc_type="NodePort")
+EXPOSED_SLICE = eps("exposed", "10.244.1.2")
+
+
+class EventsDuringSave(RecordingApplier):
+    """The in-memory kernel, whose iptables-save lets the informers deliver `during_save` while it
+    runs, as a real iptables-save subprocess does: the sync has taken its changes by then."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.during_save: list[Callable[[], None]] = []
+
+    async def existing_nat_chains(self) -> frozenset[str]:
+        while self.during_save:
+            self.during_save.pop(0)()
+        return await super().existing_nat_chains()
+
+
+async def test_the_in_memory_kernel_refuses_a_jump_to_a_missing_chain_as_iptables_restore_does() -> None:
+    applier = RecordingApplier()
+    with pytest.raises(ApplyError, match="Chain 'KUBE-SVC-NOWHERE' does not exist"):
+        await applier.restore("*nat\n:KUBE-SERVICES - [0:0]\n-A KUBE-SERVICES -j KUBE-SVC-NOWHERE\nCOMMIT\n")
+    assert await applier.saved() == ""  # a failed restore changes nothing
+
+    await applier.restore("*nat\n:KUBE-SERVICES - [0:0]\n:KUBE-SVC-HERE - [0:0]\n"
+                          "-A KUBE-SERVICES -j KUBE-SVC-HERE\nCOMMIT\n")
+    before = await applier.saved()
+    # --noflush: a chain the kernel has need not be declared again.
+    await applier.restore("*nat\n:KUBE-SERVICES - [0:0]\n-A KUBE-SERVICES -j KUBE-SVC-HERE\nCOMMIT\n")
+    assert await applier.saved() == before
+    with pytest.raises(ApplyError, match="Chain 'KUBE-SVC-NOWHERE' does not exist"):
+        await applier.restore("*nat\n:KUBE-SERVICES - [0:0]\n-A KUBE-SERVICES -j KUBE-SVC-NOWHERE\nCOMMIT\n")
+    assert await applier.saved() == before
+
+
+async def test_a_service_that_arrives_while_a_partial_sync_runs_never_fails_the_restore() -> None:
+    applier = EventsDuringSave()
+    proxier = make_proxier([SERVICES[0], SLICES[0]], applier)
+    await proxier.sync_proxy_rules()
+
+    # alpha's pods change; while that sync reads the kernel's chains, `kubectl expose` adds a NodePort
+    # Service over the same pod and the EndpointSlice controller its slice.
+    proxier.on_slice("MODIFIED", SLICES[0], eps("alpha", "10.244.1.2", "10.244.1.3"))
+    applier.during_save += [lambda: proxier.on_service("ADDED", None, EXPOSED),
+                            lambda: proxier.on_slice("ADDED", None, EXPOSED_SLICE)]
+    ruleset = await proxier.sync_proxy_rules()
+
+    assert ruleset is not None and not ruleset.full_sync and proxier.failures == 0
+    # Whichever sync took the new Service wrote it whole: the kernel is what a full sync makes.
+    assert not proxier.state.has_pending()
+    assert await applier.saved() == await _kernel_after_one_full_sync(
+        [SERVICES[0], EXPOSED], [eps("alpha", "10.244.1.2", "10.244.1.3"), EXPOSED_SLICE])
+
+
+def test_a_partial_render_writes_every_service_whose_chains_the_kernel_lacks() -> None:
+    from proxyagent.render import render_ports
+    from proxyagent.serviceports import build_endpoints_map, build_service_ports
+
+    ports = build_service_ports([SERVICES[0], EXPOSED], CONFIG.ip_family)
+    endpoints = build_endpoints_map([SLICES[0], EXPOSED_SLICE], node_name=CONFIG.node_name, family=CONFIG.ip_family)
+    alpha_only = render([SERVICES[0]], [SLICES[0]], CONFIG)
+    exposed = service_chain_names("default/exposed:http", "tcp")
+    expected = {exposed.svc, exposed.ext, endpoint_chain_name("default/exposed:http", "tcp", "10.244.1.2:8080")}
+
+    # Only alpha changed, but the kernel holds alpha's chains alone: exposed's are written too.
+    ruleset = render_ports(ports, endpoints, CONFIG, changed={"default/alpha"},
+                           applied_chains=alpha_only.active_nat_chains)
+    declared = declared_nat_chains(ruleset.text)
+    assert expected <= declared and svc_chain("alpha") in declared
+    assert ruleset.services_written == 2
+    # Once the kernel has them, a partial sync of alpha leaves them alone again.
+    ruleset = render_ports(ports, endpoints, CONFIG, changed={"default/alpha"},
+                           applied_chains=alpha_only.active_nat_chains | expected)
+    assert not expected & declared_nat_chains(ruleset.text) and ruleset.services_written == 1
+    # Every chain a written rule jumps to is declared in the payload or already in the kernel.
+    for changed in ({"default/alpha"}, {"default/exposed"}, set()):
+        ruleset = render_ports(ports, endpoints, CONFIG, changed=changed, applied_chains=alpha_only.active_nat_chains)
+        targets = set(re.findall(r" -j (KUBE-(?:SVC|SVL|EXT|FW|SEP)-\w+)", ruleset.text))
+        assert targets <= declared_nat_chains(ruleset.text) | alpha_only.active_nat_chains, changed
