@@ -324,7 +324,11 @@ class Registry:
           they are one snapshot, as with pages read from etcd alone. Continuations and exact resourceVersions
           are not the cache's (the caller reads etcd)."""
         assert self.cacher is not None
-        cache = self.cacher.cache(rt)
+        if self.conversions.viewer(rt) is not None:
+            # A version converted from its storage (events.k8s.io/v1): selectors and pages are on the served
+            # objects, which the cache does not hold; etcd answers (the cache serves its watches).
+            return None
+        cache = self.cacher.cache(self.storage_of(rt))
         reliable = await self.cacher.progress_reliable()  # the first call starts etcd's version check
         try:
             if consistent and not reliable:
