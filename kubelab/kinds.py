@@ -121,6 +121,15 @@ BUILTIN: tuple[ResourceType, ...] = (NAMESPACES, NODES, PODS, SERVICES, ENDPOINT
                                      PODDISRUPTIONBUDGETS, JOBS, CRONJOBS)
 BUILTIN += (DAEMONSETS, STATEFULSETS, CONTROLLERREVISIONS, REPLICATIONCONTROLLERS)
 
+# Who may do what (apiserver/rbac.py judges requests by them; the bootstrap policy is written at start).
+RBAC_GROUP = "rbac.authorization.k8s.io"
+ROLES = ResourceType(RBAC_GROUP, "v1", "roles", "Role", True, models.Role)
+CLUSTERROLES = ResourceType(RBAC_GROUP, "v1", "clusterroles", "ClusterRole", False, models.ClusterRole)
+ROLEBINDINGS = ResourceType(RBAC_GROUP, "v1", "rolebindings", "RoleBinding", True, models.RoleBinding)
+CLUSTERROLEBINDINGS = ResourceType(RBAC_GROUP, "v1", "clusterrolebindings", "ClusterRoleBinding", False,
+                                   models.ClusterRoleBinding)
+BUILTIN += (ROLES, CLUSTERROLES, ROLEBINDINGS, CLUSTERROLEBINDINGS)
+
 # `kubectl auth can-i` creates one of these and reads the answer back; the API server answers it without
 # storing anything (apiserver/routers/reviews.py), so it is served and discovered but not in BUILTIN, the
 # kinds that are stored, watched and garbage-collected.

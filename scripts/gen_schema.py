@@ -31,6 +31,9 @@ ROOTS = {
 ROOTS.update({"apps/v1/DaemonSet": "V1DaemonSet", "apps/v1/StatefulSet": "V1StatefulSet",
               "apps/v1/ControllerRevision": "V1ControllerRevision",
               "v1/ReplicationController": "V1ReplicationController"})
+ROOTS.update({"rbac.authorization.k8s.io/v1/Role": "V1Role", "rbac.authorization.k8s.io/v1/ClusterRole": "V1ClusterRole",
+              "rbac.authorization.k8s.io/v1/RoleBinding": "V1RoleBinding",
+              "rbac.authorization.k8s.io/v1/ClusterRoleBinding": "V1ClusterRoleBinding"})
 PRIMITIVES = {"str": "string", "int": "integer", "bool": "boolean", "float": "number", "datetime": "string",
               "date": "string", "object": "any", "bytearray": "string", "bytes": "string",
               "Any": "any"}
@@ -67,7 +70,8 @@ PACKAGES = {"v1": "io.k8s.api.core.v1", "discovery.k8s.io/v1": "io.k8s.api.disco
             "coordination.k8s.io/v1": "io.k8s.api.coordination.v1", "apps/v1": "io.k8s.api.apps.v1",
             "autoscaling/v1": "io.k8s.api.autoscaling.v1", "meta/v1": "io.k8s.apimachinery.pkg.apis.meta.v1",
             "apiregistration.k8s.io/v1": "io.k8s.kube-aggregator.pkg.apis.apiregistration.v1",
-            "policy/v1": "io.k8s.api.policy.v1", "batch/v1": "io.k8s.api.batch.v1"}
+            "policy/v1": "io.k8s.api.policy.v1", "batch/v1": "io.k8s.api.batch.v1",
+            "rbac.authorization.k8s.io/v1": "io.k8s.api.rbac.v1"}
 INT_OR_STRING = "io.k8s.apimachinery.pkg.util.intstr.IntOrString"
 FORMATS = {"int": "int32", "float": "double", "datetime": "date-time", "bytearray": "byte"}
 

@@ -1,7 +1,7 @@
 """Field numbers and types of the Kubernetes messages kubelab decodes from protobuf bodies.
 
 Interoperability data, written down from k8s.io/api's and k8s.io/apimachinery's generated.proto
-(core/v1, apps/v1, batch/v1, autoscaling/v1, authorization/v1, authentication/v1, meta/v1; field numbers as of Kubernetes 1.34). It
+(core/v1, apps/v1, batch/v1, autoscaling/v1, rbac/v1, authorization/v1, authentication/v1, meta/v1; field numbers as of Kubernetes 1.34). It
 covers what kubectl's generators send as protobuf (`create namespace|deployment|service|configmap|secret|
 serviceaccount`, `run`, `expose`, `scale`, `auth can-i`, `auth whoami`, `create token`) and the types those reach; volume sources beyond the common
 ones (hostPath, emptyDir, secret, configMap, projected, PVC, NFS, CSI, ephemeral, image, downward API)
@@ -803,6 +803,37 @@ CronJobStatus
   4 lastScheduleTime Time
   5 lastSuccessfulTime Time
 
+# --- rbac.authorization.k8s.io/v1: `kubectl create role|clusterrole|rolebinding|clusterrolebinding` --------
+Role
+  1 metadata ObjectMeta
+  2 rules []PolicyRule
+ClusterRole
+  1 metadata ObjectMeta
+  2 rules []PolicyRule
+  3 aggregationRule AggregationRule
+PolicyRule
+  1 verbs []string
+  2 apiGroups []string
+  3 resources []string
+  4 resourceNames []string
+  5 nonResourceURLs []string
+AggregationRule
+  1 clusterRoleSelectors []LabelSelector
+RoleBinding
+  1 metadata ObjectMeta
+  2 subjects []Subject
+  3 roleRef RoleRef
+ClusterRoleBinding = RoleBinding
+Subject
+  1 kind string *
+  2 apiGroup string
+  3 name string *
+  4 namespace string
+RoleRef
+  1 apiGroup string *
+  2 kind string *
+  3 name string *
+
 # --- authorization/v1: what `kubectl auth can-i` sends --------------------------------------------
 SelfSubjectAccessReview
   1 metadata ObjectMeta
@@ -893,6 +924,10 @@ KINDS: dict[tuple[str, str], str] = {
     ("batch/v1", "Job"): "Job",
     ("batch/v1", "CronJob"): "CronJob",
     ("autoscaling/v1", "Scale"): "Scale",
+    ("rbac.authorization.k8s.io/v1", "Role"): "Role",
+    ("rbac.authorization.k8s.io/v1", "ClusterRole"): "ClusterRole",
+    ("rbac.authorization.k8s.io/v1", "RoleBinding"): "RoleBinding",
+    ("rbac.authorization.k8s.io/v1", "ClusterRoleBinding"): "ClusterRoleBinding",
     ("authorization.k8s.io/v1", "SelfSubjectAccessReview"): "SelfSubjectAccessReview",
     ("authentication.k8s.io/v1", "TokenRequest"): "TokenRequest",
     ("authentication.k8s.io/v1", "SelfSubjectReview"): "SelfSubjectReview",

@@ -14,6 +14,7 @@ from .events import DEFAULT_EVENT_TTL, EventStrategy, LeaseStrategy
 from .networking import EndpointSliceStrategy, EndpointsStrategy
 from .pods import PodStrategy
 from .policy import PodDisruptionBudgetStrategy
+from .rbac import ClusterRoleBindingStrategy, ClusterRoleStrategy, RoleBindingStrategy, RoleStrategy
 from .replicationcontrollers import ReplicationControllerStrategy
 from .secrets import SecretStrategy, ServiceAccountStrategy
 from .services import ServiceStrategy
@@ -49,6 +50,10 @@ def default_strategies(*, service_cidr: str | None = None, event_ttl: int = DEFA
         kinds.STATEFULSETS: StatefulSetStrategy(kinds.STATEFULSETS, pods),
         kinds.CONTROLLERREVISIONS: ControllerRevisionStrategy(kinds.CONTROLLERREVISIONS),
         kinds.REPLICATIONCONTROLLERS: ReplicationControllerStrategy(kinds.REPLICATIONCONTROLLERS, pods),
+        kinds.ROLES: RoleStrategy(kinds.ROLES),
+        kinds.CLUSTERROLES: ClusterRoleStrategy(kinds.CLUSTERROLES),
+        kinds.ROLEBINDINGS: RoleBindingStrategy(kinds.ROLEBINDINGS),
+        kinds.CLUSTERROLEBINDINGS: ClusterRoleBindingStrategy(kinds.CLUSTERROLEBINDINGS),
     }
 
 

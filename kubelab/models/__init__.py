@@ -90,6 +90,16 @@ from .meta import (
 )
 from .metrics import ContainerMetrics, NodeMetrics, PodMetrics
 from .policy import Eviction, PodDisruptionBudget, PodDisruptionBudgetSpec, PodDisruptionBudgetStatus
+from .rbac import (
+    AggregationRule,
+    ClusterRole,
+    ClusterRoleBinding,
+    PolicyRule,
+    Role,
+    RoleBinding,
+    RoleRef,
+    Subject,
+)
 
 __all__ = [
     "APIService", "APIServiceSpec", "APIServiceStatus",
@@ -136,3 +146,5 @@ __all__ += [
 # batch/v1
 __all__ += ["CronJob", "CronJobSpec", "CronJobStatus", "Job", "JobCondition", "JobSpec", "JobStatus", "JobTemplateSpec",
             "PodFailurePolicy", "PodFailurePolicyRule", "SuccessPolicy", "SuccessPolicyRule", "UncountedTerminatedPods"]
+__all__ += ["AggregationRule", "ClusterRole", "ClusterRoleBinding", "PolicyRule", "Role", "RoleBinding", "RoleRef",
+            "Subject"]
