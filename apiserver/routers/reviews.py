@@ -3,8 +3,7 @@ may do something, and the server answers with the same authorizers that judge re
 Nothing is stored; the answer comes back in `status` with 201, as kube-apiserver's REST handler gives it.
 
 kubelab's authorizers (see authz.py): without a token file the API is open, so everything is allowed (as
-kube-apiserver with AlwaysAllow); with one, every authenticated user but a node is a cluster-admin, and a
-node (`system:node:NAME` in `system:nodes`) gets the Node authorizer's verdict.
+kube-apiserver with AlwaysAllow); with one, the --authorization-mode chain (Node,RBAC by default) answers.
 """
 
 from __future__ import annotations
@@ -19,7 +18,7 @@ from kubelab.models import SelfSubjectAccessReview
 from kubelab.validation import FieldError, invalid
 
 from .. import codecs, errors
-from ..auth import ANONYMOUS, identity_of, review_token, token_getter, user_of
+from ..auth import ANONYMOUS, authorizer_inputs, identity_of, review_token, token_getter, user_of
 from ..authz import verdict
 from ..registry import decoding
 from ..requestinfo import RequestInfo
@@ -55,7 +54,8 @@ async def create_self_subject_access_review(request: Request) -> Response:
         else:
             assert non_resource is not None
             info = RequestInfo(path=non_resource.path or "", verb=non_resource.verb or "")
-        allowed, reason = verdict(user, info)
+        modes, policy = await authorizer_inputs(request.app.state)
+        allowed, reason = verdict(user, info, policy=policy, modes=modes)
     out: dict[str, Any] = {"kind": "SelfSubjectAccessReview", "apiVersion": "authorization.k8s.io/v1",
                            "metadata": {"creationTimestamp": None},
                            "spec": body.get("spec") or {}, "status": {"allowed": allowed}}
