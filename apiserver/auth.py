@@ -36,7 +36,7 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 from kubelab import kinds, timeutil
 from kubelab.tokenfile import UserInfo
 
-from . import admission, codecs, errors, impersonation, requestinfo, satokens
+from . import admission, codecs, errors, impersonation, rbacguard, requestinfo, satokens
 from .admission import NodeAdmission
 from .authz import (
     DEFAULT_MODES,
@@ -302,7 +302,13 @@ class AuthMiddleware:
         if refusal is not None:
             await self._refuse(refusal, scope, receive, send)
             return
-        await self.app(scope, receive, send)
+        # Escalation prevention judges RBAC writes by who asks (rbacguard.py).
+        asker = rbacguard.ASKER.set(rbacguard.Asker(user, policy, modes)) if info.group == kinds.RBAC_GROUP else None
+        try:
+            await self.app(scope, receive, send)
+        finally:
+            if asker is not None:
+                rbacguard.ASKER.reset(asker)
 
     async def _authenticate(self, header: str | None, tokens: Mapping[str, UserInfo]) -> UserInfo | None:
         """The union of kube's authenticators: the token file first, then service account tokens."""

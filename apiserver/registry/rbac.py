@@ -20,7 +20,7 @@ from kubelab.models import (
 from kubelab.selectors import SelectorError, selector_from_label_selector
 from kubelab.validation import FieldError, invalid, not_supported, required
 
-from .. import tables
+from .. import rbacguard, tables
 from .strategy import Strategy
 
 GROUP = kinds.RBAC_GROUP
@@ -30,20 +30,37 @@ Binding = RoleBinding | ClusterRoleBinding
 
 
 class _RBACStrategy(Strategy):
-    """What the four kinds share: names are ValidateRBACName (path.IsValidPathSegmentName), no status."""
+    """What the four kinds share: names are ValidateRBACName (path.IsValidPathSegmentName), no status, and
+    escalation prevention before validation, as kube's policybased storage wraps the standard one."""
 
     has_status = False
     name_check = staticmethod(validation.path_segment_name_errors)
 
+    def validate_object(self, obj: TypedObject) -> list[FieldError]:
+        raise NotImplementedError
+
+    def guard(self, obj: TypedObject, old: TypedObject | None) -> None:
+        raise NotImplementedError
+
+    def validate_create(self, obj: TypedObject) -> list[FieldError]:
+        self.guard(obj, None)
+        return self.validate_object(obj)
+
     def validate_update(self, new: TypedObject, old: TypedObject, subresource: str | None = None
                         ) -> list[FieldError]:
         # ValidateXUpdate: the object's own validation, then ValidateObjectMetaUpdate.
-        return self.validate_create(new) + [e for e in self.validate_meta_update(new, old)
+        self.guard(new, old)
+        return self.validate_object(new) + [e for e in self.validate_meta_update(new, old)
                                             if e.field == "metadata.name"]
 
 
-class RoleStrategy(_RBACStrategy):
-    def validate_create(self, obj: TypedObject) -> list[FieldError]:
+class _RoleStrategy(_RBACStrategy):
+    def guard(self, obj: TypedObject, old: TypedObject | None) -> None:
+        rbacguard.check_role(self.rt, obj.to_dict(), old.to_dict() if old is not None else None)
+
+
+class RoleStrategy(_RoleStrategy):
+    def validate_object(self, obj: TypedObject) -> list[FieldError]:
         assert isinstance(obj, Role)
         errs = self.validate_meta(obj)
         for i, rule in enumerate(obj.rules or []):
@@ -51,8 +68,8 @@ class RoleStrategy(_RBACStrategy):
         return errs
 
 
-class ClusterRoleStrategy(_RBACStrategy):
-    def validate_create(self, obj: TypedObject) -> list[FieldError]:
+class ClusterRoleStrategy(_RoleStrategy):
+    def validate_object(self, obj: TypedObject) -> list[FieldError]:
         assert isinstance(obj, ClusterRole)
         errs = self.validate_meta(obj)
         for i, rule in enumerate(obj.rules or []):
@@ -105,7 +122,10 @@ class _BindingStrategy(_RBACStrategy):
             if not subject.api_group and subject.kind in ("User", "Group"):
                 subject.api_group = GROUP
 
-    def validate_create(self, obj: TypedObject) -> list[FieldError]:
+    def guard(self, obj: TypedObject, old: TypedObject | None) -> None:
+        rbacguard.check_binding(self.rt, obj.to_dict(), old.to_dict() if old is not None else None)
+
+    def validate_object(self, obj: TypedObject) -> list[FieldError]:
         assert isinstance(obj, RoleBinding | ClusterRoleBinding)
         errs = self.validate_meta(obj)
         ref = obj.role_ref
