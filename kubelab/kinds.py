@@ -142,7 +142,17 @@ SELFSUBJECTREVIEWS = ResourceType("authentication.k8s.io", "v1", "selfsubjectrev
 # A webhook or an aggregated API server asks who a bearer token is (apiserver/routers/reviews.py; never stored).
 TOKENREVIEWS = ResourceType("authentication.k8s.io", "v1", "tokenreviews", "TokenReview", False, models.TokenReview,
                             verbs=("create",))
-SERVED: tuple[ResourceType, ...] = (*BUILTIN, SELFSUBJECTACCESSREVIEWS, SELFSUBJECTREVIEWS, TOKENREVIEWS)
+# Answered from the authorizers and never stored either (apiserver/routers/reviews.py): may a user do something
+# (a webhook's question), may a user do something in a namespace, and what may I do (`kubectl auth can-i --list`).
+SUBJECTACCESSREVIEWS = ResourceType("authorization.k8s.io", "v1", "subjectaccessreviews", "SubjectAccessReview",
+                                    False, models.SubjectAccessReview, verbs=("create",))
+LOCALSUBJECTACCESSREVIEWS = ResourceType("authorization.k8s.io", "v1", "localsubjectaccessreviews",
+                                         "LocalSubjectAccessReview", True, models.LocalSubjectAccessReview,
+                                         verbs=("create",))
+SELFSUBJECTRULESREVIEWS = ResourceType("authorization.k8s.io", "v1", "selfsubjectrulesreviews", "SelfSubjectRulesReview",
+                                       False, models.SelfSubjectRulesReview, verbs=("create",))
+SERVED: tuple[ResourceType, ...] = (*BUILTIN, SELFSUBJECTACCESSREVIEWS, SELFSUBJECTREVIEWS, TOKENREVIEWS,
+                                    SUBJECTACCESSREVIEWS, LOCALSUBJECTACCESSREVIEWS, SELFSUBJECTRULESREVIEWS)
 # metrics.k8s.io, as metrics-server serves it behind kube-apiserver: read from the kubelets' stats/summary
 # when asked (apiserver/routers/metrics_api.py), never stored; in discovery so that `kubectl top` finds it.
 NODE_METRICS = ResourceType("metrics.k8s.io", "v1beta1", "nodes", "NodeMetrics", False, models.NodeMetrics,

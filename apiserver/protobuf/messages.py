@@ -871,6 +871,37 @@ SubjectAccessReviewStatus
   2 reason string
   3 evaluationError string
 
+SelfSubjectRulesReview
+  1 metadata ObjectMeta
+  2 spec SelfSubjectRulesReviewSpec
+  3 status SubjectRulesReviewStatus
+SelfSubjectRulesReviewSpec
+  1 namespace string
+SubjectRulesReviewStatus
+  1 resourceRules []ResourceRule
+  2 nonResourceRules []NonResourceRule
+  3 incomplete bool *
+  4 evaluationError string
+ResourceRule
+  1 verbs []string
+  2 apiGroups []string
+  3 resources []string
+  4 resourceNames []string
+NonResourceRule
+  1 verbs []string
+  2 nonResourceURLs []string
+SubjectAccessReview
+  1 metadata ObjectMeta
+  2 spec SubjectAccessReviewSpec
+  3 status SubjectAccessReviewStatus
+LocalSubjectAccessReview = SubjectAccessReview
+SubjectAccessReviewSpec
+  1 resourceAttributes ResourceAttributes
+  2 nonResourceAttributes NonResourceAttributes
+  3 user string
+  4 groups []string
+  6 uid string
+
 # --- authentication/v1: what `kubectl create token` sends ---------------------------------------
 TokenRequest
   1 metadata ObjectMeta
@@ -929,6 +960,9 @@ KINDS: dict[tuple[str, str], str] = {
     ("rbac.authorization.k8s.io/v1", "RoleBinding"): "RoleBinding",
     ("rbac.authorization.k8s.io/v1", "ClusterRoleBinding"): "ClusterRoleBinding",
     ("authorization.k8s.io/v1", "SelfSubjectAccessReview"): "SelfSubjectAccessReview",
+    ("authorization.k8s.io/v1", "SelfSubjectRulesReview"): "SelfSubjectRulesReview",
+    ("authorization.k8s.io/v1", "SubjectAccessReview"): "SubjectAccessReview",
+    ("authorization.k8s.io/v1", "LocalSubjectAccessReview"): "LocalSubjectAccessReview",
     ("authentication.k8s.io/v1", "TokenRequest"): "TokenRequest",
     ("authentication.k8s.io/v1", "SelfSubjectReview"): "SelfSubjectReview",
     ("v1", "DeleteOptions"): "DeleteOptions",

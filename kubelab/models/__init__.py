@@ -17,7 +17,14 @@ from .apps import (
     ScaleSpec,
     ScaleStatus,
 )
-from .authorization import SelfSubjectAccessReview, SelfSubjectReview, TokenReview
+from .authorization import (
+    LocalSubjectAccessReview,
+    SelfSubjectAccessReview,
+    SelfSubjectReview,
+    SelfSubjectRulesReview,
+    SubjectAccessReview,
+    TokenReview,
+)
 from .base import Model, to_wire
 from .batch import (
     CronJob,
@@ -146,5 +153,16 @@ __all__ += [
 # batch/v1
 __all__ += ["CronJob", "CronJobSpec", "CronJobStatus", "Job", "JobCondition", "JobSpec", "JobStatus", "JobTemplateSpec",
             "PodFailurePolicy", "PodFailurePolicyRule", "SuccessPolicy", "SuccessPolicyRule", "UncountedTerminatedPods"]
-__all__ += ["AggregationRule", "ClusterRole", "ClusterRoleBinding", "PolicyRule", "Role", "RoleBinding", "RoleRef",
-            "Subject"]
+__all__ += [
+    "AggregationRule",
+    "ClusterRole",
+    "ClusterRoleBinding",
+    "LocalSubjectAccessReview",
+    "PolicyRule",
+    "Role",
+    "RoleBinding",
+    "RoleRef",
+    "SelfSubjectRulesReview",
+    "Subject",
+    "SubjectAccessReview",
+]

@@ -161,3 +161,48 @@ def test_escalation_is_refused_unless_escalate_or_bind(admin: Kubectl, bob: Kube
     bob.ok("create", "rolebinding", "bob-admin", "--clusterrole=admin", "--user=bob", "-n", NS)
     assert bob.ok("auth", "can-i", "delete", "secrets", "-n", NS) == "yes\n"  # admin's, now bob's in NS
     assert bob("auth", "can-i", "delete", "secrets", "-n", OTHER).stdout == "no\n"
+
+
+def test_auth_can_i_list_shows_the_rules(admin: Kubectl, robot: Kubectl) -> None:
+    """SelfSubjectRulesReview: the account's rules in the namespace (its Role's, and system:basic-user's,
+    system:discovery's and the rest bound to every authenticated user), as `kubectl auth can-i --list`
+    prints them."""
+    admin("create", "role", "cm-reader", "--verb=get", "--resource=configmaps", "--resource-name=settings", "-n", NS)
+    admin("create", "rolebinding", "robot-reads-settings", "--role=cm-reader", f"--serviceaccount={NS}:robot",
+          "-n", NS)
+    rows = {(r["Resources"], r["Non-Resource URLs"], r["Resource Names"], r["Verbs"])
+            for r in table(robot.ok("auth", "can-i", "--list", "-n", NS))}
+    assert ("configmaps", "[]", "[settings]", "[get]") in rows
+    assert ("selfsubjectaccessreviews.authorization.k8s.io", "[]", "[]", "[create]") in rows
+    assert ("", "[/version]", "[]", "[get]") in rows
+    assert not any(r[0] == "secrets" for r in rows)
+    everything = {(r["Resources"], r["Verbs"]) for r in table(admin.ok("auth", "can-i", "--list"))}
+    assert ("*.*", "[*]") in everything
+
+
+def test_subject_access_reviews(server: str, pki: LabPKI) -> None:
+    path = "/apis/authorization.k8s.io/v1/subjectaccessreviews"
+    local = f"/apis/authorization.k8s.io/v1/namespaces/{NS}/localsubjectaccessreviews"
+    pods = {"verb": "list", "resource": "pods", "namespace": NS}
+    with client(server, pki, f"admin-{SUFFIX}") as api, client(server, pki, f"bob-{SUFFIX}") as bob:
+        resp = api.post(path, json={"spec": {"user": ACCOUNT, "resourceAttributes": pods}})
+        assert resp.status_code == 201 and resp.json()["status"] == {"allowed": True}, resp.text
+        # Groups are as given: without system:serviceaccounts:NS nothing binds a user by group.
+        resp = api.post(path, json={"spec": {"user": "nobody", "resourceAttributes": pods}})
+        assert resp.json()["status"] == {"allowed": False}
+        resp = api.post(path, json={"spec": {"user": "x", "groups": ["system:masters"],
+                                             "nonResourceAttributes": {"path": "/metrics", "verb": "get"}}})
+        assert resp.json()["status"] == {"allowed": True}
+        assert_status(api.post(path, json={"spec": {"resourceAttributes": pods}}), 422, "Invalid",
+                      'SubjectAccessReview.authorization.k8s.io "" is invalid: spec.user: Invalid value: "": at least '
+                      "one of user or group must be specified")
+        resp = api.post(local, json={"spec": {"user": ACCOUNT, "resourceAttributes": pods}})
+        assert resp.status_code == 201 and resp.json()["status"]["allowed"] is True, resp.text
+        assert resp.json()["metadata"]["namespace"] == NS
+        assert_status(api.post(local, json={"spec": {"user": ACCOUNT, "resourceAttributes": {**pods,
+                                                                                             "namespace": OTHER}}}),
+                      400, "BadRequest", f"spec.resourceAttributes.namespace must match namespace: {NS}")
+        # Asking about others is itself authorized: bob holds no SubjectAccessReview create.
+        assert_status(bob.post(path, json={"spec": {"user": "x", "resourceAttributes": pods}}), 403, "Forbidden",
+                      'subjectaccessreviews.authorization.k8s.io is forbidden: User "bob" cannot create resource '
+                      '"subjectaccessreviews" in API group "authorization.k8s.io" at the cluster scope')
