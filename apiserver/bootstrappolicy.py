@@ -25,6 +25,7 @@ from __future__ import annotations
 from typing import Any
 
 from kubelab import tracing
+from kubelab.rbacaggregation import aggregated_rules
 from kubelab.tokenfile import CONTROLLERS_USER, DNS_USER, MASTERS_GROUP, SCHEDULER_USER
 
 RBAC_GROUP = "rbac.authorization.k8s.io"
@@ -274,28 +275,14 @@ def cluster_role_bindings() -> list[dict[str, Any]]:
     return bindings
 
 
-def aggregated_rules(role: dict[str, Any], roles: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """The rules an aggregated bootstrap role starts with: those of the roles its selectors' labels pick, in
-    name order, without repeats (what the clusterrole-aggregation controller would write)."""
-    wanted = [s.get("matchLabels") or {} for s in (role.get("aggregationRule") or {}).get("clusterRoleSelectors") or []]
-    out: list[dict[str, Any]] = []
-    for other in sorted(roles, key=lambda r: r["metadata"]["name"]):
-        if other is role:
-            continue
-        labels = other["metadata"].get("labels") or {}
-        if any(all(labels.get(k) == v for k, v in selector.items()) for selector in wanted):
-            out += [r for r in other.get("rules") or [] if r not in out]
-    return out
-
-
 def policy() -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     """The bootstrap ClusterRoles, with admin, edit and view already aggregated (edit aggregates into
     admin, view into edit: computed in that order), and the ClusterRoleBindings."""
     roles = cluster_roles()
     by_name = {r["metadata"]["name"]: r for r in roles}
     for name in ("view", "edit", "admin"):
-        by_name[name]["rules"] = aggregated_rules(by_name[name], roles)
+        by_name[name]["rules"] = aggregated_rules(by_name[name], roles) or []
     return roles, cluster_role_bindings()
 
 
-__all__ = ["AUTOUPDATE", "BOOTSTRAPPING", "aggregated_rules", "cluster_role_bindings", "cluster_roles", "policy"]
+__all__ = ["AUTOUPDATE", "BOOTSTRAPPING", "cluster_role_bindings", "cluster_roles", "policy"]
