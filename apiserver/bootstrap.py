@@ -177,13 +177,17 @@ def reconciled(current: dict[str, Any], expected: dict[str, Any]) -> dict[str, A
 
 
 async def reconcile_rbac(registry: Registry) -> None:
-    """The bootstrap ClusterRoles, then the ClusterRoleBindings: created when missing, else reconciled."""
+    """The bootstrap ClusterRoles, then the ClusterRoleBindings, then the kube-system Roles and RoleBindings:
+    created when missing, else reconciled."""
     roles, bindings = bootstrappolicy.policy()
-    for rt, objects in ((kinds.CLUSTERROLES, roles), (kinds.CLUSTERROLEBINDINGS, bindings)):
+    local_roles, local_bindings = bootstrappolicy.namespaced()
+    for rt, objects in ((kinds.CLUSTERROLES, roles), (kinds.CLUSTERROLEBINDINGS, bindings),
+                        (kinds.ROLES, local_roles), (kinds.ROLEBINDINGS, local_bindings)):
         for expected in objects:
             name = expected["metadata"]["name"]
+            namespace = expected["metadata"].get("namespace")
             try:
-                await registry.create(rt, None, expected)
+                await registry.create(rt, namespace, expected)
                 continue
             except errors.StatusError as exc:
                 if exc.code != 409:
@@ -192,4 +196,4 @@ async def reconcile_rbac(registry: Registry) -> None:
             def update(current: dict[str, Any], expected: dict[str, Any] = expected) -> dict[str, Any]:
                 return reconciled(current, expected)
 
-            await registry.guaranteed_update(rt, None, name, update)
+            await registry.guaranteed_update(rt, namespace, name, update)

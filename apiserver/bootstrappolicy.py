@@ -275,6 +275,25 @@ def cluster_role_bindings() -> list[dict[str, Any]]:
     return bindings
 
 
+NAMESPACE = "kube-system"
+DNS_REGISTRATION = "kubelab:dns-registration"
+
+
+def namespaced() -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """NamespaceRoles / NamespaceRoleBindings in kube-system. kubelab's own: its DNS registers the kube-dns
+    Service, Endpoints and EndpointSlice itself (an add-on installer writes them in kube), so the user
+    system:kube-dns may create and update those three there."""
+    role = {"apiVersion": f"{RBAC_GROUP}/v1", "kind": "Role", "metadata": {**_meta(DNS_REGISTRATION),
+                                                                          "namespace": NAMESPACE},
+            "rules": [rule(("create", "get", "update"), "", ("services", "endpoints")),
+                      rule(("create", "get", "update"), "discovery.k8s.io", "endpointslices")]}
+    binding_ = {"apiVersion": f"{RBAC_GROUP}/v1", "kind": "RoleBinding",
+                "metadata": {**_meta(DNS_REGISTRATION), "namespace": NAMESPACE},
+                "roleRef": {"apiGroup": RBAC_GROUP, "kind": "Role", "name": DNS_REGISTRATION},
+                "subjects": [{"kind": "User", "apiGroup": RBAC_GROUP, "name": DNS_USER}]}
+    return [role], [binding_]
+
+
 def policy() -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     """The bootstrap ClusterRoles, with admin, edit and view already aggregated (edit aggregates into
     admin, view into edit: computed in that order), and the ClusterRoleBindings."""
@@ -285,4 +304,4 @@ def policy() -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     return roles, cluster_role_bindings()
 
 
-__all__ = ["AUTOUPDATE", "BOOTSTRAPPING", "cluster_role_bindings", "cluster_roles", "policy"]
+__all__ = ["AUTOUPDATE", "BOOTSTRAPPING", "cluster_role_bindings", "cluster_roles", "namespaced", "policy"]

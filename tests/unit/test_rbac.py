@@ -18,14 +18,16 @@ ROBOT = UserInfo("system:serviceaccount:team:robot", "", ("system:serviceaccount
 
 
 def req(method: str, path: str) -> RequestInfo:
-    return parse(method, path, b"")
+    path, _, query = path.partition("?")
+    return parse(method, path, query.encode())
 
 
 @pytest.mark.parametrize(("rule", "method", "path", "allowed"), [
     ({"verbs": ["get"], "apiGroups": [""], "resources": ["pods"]}, "GET", "/api/v1/namespaces/a/pods/p", True),
     ({"verbs": ["get"], "apiGroups": [""], "resources": ["pods"]}, "GET", "/api/v1/namespaces/a/pods", False),  # list
     ({"verbs": ["list"], "apiGroups": [""], "resources": ["pods"]}, "GET", "/api/v1/namespaces/a/pods", True),
-    ({"verbs": ["watch"], "apiGroups": [""], "resources": ["pods"]}, "GET", "/api/v1/pods?watch=1", False),
+    ({"verbs": ["watch"], "apiGroups": [""], "resources": ["pods"]}, "GET", "/api/v1/pods?watch=1", True),
+    ({"verbs": ["watch"], "apiGroups": [""], "resources": ["pods"]}, "GET", "/api/v1/pods", False),
     ({"verbs": ["*"], "apiGroups": [""], "resources": ["pods"]}, "DELETE", "/api/v1/namespaces/a/pods/p", True),
     ({"verbs": ["get"], "apiGroups": ["apps"], "resources": ["pods"]}, "GET", "/api/v1/namespaces/a/pods/p", False),
     ({"verbs": ["get"], "apiGroups": ["*"], "resources": ["deployments"]}, "GET",
@@ -192,3 +194,34 @@ def test_the_bootstrap_policy_aggregates_view_into_edit_into_admin() -> None:
         assert r["metadata"]["annotations"]["rbac.authorization.kubernetes.io/autoupdate"] == "true"
     assert by_name["cluster-admin"]["rules"] == [{"verbs": ["*"], "apiGroups": ["*"], "resources": ["*"]},
                                                  {"verbs": ["*"], "nonResourceURLs": ["*"]}]
+
+
+def test_kubelabs_components_may_do_their_work_under_the_bootstrap_policy() -> None:
+    """Each component's user, as `kubelab up` and the compose lab name them, allowed what it writes."""
+    roles, bindings = bootstrappolicy.policy()
+    local_roles, local_bindings = bootstrappolicy.namespaced()
+    policy = rbac.Policy.of(cluster_roles=roles, roles=local_roles, cluster_role_bindings=bindings,
+                            role_bindings=local_bindings)
+    authenticated = ("system:authenticated",)
+    dns = UserInfo("system:kube-dns", "", authenticated)
+    scheduler = UserInfo("system:kube-scheduler", "", authenticated)
+    controllers = UserInfo("system:kube-controller-manager", "", authenticated)
+    for user, method, path in [
+        (dns, "POST", "/api/v1/namespaces/kube-system/services"),
+        (dns, "PUT", "/apis/discovery.k8s.io/v1/namespaces/kube-system/endpointslices/kube-dns"),
+        (dns, "GET", "/api/v1/services?watch=1"),
+        (scheduler, "POST", "/api/v1/namespaces/a/pods/p/binding"),
+        (scheduler, "POST", "/apis/kubelab.dev/v1/traces"),
+        (controllers, "POST", "/api/v1/namespaces/a/pods"),
+        (controllers, "POST", "/apis/apps/v1/namespaces/a/replicasets"),
+        (controllers, "PUT", "/apis/apps/v1/namespaces/a/deployments/d/status"),
+        (controllers, "POST", "/api/v1/namespaces/a/serviceaccounts"),
+        (controllers, "POST", "/api/v1/namespaces/a/configmaps"),
+        (controllers, "DELETE", "/apis/batch/v1/namespaces/a/jobs/j"),
+        (controllers, "PUT", "/api/v1/namespaces/a/finalize"),
+        (controllers, "PUT", "/apis/rbac.authorization.k8s.io/v1/clusterroles/view"),
+        (controllers, "GET", "/apis/rbac.authorization.k8s.io/v1/clusterroles?watch=1"),
+    ]:
+        assert rbac.authorize(policy, user, req(method, path))[0], (user.name, method, path)
+    assert not rbac.authorize(policy, dns, req("POST", "/api/v1/namespaces/default/services"))[0]
+    assert not rbac.authorize(policy, scheduler, req("POST", "/api/v1/namespaces/a/secrets"))[0]
