@@ -20,7 +20,7 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 from kubelab import addressing, kinds, tokenfile
 from kubelab.kinds import ResourceType
 
-from . import codecs, errors, identitylease, requestinfo, satokens, strconv
+from . import authz, codecs, errors, identitylease, requestinfo, satokens, strconv
 from .apiextensions import CustomResources
 from .auth import AuthMiddleware
 from .bootstrap import bootstrap
@@ -28,6 +28,7 @@ from .cacher import Cacher
 from .flowcontrol import RequestGuard, list_seats
 from .identitylease import IdentityLease
 from .metrics import ApiserverMetrics
+from .rbacsource import PolicySource
 from .registry import Registry, default_conversions, default_strategies
 from .registry.counts import ObjectCounts
 from .registry.events import DEFAULT_EVENT_TTL
@@ -53,6 +54,8 @@ class Config:
     # kube-apiserver's --token-auth-file: with it, requests authenticate with bearer tokens and node
     # users are restricted (auth.py); without it, the API is open to whoever reaches it.
     token_auth_file: str | None = None
+    # kube-apiserver's --authorization-mode, used when a token file is configured (authz.py).
+    authorization_modes: tuple[str, ...] = authz.DEFAULT_MODES
     # kube-apiserver's --watch-cache: watches are served from one etcd watch per resource (cacher.py).
     watch_cache: bool = True
     # kube-apiserver's --event-ttl, in seconds: an event is deleted this long after its last write.
@@ -143,10 +146,12 @@ def create_app(config: Config) -> ASGIApp:
             app.state.traces.accept(key, revision, verb, sent)
             counts.written(key, verb)
             getter.written(key, revision)
+            policy_source.written(key, revision)
 
         registry = Registry(storage, strategies, cacher=cacher, on_write=written, conversions=default_conversions())
         app.state.registry = registry
         getter = app.state.token_getter = TokenObjectGetter(registry)  # token checks read the watch cache
+        policy_source = app.state.policy_source = PolicySource(cacher, storage)  # the RBAC authorizer's policy
         await registry.wait_for_storage()
         import ipaddress
         service_ip = str(ipaddress.ip_network(config.service_cidr)[1])
@@ -173,6 +178,7 @@ def create_app(config: Config) -> ASGIApp:
             await asyncio.gather(*heartbeats, return_exceptions=True)
             await custom.stop()
             await app.state.counts.stop()
+            await policy_source.stop()
             if cacher is not None:
                 await cacher.stop()
             await storage.close()
@@ -183,6 +189,7 @@ def create_app(config: Config) -> ASGIApp:
     app.router.redirect_slashes = False
     app.state.resources = config.resources
     app.state.config = config
+    app.state.authorization_modes = config.authorization_modes
     app.state.service_account_admission = "ServiceAccount" not in config.disable_admission_plugins
     app.state.metrics = ApiserverMetrics()
     app.state.traces = TraceRecorder()

@@ -36,16 +36,18 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 from kubelab import kinds, timeutil
 from kubelab.tokenfile import UserInfo
 
-from . import admission, codecs, errors, impersonation, requestinfo, satokens
+from . import admission, codecs, errors, impersonation, rbacguard, requestinfo, satokens
 from .admission import NodeAdmission
 from .authz import (
+    DEFAULT_MODES,
     PUBLIC_PATHS,
     authorize,
     authorizer_denial,
-    may_impersonate,
     node_name,
     upgrade_create_check,
+    verdict,
 )
+from .rbac import Policy
 from .tokengetters import TokenObjectGetter
 
 AUTHENTICATED_GROUP = impersonation.AUTHENTICATED_GROUP
@@ -285,12 +287,13 @@ class AuthMiddleware:
                 return
             user = ANONYMOUS
         try:
-            user = self._impersonate(user, headers, scope)
+            modes, policy = await authorizer_inputs(self.state)
+            user = self._impersonate(user, headers, scope, policy=policy, modes=modes)
             scope[USER_SCOPE_KEY] = user
-            refusal = authorize(user, info)
+            refusal = authorize(user, info, policy=policy, modes=modes)
             also = upgrade_create_check(info, websocket=headers.get("upgrade", "").lower() == "websocket")
             if refusal is None and also is not None:
-                refusal = authorize(user, also)
+                refusal = authorize(user, also, policy=policy, modes=modes)
             node = node_name(user)
             if node is not None:  # NodeRestriction runs once the router has found the resource
                 scope[admission.SCOPE_KEY] = NodeAdmission(node, self.state.registry)
@@ -299,7 +302,13 @@ class AuthMiddleware:
         if refusal is not None:
             await self._refuse(refusal, scope, receive, send)
             return
-        await self.app(scope, receive, send)
+        # Escalation prevention judges RBAC writes by who asks (rbacguard.py).
+        asker = rbacguard.ASKER.set(rbacguard.Asker(user, policy, modes)) if info.group == kinds.RBAC_GROUP else None
+        try:
+            await self.app(scope, receive, send)
+        finally:
+            if asker is not None:
+                rbacguard.ASKER.reset(asker)
 
     async def _authenticate(self, header: str | None, tokens: Mapping[str, UserInfo]) -> UserInfo | None:
         """The union of kube's authenticators: the token file first, then service account tokens."""
@@ -330,15 +339,19 @@ class AuthMiddleware:
         await self.app(scope, receive, send)
 
     @staticmethod
-    def _impersonate(user: UserInfo, headers: Headers, scope: Scope) -> UserInfo:
+    def _impersonate(user: UserInfo, headers: Headers, scope: Scope, *, policy: Policy | None,
+                     modes: tuple[str, ...]) -> UserInfo:
         """WithImpersonation: the user the request goes on as. Every thing asked for is authorized on its
-        own (the 403 names the first refused); the headers are then removed for the layers below."""
+        own, as the `impersonate` verb (the 403 names the first refused); the headers are then removed for
+        the layers below."""
         asked = impersonation.requested(headers)
         if not asked:
             return user
         for request in asked:
-            if not may_impersonate(user):
-                raise authorizer_denial(user, request.attributes(scope["path"]))
+            attributes = request.attributes(scope["path"])
+            allowed, reason = verdict(user, attributes, policy=policy, modes=modes)
+            if not allowed:
+                raise authorizer_denial(user, attributes, reason)
         scope["headers"] = [(k, v) for k, v in scope["headers"] if not impersonation.is_header(k.decode("latin-1"))]
         return impersonation.acting_as(asked, groups_specified=bool(headers.getlist(impersonation.GROUP_HEADER)))
 
@@ -346,6 +359,16 @@ class AuthMiddleware:
     async def _refuse(exc: errors.StatusError, scope: Scope, receive: Receive, send: Send) -> None:
         response = codecs.status_response(exc)
         await response(scope, receive, send)
+
+
+async def authorizer_inputs(state: Any) -> tuple[tuple[str, ...], Policy | None]:
+    """The API server's --authorization-mode and, when RBAC is among them, its current policy (None before
+    storage is connected: RBAC then allows nothing, and system:masters still everything)."""
+    modes: tuple[str, ...] = getattr(state, "authorization_modes", DEFAULT_MODES)
+    source = getattr(state, "policy_source", None)
+    if "RBAC" not in modes or source is None:
+        return modes, None
+    return modes, await source.policy()
 
 
 def identity_of(scope: Scope) -> UserInfo | None:
@@ -360,5 +383,5 @@ def user_of(scope: Scope) -> UserInfo | None:
     return user if isinstance(user, UserInfo) else None
 
 
-__all__ = ["AuthMiddleware", "TokenVerdict", "Unauthorized", "authenticate", "identity_of", "review_token",
+__all__ = ["AuthMiddleware", "TokenVerdict", "Unauthorized", "authenticate", "authorizer_inputs", "identity_of", "review_token",
            "token_getter", "user_of"]

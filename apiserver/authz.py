@@ -1,28 +1,23 @@
-"""Authorization of node identities: kube-apiserver's Node authorizer with the system:node rules, and
-the NodeRestriction admission plugin. Everything here is pure: decisions from a request's attributes,
-its body and the stored object it touches, which `auth.py` gathers.
+"""Authorization: kube-apiserver's authorizer chain (--authorization-mode, `Node,RBAC` by default when a
+token file is configured, as kubeadm sets it), the Node authorizer with the system:node rules, and the
+NodeRestriction admission plugin. Everything here is pure: decisions from a request's attributes, the
+RBAC policy (rbac.py), its body and the stored object it touches, which `auth.py` gathers.
 
-kubelab's policy, when a token file is configured (`auth.py`):
-
+* system:masters may do everything, before any mode is asked (kube's privileged-group authorizer);
 * anonymous requests reach only /healthz, /livez, /readyz and /version (system:public-info-viewer);
-* a user named `system:node:<name>` in group `system:nodes` is a node: it may read everything, and
+* `Node`: a user named `system:node:<name>` in group `system:nodes` is a node: it may read everything, and
   write only what a kubelet needs, as the system:node rules plus the Node authorizer allow and
   NodeRestriction narrows (plugin/pkg/auth/authorizer/node, plugin/pkg/admission/noderestriction):
   its own Node and Node status, its own Lease in kube-node-lease, the status of pods bound to it, the
   delete of pods bound to it, mirror pods bound to it, and events;
-* a service account (`system:serviceaccount:NS:NAME`, the user a pod's token names) may read what the
-  `view` ClusterRole lets read, cluster-wide: get, list and watch every kind but Secrets, and not the
-  pods/exec, attach, portforward or proxy subresources (which run things), nor ask for tokens; every
-  non-resource path may be read (discovery, /version, /healthz, the issuer's keys), and it may ask what
-  it may do (SelfSubjectAccessReview). Nothing else: kube gives a service account no permission at all
-  until RBAC binds it some, and kubelab has no RBAC yet, so it grants the reading an in-cluster client
-  such as a controller or `kubectl get` in a pod needs, and no writes and no Secrets;
-* every other authenticated user is a cluster-admin (kubelab has no RBAC), and so may impersonate
-  any user, group, service account, uid or extra (`kubectl --as`); the request then goes on as that
-  user, under the same rules (impersonation.py); nodes may not impersonate.
+* `RBAC`: what the user's Roles and ClusterRoles allow (rbac.py); a service account gets nothing until
+  something binds it, as in kube;
+* `AlwaysAllow` / `AlwaysDeny`: kube's, for labs that want every authenticated user to be a cluster-admin
+  (kubelab's behaviour before RBAC) or nobody.
 
-The verdict is taken on the request's one RequestInfo (requestinfo.py), the same record the router
-dispatches on.
+Impersonation (`kubectl --as`) is the `impersonate` verb on users, groups, serviceaccounts, uids and
+userextras, authorized like any other (impersonation.py). The verdict is taken on the request's one
+RequestInfo (requestinfo.py), the same record the router dispatches on.
 
 Differences from kube, on purpose: node reads are not narrowed (kube's Node authorizer limits which
 ConfigMaps, Secrets and Leases a node may get or list); NodeRestriction's rules on what a node may
@@ -36,9 +31,9 @@ from collections.abc import Mapping
 from typing import Any
 
 from kubelab import tracing
-from kubelab.tokenfile import NODE_USER_PREFIX, NODES_GROUP, UserInfo
+from kubelab.tokenfile import MASTERS_GROUP, NODE_USER_PREFIX, NODES_GROUP, UserInfo
 
-from . import errors, satokens
+from . import errors, rbac
 from .impersonation import AUTHENTICATED_GROUP
 from .requestinfo import READ_VERBS, RequestInfo
 
@@ -69,30 +64,6 @@ NODE_WRITES: Mapping[tuple[str, str], frozenset[str]] = {
 }
 
 
-# What a service account may not read (see the module docstring): Secrets, and the subresources that run
-# something or reach past the API server.
-SERVICE_ACCOUNT_HIDDEN: frozenset[tuple[str, str]] = frozenset({
-    ("", "secrets"), ("", "pods/exec"), ("", "pods/attach"), ("", "pods/portforward"), ("", "pods/proxy"),
-    ("", "nodes/proxy"), ("", "services/proxy"), ("", "serviceaccounts/token")})
-SELF_REVIEWS = frozenset({("authorization.k8s.io", "selfsubjectaccessreviews"),
-                          ("authorization.k8s.io", "selfsubjectrulesreviews"),
-                          ("authentication.k8s.io", "selfsubjectreviews")})
-
-
-def is_service_account(user: UserInfo) -> bool:
-    return user.name.startswith(satokens.SERVICE_ACCOUNT_PREFIX) and satokens.SERVICE_ACCOUNTS_GROUP in user.groups
-
-
-def service_account_verdict(info: RequestInfo) -> tuple[bool, str]:
-    """A service account's verdict: the view ClusterRole's reads, and self reviews (module docstring)."""
-    if not info.is_resource:
-        return info.verb == "get", ""
-    resource = f"{info.resource}/{info.subresource}" if info.subresource else info.resource
-    if info.verb == "create" and (info.group, resource) in SELF_REVIEWS:
-        return True, ""
-    return info.verb in READ_VERBS and (info.group, resource) not in SERVICE_ACCOUNT_HIDDEN, ""
-
-
 # What system:node's rules do not give a node even to read: a kubelet has no business running commands
 # in, attaching to, forwarding to or proxying to pods (its own or others'), nor proxying to nodes.
 NODE_FORBIDDEN_READS = frozenset({("", "pods/exec"), ("", "pods/attach"), ("", "pods/portforward"),
@@ -118,32 +89,63 @@ def node_name(user: UserInfo) -> str | None:
     return user.name[len(NODE_USER_PREFIX):]
 
 
-def verdict(user: UserInfo, info: RequestInfo) -> tuple[bool, str]:
-    """kubelab's authorizer chain: whether `user` may do what `info` describes, and the reason of a
-    refusal ("" when no rule allows it at all). A user outside system:authenticated (system:anonymous,
-    or whoever impersonates system:unauthenticated) may get the public paths only; a node gets the Node
-    authorizer's verdict; every other authenticated user is a cluster-admin."""
-    if AUTHENTICATED_GROUP not in user.groups:
-        return info.verb == "get" and info.path in PUBLIC_PATHS, ""
-    node = node_name(user)
-    if node is not None:
-        return node_verdict(node, info)
-    if is_service_account(user):
-        return service_account_verdict(info)
-    return True, ""
+# kube-apiserver's --authorization-mode values kubelab serves (ABAC and Webhook are not served).
+MODES = ("AlwaysAllow", "AlwaysDeny", "Node", "RBAC")
+DEFAULT_MODES = ("Node", "RBAC")  # what kubeadm sets, and kubelab's default when tokens are on
+ALWAYS_DENY_REASON = "Everything is forbidden."
 
 
-def authorize(user: UserInfo, info: RequestInfo) -> errors.StatusError | None:
+def parse_modes(text: str) -> tuple[str, ...]:
+    """--authorization-mode: a comma list of MODES, each at most once (ValueError in kube's words)."""
+    modes = tuple(m.strip() for m in text.split(",") if m.strip())
+    if not modes:
+        raise ValueError("at least one authorization-mode must be passed")
+    for mode in modes:
+        if mode not in MODES:
+            raise ValueError(f"authorization-mode {mode!r} is not a valid mode")
+    if len(set(modes)) != len(modes):
+        raise ValueError(f"authorization-mode {','.join(modes)!r} has mode specified more than once")
+    return modes
+
+
+def verdict(user: UserInfo, info: RequestInfo, *, policy: rbac.Policy | None,
+            modes: tuple[str, ...] = DEFAULT_MODES) -> tuple[bool, str]:
+    """kube-apiserver's authorizer chain: whether `user` may do what `info` describes, and the reason of a
+    refusal ("" when no authorizer gave one). system:masters is allowed everything first (the privileged
+    group authorizer kube-apiserver puts before the configured ones); a user outside system:authenticated
+    (system:anonymous, or whoever impersonates system:unauthenticated) may get the public paths whatever
+    the modes say (anonymous requests reach nothing else: auth.py); then each mode in order, as
+    union.New: the first that allows decides, and the refusal joins their reasons, one a line."""
+    if MASTERS_GROUP in user.groups:
+        return True, ""
+    if AUTHENTICATED_GROUP not in user.groups and info.verb == "get" and info.path in PUBLIC_PATHS:
+        return True, ""
+    reasons: list[str] = []
+    for mode in modes:
+        if mode == "AlwaysAllow":
+            return True, ""
+        if mode == "AlwaysDeny":
+            reasons.append(ALWAYS_DENY_REASON)
+            continue
+        if mode == "Node":
+            node = node_name(user)
+            if node is None:
+                continue
+            allowed, reason = node_verdict(node, info)
+        else:
+            allowed, reason = rbac.authorize(policy or rbac.Policy(), user, info)
+        if allowed:
+            return True, ""
+        if reason:
+            reasons.append(reason)
+    return False, "\n".join(reasons)
+
+
+def authorize(user: UserInfo, info: RequestInfo, *, policy: rbac.Policy | None,
+              modes: tuple[str, ...] = DEFAULT_MODES) -> errors.StatusError | None:
     """The request's verdict before its body is looked at: None to go on, else kube's 403."""
-    allowed, reason = verdict(user, info)
+    allowed, reason = verdict(user, info, policy=policy, modes=modes)
     return None if allowed else authorizer_denial(user, info, reason)
-
-
-def may_impersonate(user: UserInfo) -> bool:
-    """The `impersonate` verb on users, groups, serviceaccounts, uids and userextras: cluster-admins
-    (every authenticated user but a node or a service account) have it, as cluster-admin's `*` rule gives
-    it in kube; nodes, service accounts and anonymous users have no rule that does."""
-    return AUTHENTICATED_GROUP in user.groups and node_name(user) is None and not is_service_account(user)
 
 
 # --- messages --------------------------------------------------------------------------------------

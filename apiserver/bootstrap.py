@@ -1,5 +1,6 @@
 """What kube-apiserver creates for itself at start: the system namespaces, the `kubernetes` ServiceCIDR for its
-service range, the `kubernetes` Service and one "Local" APIService per group version it serves.
+service range, the `kubernetes` Service, one "Local" APIService per group version it serves, and the
+bootstrap RBAC policy (bootstrappolicy.py), reconciled as kube's ensureInitialRoles/reconciliation does it.
 
 The `kubernetes` Service in `default` gets the first address of the service range (10.96.0.1) and
 port 443 (https); its Endpoints and EndpointSlice point at the address the API server serves on, and
@@ -15,7 +16,7 @@ from typing import Any
 from kubelab import kinds, timeutil
 from kubelab.selectors import parse_field_selector, parse_label_selector
 
-from . import errors
+from . import bootstrappolicy, errors
 from .registry import Registry
 
 log = logging.getLogger(__name__)
@@ -46,6 +47,7 @@ async def bootstrap(registry: Registry, *, advertise_ip: str, port: int, service
     await _reconcile_service(registry, service_ip, port)
     await _reconcile_endpoints(registry, advertise_ip, port)
     await _reconcile_apiservices(registry, group_versions)
+    await reconcile_rbac(registry)
 
 
 def local_apiservice(group_version: str) -> dict[str, Any] | None:
@@ -176,3 +178,53 @@ async def _reconcile_endpoints(registry: Registry, ip: str, port: int) -> None:
                 return {**current, **{k: v for k, v in body.items() if k != "metadata"}}
 
             await registry.guaranteed_update(rt, "default", "kubernetes", refresh)
+
+
+def _union(existing: list[Any], expected: list[Any]) -> list[Any]:
+    return existing + [item for item in expected if item not in existing]
+
+
+def reconciled(current: dict[str, Any], expected: dict[str, Any]) -> dict[str, Any]:
+    """reconciliation.computeReconciledRole / computeReconciledRoleBinding: an object whose autoupdate
+    annotation is not "false" gets the expected labels and annotations it lacks, the rules (or, for an
+    aggregated ClusterRole, the selectors and rules) it lacks, and the subjects it lacks; nothing it has is
+    taken away. The same object back when there is nothing to add."""
+    meta = current.get("metadata") or {}
+    if (meta.get("annotations") or {}).get(bootstrappolicy.AUTOUPDATE) == "false":
+        return current
+    out = {**current, "metadata": {**meta,
+                                   "labels": {**expected["metadata"]["labels"], **(meta.get("labels") or {})},
+                                   "annotations": {**expected["metadata"]["annotations"],
+                                                   **(meta.get("annotations") or {})}}}
+    if "aggregationRule" in expected:
+        selectors = (current.get("aggregationRule") or {}).get("clusterRoleSelectors") or []
+        out["aggregationRule"] = {"clusterRoleSelectors": _union(
+            selectors, expected["aggregationRule"]["clusterRoleSelectors"])}
+    if "rules" in expected:
+        out["rules"] = _union(current.get("rules") or [], expected["rules"])
+    if "subjects" in expected:
+        out["subjects"] = _union(current.get("subjects") or [], expected["subjects"])
+    return current if out == current else out
+
+
+async def reconcile_rbac(registry: Registry) -> None:
+    """The bootstrap ClusterRoles, then the ClusterRoleBindings, then the kube-system Roles and RoleBindings:
+    created when missing, else reconciled."""
+    roles, bindings = bootstrappolicy.policy()
+    local_roles, local_bindings = bootstrappolicy.namespaced()
+    for rt, objects in ((kinds.CLUSTERROLES, roles), (kinds.CLUSTERROLEBINDINGS, bindings),
+                        (kinds.ROLES, local_roles), (kinds.ROLEBINDINGS, local_bindings)):
+        for expected in objects:
+            name = expected["metadata"]["name"]
+            namespace = expected["metadata"].get("namespace")
+            try:
+                await registry.create(rt, namespace, expected)
+                continue
+            except errors.StatusError as exc:
+                if exc.code != 409:
+                    raise
+
+            def update(current: dict[str, Any], expected: dict[str, Any] = expected) -> dict[str, Any]:
+                return reconciled(current, expected)
+
+            await registry.guaranteed_update(rt, namespace, name, update)

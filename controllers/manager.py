@@ -68,6 +68,7 @@ async def run(api: ApiClient, *, workers: int = 2, node_monitor_grace_period: fl
     (--terminated-pod-gc-threshold; 0 or less keeps them all). `ready()` is
     called once the caches have synced (`kubelab up` prints it)."""
     from . import garbagecollector
+    from .clusterroleaggregation import ClusterRoleAggregationController
     from .cronjob import CronJobController
     from .deployment import DeploymentController
     from .disruption import DisruptionController
@@ -96,6 +97,7 @@ async def run(api: ApiClient, *, workers: int = 2, node_monitor_grace_period: fl
     gc_informers = [shared.get(rt) or Informer(api, rt, name=f"gc-{rt.plural}") for rt in kinds.BUILTIN
                     if rt not in garbagecollector.IGNORED]
     gc = garbagecollector.GarbageCollector(api, gc_informers)
+    aggregation = ClusterRoleAggregationController(api, next(i for i in gc_informers if i.rt == kinds.CLUSTERROLES))
     controllers: list[tuple[Controller, WorkQueue]] = []
     traces = TraceReporter(api)
     for controller_class, owned in ((EndpointsController, informers.endpoints),
@@ -118,7 +120,8 @@ async def run(api: ApiClient, *, workers: int = 2, node_monitor_grace_period: fl
         namespaced.append(TokensController(api, secrets, informers.serviceaccounts, root_ca=root_ca,
                                            key=satokenkey.load_key(service_account_private_key_file)))
     if metrics is not None:
-        for queue in ([q for _, q in controllers] + [lb_queue, gc.queue, disruption.queue] + [w.queue for w in workloads]
+        for queue in ([q for _, q in controllers] + [lb_queue, gc.queue, disruption.queue, aggregation.queue]
+                      + [w.queue for w in workloads]
                       + [c.queue for c in apps_controllers]
                       + [c.queue for c in namespaced] + [b.queue for b in batch]):
             queue.metrics = metrics.for_queue(queue.name)
@@ -158,6 +161,7 @@ async def run(api: ApiClient, *, workers: int = 2, node_monitor_grace_period: fl
                                 terminated_pod_threshold=terminated_pod_gc_threshold)
         tg.create_task(podgc.run(), name=podgc.name)
         tg.create_task(disruption.run(workers), name=disruption.name)
+        tg.create_task(aggregation.run(), name=aggregation.name)
         for each in namespaced:
             tg.create_task(each.run(), name=each.name)
         for workload in workloads:

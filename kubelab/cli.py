@@ -31,6 +31,20 @@ def _servers(text: str | None) -> list[str]:
     return [s.strip() for s in (text or "").split(",") if s.strip()]
 
 
+AUTHORIZATION_MODE_HELP = ("with --token-auth-file, kube-apiserver's authorizers in order, comma-separated: Node, RBAC, "
+                           "AlwaysAllow, AlwaysDeny (default Node,RBAC, as kubeadm sets it; AlwaysAllow makes every "
+                           "authenticated user a cluster-admin)")
+
+
+def _authorization_modes(text: str) -> tuple[str, ...]:
+    from apiserver.authz import parse_modes
+
+    try:
+        return parse_modes(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
 # --- up ------------------------------------------------------------------------------------------
 
 def cmd_up(args: argparse.Namespace) -> int:
@@ -43,7 +57,8 @@ def cmd_up(args: argparse.Namespace) -> int:
                         node_max_pods=args.node_max_pods, node_monitor_grace_period=args.node_monitor_grace_period,
                         lb_pool=args.lb_pool or None, event_ttl=args.event_ttl, serving=_serving_options(args),
                         token_auth_file=Path(args.token_auth_file) if args.token_auth_file else None,
-                        etcd_cafile=_path(args.etcd_cafile), etcd_certfile=_path(args.etcd_certfile),
+                        authorization_modes=args.authorization_mode, etcd_cafile=_path(args.etcd_cafile),
+                        etcd_certfile=_path(args.etcd_certfile),
                         etcd_keyfile=_path(args.etcd_keyfile))
     if _unreadable_etcd_files(args, "up"):
         return 2
@@ -146,6 +161,7 @@ def cmd_apiserver(args: argparse.Namespace) -> int:
     try:
         app = create_app(Config(servers, advertise_ip=args.advertise_address or (host if host != "0.0.0.0" else "127.0.0.1"),
                                 port=port, token_auth_file=args.token_auth_file, event_ttl=args.event_ttl,
+                                authorization_modes=args.authorization_mode,
                                 serving=_serving_options(args), etcd_cafile=args.etcd_cafile,
                                 etcd_certfile=args.etcd_certfile, etcd_keyfile=args.etcd_keyfile,
                                 service_account_key_file=args.service_account_signing_key_file,
@@ -951,6 +967,8 @@ def build_parser() -> argparse.ArgumentParser:
                         "kubelab's own components and an admin are added to it when missing, and the admin's goes "
                         "into the kubeconfig. The API then serves HTTPS (kubectl sends tokens only over TLS) with a "
                         "CA and certificate made in <data-dir>/pki; the kubeconfig carries the CA")
+    p.add_argument("--authorization-mode", type=_authorization_modes, default="Node,RBAC", metavar="MODES",
+                   help=AUTHORIZATION_MODE_HELP)
     p.add_argument("--event-ttl", type=_event_ttl, default="1h", metavar="DURATION",
                    help="how long the API server keeps an event after its last write (default 1h)")
     _add_serving_flags(p)
@@ -970,6 +988,8 @@ def build_parser() -> argparse.ArgumentParser:
                         "carry `Authorization: Bearer <token>`; users system:node:<name> in group system:nodes may "
                         "write only what their kubelet needs; anonymous requests reach /healthz, /livez, /readyz "
                         "and /version only. Without it the API is open to whoever can reach it")
+    p.add_argument("--authorization-mode", type=_authorization_modes, default="Node,RBAC", metavar="MODES",
+                   help=AUTHORIZATION_MODE_HELP)
     p.add_argument("--event-ttl", type=_event_ttl, default="1h", metavar="DURATION",
                    help="how long an event is kept after its last write (kube-apiserver's --event-ttl; "
                         "default 1h; e.g. 30m, 90s)")

@@ -144,6 +144,14 @@ CUSTOMRESOURCEDEFINITIONS = ResourceType("apiextensions.k8s.io", "v1", "customre
                                          short_names=("crd", "crds"), categories=("api-extensions",),
                                          subresources=("status",))
 BUILTIN += (CUSTOMRESOURCEDEFINITIONS,)
+# Who may do what (apiserver/rbac.py judges requests by them; the bootstrap policy is written at start).
+RBAC_GROUP = "rbac.authorization.k8s.io"
+ROLES = ResourceType(RBAC_GROUP, "v1", "roles", "Role", True, models.Role)
+CLUSTERROLES = ResourceType(RBAC_GROUP, "v1", "clusterroles", "ClusterRole", False, models.ClusterRole)
+ROLEBINDINGS = ResourceType(RBAC_GROUP, "v1", "rolebindings", "RoleBinding", True, models.RoleBinding)
+CLUSTERROLEBINDINGS = ResourceType(RBAC_GROUP, "v1", "clusterrolebindings", "ClusterRoleBinding", False,
+                                   models.ClusterRoleBinding)
+BUILTIN += (ROLES, CLUSTERROLES, ROLEBINDINGS, CLUSTERROLEBINDINGS)
 
 # `kubectl auth can-i` creates one of these and reads the answer back; the API server answers it without
 # storing anything (apiserver/routers/reviews.py), so it is served and discovered but not in BUILTIN, the
@@ -157,7 +165,17 @@ SELFSUBJECTREVIEWS = ResourceType("authentication.k8s.io", "v1", "selfsubjectrev
 # A webhook or an aggregated API server asks who a bearer token is (apiserver/routers/reviews.py; never stored).
 TOKENREVIEWS = ResourceType("authentication.k8s.io", "v1", "tokenreviews", "TokenReview", False, models.TokenReview,
                             verbs=("create",))
-SERVED: tuple[ResourceType, ...] = (*BUILTIN, SELFSUBJECTACCESSREVIEWS, SELFSUBJECTREVIEWS, TOKENREVIEWS)
+# Answered from the authorizers and never stored either (apiserver/routers/reviews.py): may a user do something
+# (a webhook's question), may a user do something in a namespace, and what may I do (`kubectl auth can-i --list`).
+SUBJECTACCESSREVIEWS = ResourceType("authorization.k8s.io", "v1", "subjectaccessreviews", "SubjectAccessReview",
+                                    False, models.SubjectAccessReview, verbs=("create",))
+LOCALSUBJECTACCESSREVIEWS = ResourceType("authorization.k8s.io", "v1", "localsubjectaccessreviews",
+                                         "LocalSubjectAccessReview", True, models.LocalSubjectAccessReview,
+                                         verbs=("create",))
+SELFSUBJECTRULESREVIEWS = ResourceType("authorization.k8s.io", "v1", "selfsubjectrulesreviews", "SelfSubjectRulesReview",
+                                       False, models.SelfSubjectRulesReview, verbs=("create",))
+SERVED: tuple[ResourceType, ...] = (*BUILTIN, SELFSUBJECTACCESSREVIEWS, SELFSUBJECTREVIEWS, TOKENREVIEWS,
+                                    SUBJECTACCESSREVIEWS, LOCALSUBJECTACCESSREVIEWS, SELFSUBJECTRULESREVIEWS)
 # events.k8s.io/v1 Events are the core/v1 Events in the events API's field names: kube-apiserver stores
 # them once, under /registry/events, and converts on every read and write (the API server's
 # conversion.py). Served and discovered, but not in BUILTIN: a component that lists or watches every

@@ -55,6 +55,8 @@ class UpOptions:
     # --token-auth-file: the API server requires tokens from it; kubelab's components get theirs (added to
     # the file when missing) and the kubeconfig gets the admin's.
     token_auth_file: Path | None = None
+    # kube-apiserver's --authorization-mode when tokens are on (apiserver/authz.py).
+    authorization_modes: tuple[str, ...] = ("Node", "RBAC")
     event_ttl: int = 3600  # kube-apiserver's --event-ttl, in seconds
     # The API server's timeouts and in-flight limits (apiserver.serving.ServingOptions; None: kube's defaults).
     serving: Any = None
@@ -168,7 +170,7 @@ async def up(options: UpOptions, *, ready: Callable[[dict[str, Any]], None] | No
         app = create_app(Config(etcd_servers, advertise_ip=advertise[0], port=advertise[1],
                                 token_auth_file=str(options.token_auth_file.resolve())
                                 if options.token_auth_file is not None else None, event_ttl=options.event_ttl,
-                                serving=serving_options, etcd_cafile=cafile, etcd_certfile=certfile,
+                                authorization_modes=options.authorization_modes, serving=serving_options, etcd_cafile=cafile, etcd_certfile=certfile,
                                 etcd_keyfile=keyfile, service_account_key_file=str(sa_key),
                                 kubelet_netns=f"{lab_prefix}-{APISERVER_NETNS}" if lab_prefix else None,
                                 kubelet_address=None if lab_prefix else "127.0.0.1",

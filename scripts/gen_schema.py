@@ -34,6 +34,9 @@ ROOTS.update({"apps/v1/DaemonSet": "V1DaemonSet", "apps/v1/StatefulSet": "V1Stat
 ROOTS.update({"networking.k8s.io/v1/ServiceCIDR": "V1ServiceCIDR"})
 ROOTS["apiextensions.k8s.io/v1/CustomResourceDefinition"] = "V1CustomResourceDefinition"
 ROOTS["events.k8s.io/v1/Event"] = "EventsV1Event"
+ROOTS.update({"rbac.authorization.k8s.io/v1/Role": "V1Role", "rbac.authorization.k8s.io/v1/ClusterRole": "V1ClusterRole",
+              "rbac.authorization.k8s.io/v1/RoleBinding": "V1RoleBinding",
+              "rbac.authorization.k8s.io/v1/ClusterRoleBinding": "V1ClusterRoleBinding"})
 PRIMITIVES = {"str": "string", "int": "integer", "bool": "boolean", "float": "number", "datetime": "string",
               "date": "string", "object": "any", "bytearray": "string", "bytes": "string",
               "Any": "any"}
@@ -72,7 +75,8 @@ PACKAGES = {"v1": "io.k8s.api.core.v1", "discovery.k8s.io/v1": "io.k8s.api.disco
             "apiregistration.k8s.io/v1": "io.k8s.kube-aggregator.pkg.apis.apiregistration.v1",
             "policy/v1": "io.k8s.api.policy.v1", "batch/v1": "io.k8s.api.batch.v1",
             "apiextensions.k8s.io/v1": "io.k8s.apiextensions-apiserver.pkg.apis.apiextensions.v1",
-            "events.k8s.io/v1": "io.k8s.api.events.v1"}
+            "events.k8s.io/v1": "io.k8s.api.events.v1",
+            "rbac.authorization.k8s.io/v1": "io.k8s.api.rbac.v1"}
 PACKAGES["networking.k8s.io/v1"] = "io.k8s.api.networking.v1"
 INT_OR_STRING = "io.k8s.apimachinery.pkg.util.intstr.IntOrString"
 FORMATS = {"int": "int32", "float": "double", "datetime": "date-time", "bytearray": "byte"}

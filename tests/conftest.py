@@ -21,6 +21,7 @@ the API server by telling its uvicorn loop to exit and joining the thread.
 from __future__ import annotations
 
 import socket
+import ssl
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -37,8 +38,10 @@ from kubelab.etcd import Etcd
 
 
 @contextmanager
-def run_apiserver(etcd_url: str, *, startup_timeout: float = 30.0, **config: Any) -> Iterator[str]:
+def run_apiserver(etcd_url: str, *, startup_timeout: float = 30.0, tls: tuple[str, str, str] | None = None,
+                  **config: Any) -> Iterator[str]:
     """Serve the API server app in a background thread; yield its base URL once ready; always stop it.
+    `tls` (certificate, key, CA files): serve HTTPS, as kubectl sends bearer tokens only over TLS.
 
     The listening socket is bound here (port 0) and handed to uvicorn, so there is no window in which
     another process could take the port between choosing and binding it.
@@ -54,13 +57,15 @@ def run_apiserver(etcd_url: str, *, startup_timeout: float = 30.0, **config: Any
     app = create_app(app_config)
     # Served as `kubelab apiserver` serves it (serving.py, flowcontrol.py: timeouts, limits, connection cap). Open watch
     # streams would hold a graceful shutdown forever; give them a few seconds.
-    server = api_server(uvicorn_config(app, options=app_config.serving, graceful_shutdown=3), app_config.serving)
+    server = api_server(uvicorn_config(app, options=app_config.serving, graceful_shutdown=3,
+                                       ssl_certfile=tls[0] if tls else None, ssl_keyfile=tls[1] if tls else None),
+                        app_config.serving)
     thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, name=f"apiserver-{port}",
                               daemon=True)
     thread.start()
-    url = f"http://127.0.0.1:{port}"
+    url = f"{'https' if tls else 'http'}://127.0.0.1:{port}"
     try:
-        _wait_ready(url, thread, startup_timeout)
+        _wait_ready(url, thread, startup_timeout, verify=ssl.create_default_context(cafile=tls[2]) if tls else True)
         yield url
     finally:
         server.should_exit = True
@@ -71,14 +76,14 @@ def run_apiserver(etcd_url: str, *, startup_timeout: float = 30.0, **config: Any
         sock.close()
 
 
-def _wait_ready(url: str, thread: threading.Thread, timeout: float) -> None:
+def _wait_ready(url: str, thread: threading.Thread, timeout: float, *, verify: ssl.SSLContext | bool = True) -> None:
     deadline = time.monotonic() + timeout
     last: object = None
     while time.monotonic() < deadline:
         if not thread.is_alive():
             raise RuntimeError(f"the API server at {url} exited during start-up (see the log above)")
         try:
-            resp = httpx.get(f"{url}/readyz", timeout=2)
+            resp = httpx.get(f"{url}/readyz", timeout=2, verify=verify)
             if resp.status_code == 200 and resp.text == "ok":
                 return
             last = f"{resp.status_code} {resp.text!r}"

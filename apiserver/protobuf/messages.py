@@ -1,7 +1,7 @@
 """Field numbers and types of the Kubernetes messages kubelab decodes from protobuf bodies.
 
 Interoperability data, written down from k8s.io/api's and k8s.io/apimachinery's generated.proto
-(core/v1, apps/v1, batch/v1, autoscaling/v1, authorization/v1, authentication/v1, meta/v1; field numbers as of Kubernetes 1.34). It
+(core/v1, apps/v1, batch/v1, autoscaling/v1, rbac/v1, authorization/v1, authentication/v1, meta/v1; field numbers as of Kubernetes 1.34). It
 covers what kubectl's generators send as protobuf (`create namespace|deployment|service|configmap|secret|
 serviceaccount`, `run`, `expose`, `scale`, `auth can-i`, `auth whoami`, `create token`) and the types those reach; volume sources beyond the common
 ones (hostPath, emptyDir, secret, configMap, projected, PVC, NFS, CSI, ephemeral, image, downward API)
@@ -803,6 +803,37 @@ CronJobStatus
   4 lastScheduleTime Time
   5 lastSuccessfulTime Time
 
+# --- rbac.authorization.k8s.io/v1: `kubectl create role|clusterrole|rolebinding|clusterrolebinding` --------
+Role
+  1 metadata ObjectMeta
+  2 rules []PolicyRule
+ClusterRole
+  1 metadata ObjectMeta
+  2 rules []PolicyRule
+  3 aggregationRule AggregationRule
+PolicyRule
+  1 verbs []string
+  2 apiGroups []string
+  3 resources []string
+  4 resourceNames []string
+  5 nonResourceURLs []string
+AggregationRule
+  1 clusterRoleSelectors []LabelSelector
+RoleBinding
+  1 metadata ObjectMeta
+  2 subjects []Subject
+  3 roleRef RoleRef
+ClusterRoleBinding = RoleBinding
+Subject
+  1 kind string *
+  2 apiGroup string
+  3 name string *
+  4 namespace string
+RoleRef
+  1 apiGroup string *
+  2 kind string *
+  3 name string *
+
 # --- authorization/v1: what `kubectl auth can-i` sends --------------------------------------------
 SelfSubjectAccessReview
   1 metadata ObjectMeta
@@ -839,6 +870,37 @@ SubjectAccessReviewStatus
   4 denied bool
   2 reason string
   3 evaluationError string
+
+SelfSubjectRulesReview
+  1 metadata ObjectMeta
+  2 spec SelfSubjectRulesReviewSpec
+  3 status SubjectRulesReviewStatus
+SelfSubjectRulesReviewSpec
+  1 namespace string
+SubjectRulesReviewStatus
+  1 resourceRules []ResourceRule
+  2 nonResourceRules []NonResourceRule
+  3 incomplete bool *
+  4 evaluationError string
+ResourceRule
+  1 verbs []string
+  2 apiGroups []string
+  3 resources []string
+  4 resourceNames []string
+NonResourceRule
+  1 verbs []string
+  2 nonResourceURLs []string
+SubjectAccessReview
+  1 metadata ObjectMeta
+  2 spec SubjectAccessReviewSpec
+  3 status SubjectAccessReviewStatus
+LocalSubjectAccessReview = SubjectAccessReview
+SubjectAccessReviewSpec
+  1 resourceAttributes ResourceAttributes
+  2 nonResourceAttributes NonResourceAttributes
+  3 user string
+  4 groups []string
+  6 uid string
 
 # --- authentication/v1: what `kubectl create token` sends ---------------------------------------
 TokenRequest
@@ -893,7 +955,14 @@ KINDS: dict[tuple[str, str], str] = {
     ("batch/v1", "Job"): "Job",
     ("batch/v1", "CronJob"): "CronJob",
     ("autoscaling/v1", "Scale"): "Scale",
+    ("rbac.authorization.k8s.io/v1", "Role"): "Role",
+    ("rbac.authorization.k8s.io/v1", "ClusterRole"): "ClusterRole",
+    ("rbac.authorization.k8s.io/v1", "RoleBinding"): "RoleBinding",
+    ("rbac.authorization.k8s.io/v1", "ClusterRoleBinding"): "ClusterRoleBinding",
     ("authorization.k8s.io/v1", "SelfSubjectAccessReview"): "SelfSubjectAccessReview",
+    ("authorization.k8s.io/v1", "SelfSubjectRulesReview"): "SelfSubjectRulesReview",
+    ("authorization.k8s.io/v1", "SubjectAccessReview"): "SubjectAccessReview",
+    ("authorization.k8s.io/v1", "LocalSubjectAccessReview"): "LocalSubjectAccessReview",
     ("authentication.k8s.io/v1", "TokenRequest"): "TokenRequest",
     ("authentication.k8s.io/v1", "SelfSubjectReview"): "SelfSubjectReview",
     ("v1", "DeleteOptions"): "DeleteOptions",

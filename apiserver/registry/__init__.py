@@ -18,6 +18,7 @@ from .eventsv1 import EventsV1Strategy, served_version
 from .networking import EndpointSliceStrategy, EndpointsStrategy
 from .pods import PodStrategy
 from .policy import PodDisruptionBudgetStrategy
+from .rbac import ClusterRoleBindingStrategy, ClusterRoleStrategy, RoleBindingStrategy, RoleStrategy
 from .replicationcontrollers import ReplicationControllerStrategy
 from .secrets import SecretStrategy, ServiceAccountStrategy
 from .servicecidrs import ServiceCIDRStrategy
@@ -57,6 +58,10 @@ def default_strategies(*, service_cidr: str | None = None, event_ttl: int = DEFA
         kinds.SERVICECIDRS: ServiceCIDRStrategy(kinds.SERVICECIDRS),
         kinds.CUSTOMRESOURCEDEFINITIONS: CustomResourceDefinitionStrategy(kinds.CUSTOMRESOURCEDEFINITIONS),
         kinds.EVENTS_V1: EventsV1Strategy(kinds.EVENTS_V1, ttl=event_ttl),
+        kinds.ROLES: RoleStrategy(kinds.ROLES),
+        kinds.CLUSTERROLES: ClusterRoleStrategy(kinds.CLUSTERROLES),
+        kinds.ROLEBINDINGS: RoleBindingStrategy(kinds.ROLEBINDINGS),
+        kinds.CLUSTERROLEBINDINGS: ClusterRoleBindingStrategy(kinds.CLUSTERROLEBINDINGS),
     }
 
 

@@ -295,6 +295,12 @@ async def _dispatch(request: Request, target: Target, info: RequestInfo) -> Resp
         if method != "POST" or target.name is not None:
             raise errors.method_not_allowed()
         return await reviews.create_self_subject_access_review(request)
+    if target.rt in (kinds.SUBJECTACCESSREVIEWS, kinds.LOCALSUBJECTACCESSREVIEWS, kinds.SELFSUBJECTRULESREVIEWS):
+        if method != "POST" or target.name is not None:
+            raise errors.method_not_allowed()
+        if target.rt == kinds.SELFSUBJECTRULESREVIEWS:
+            return await reviews.create_self_subject_rules_review(request)
+        return await reviews.create_subject_access_review(request, target.rt, target.namespace)
     if target.rt == kinds.SELFSUBJECTREVIEWS:  # answered, never stored
         if method != "POST" or target.name is not None:
             raise errors.method_not_allowed()

@@ -17,7 +17,14 @@ from .apps import (
     ScaleSpec,
     ScaleStatus,
 )
-from .authorization import SelfSubjectAccessReview, SelfSubjectReview, TokenReview
+from .authorization import (
+    LocalSubjectAccessReview,
+    SelfSubjectAccessReview,
+    SelfSubjectReview,
+    SelfSubjectRulesReview,
+    SubjectAccessReview,
+    TokenReview,
+)
 from .base import Model, to_wire
 from .batch import (
     CronJob,
@@ -91,6 +98,16 @@ from .meta import (
 from .metrics import ContainerMetrics, NodeMetrics, PodMetrics
 from .networking import ServiceCIDR, ServiceCIDRSpec, ServiceCIDRStatus
 from .policy import Eviction, PodDisruptionBudget, PodDisruptionBudgetSpec, PodDisruptionBudgetStatus
+from .rbac import (
+    AggregationRule,
+    ClusterRole,
+    ClusterRoleBinding,
+    PolicyRule,
+    Role,
+    RoleBinding,
+    RoleRef,
+    Subject,
+)
 
 __all__ = [
     "APIService", "APIServiceSpec", "APIServiceStatus",
@@ -148,3 +165,16 @@ __all__ += ["CustomObject", "CustomResourceDefinition"]
 from .events import EventsV1Event
 
 __all__ += ["EventsV1Event"]
+__all__ += [
+    "AggregationRule",
+    "ClusterRole",
+    "ClusterRoleBinding",
+    "LocalSubjectAccessReview",
+    "PolicyRule",
+    "Role",
+    "RoleBinding",
+    "RoleRef",
+    "SelfSubjectRulesReview",
+    "Subject",
+    "SubjectAccessReview",
+]

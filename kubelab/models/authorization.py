@@ -50,3 +50,34 @@ class TokenReview(TypedObject):
 
     spec: dict[str, Any] | None = None
     status: dict[str, Any] | None = None
+
+
+class SubjectAccessReviewSpec(Model):
+    resource_attributes: ResourceAttributes | None = None
+    non_resource_attributes: NonResourceAttributes | None = None
+    user: str | None = None
+    groups: list[str] | None = None
+    extra: dict[str, list[str]] | None = None
+    uid: str | None = None
+
+
+class SubjectAccessReview(TypedObject):
+    """authorization.k8s.io/v1 SubjectAccessReview (and LocalSubjectAccessReview): may this user do this?"""
+
+    spec: SubjectAccessReviewSpec | None = None
+    status: SubjectAccessReviewStatus | None = None
+
+
+class LocalSubjectAccessReview(SubjectAccessReview):
+    pass
+
+
+class SelfSubjectRulesReviewSpec(Model):
+    namespace: str | None = None
+
+
+class SelfSubjectRulesReview(TypedObject):
+    """authorization.k8s.io/v1 SelfSubjectRulesReview: what may I do in this namespace (`kubectl auth can-i --list`)."""
+
+    spec: SelfSubjectRulesReviewSpec | None = None
+    status: dict[str, Any] | None = None

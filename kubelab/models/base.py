@@ -39,6 +39,7 @@ _SPECIAL_ALIASES = {
     "ip": "ip",
     "continue_": "continue",
     "insecure_skip_tls_verify": "insecureSkipTLSVerify",
+    "non_resource_urls": "nonResourceURLs",
 }
 
 

@@ -219,7 +219,8 @@ def test_compose_lab_up_for_real(docker: Engine) -> None:
         assert as_apiserver.returncode == 0, as_apiserver.stderr
 
         # A pod reads the API through the kubernetes Service with its projected token (signed with
-        # compose/pki/sa.key), as client-go's in-cluster config does.
+        # compose/pki/sa.key), as client-go's in-cluster config does, once RBAC lets its service account read.
+        lab.kubectl("create", "rolebinding", "default-view", "--clusterrole=view", "--serviceaccount=default:default")
         _apply(lab, READER)
         phase = wait_for("reader finished", lambda: _finished(lab, "reader"), timeout=120)
         read = lab.kubectl("logs", "reader").stdout

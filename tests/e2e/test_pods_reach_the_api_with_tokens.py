@@ -1,7 +1,8 @@
 """With `kubelab up --dataplane netns --token-auth-file`, a pod's service account is who its token says
 it is: the real kubectl inside the pod's network namespace (token and CA as a pod would mount them,
-server https://10.96.0.1) lists pods, and is refused writes and Secrets with kube-apiserver's 403, as
-the service account policy (apiserver/authz.py) has it until RBAC exists."""
+server https://10.96.0.1) may do nothing until a Role and RoleBinding made with `kubectl create role` and
+`kubectl create rolebinding` let it list pods, and is then still refused writes and Secrets with
+kube-apiserver's 403 (RBAC, apiserver/rbac.py)."""
 
 from __future__ import annotations
 
@@ -48,8 +49,18 @@ def test_the_pods_token_is_its_service_account(cluster: Cluster, tmp_path: Path)
                               str(tmp_path / "cache"), *args, check=False)
         return result.returncode, result.stdout + result.stderr
 
+    user = f"system:serviceaccount:{NS}:default"
+    code, out = in_pod("get", "pods", "-n", NS, "-o", "name")
+    assert code != 0
+    assert (f'pods is forbidden: User "{user}" cannot list resource "pods" in API group "" in the namespace "{NS}"'
+            in out), out
+    cluster.kubectl("create", "role", "pod-reader", "--verb=get,list,watch", "--resource=pods", "-n", NS)
+    cluster.kubectl("create", "rolebinding", "default-reads-pods", "--role=pod-reader",
+                    f"--serviceaccount={NS}:default", "-n", NS)
     code, out = in_pod("get", "pods", "-n", NS, "-o", "name")
     assert code == 0 and out.strip() == "pod/app", out
+    code, out = in_pod("auth", "can-i", "list", "pods", "-n", NS)
+    assert (code, out.strip()) == (0, "yes"), out
     code, out = in_pod("auth", "whoami", "-o", "json")
     assert code == 0, out
     user_info = json.loads(out)["status"]["userInfo"]
@@ -57,7 +68,6 @@ def test_the_pods_token_is_its_service_account(cluster: Cluster, tmp_path: Path)
     assert user_info["extra"]["authentication.kubernetes.io/pod-name"] == ["app"]
     code, out = in_pod("auth", "can-i", "delete", "pods", "-n", NS)
     assert (code, out.strip()) == (1, "no"), out
-    user = f"system:serviceaccount:{NS}:default"
     code, out = in_pod("create", "configmap", "x", "-n", NS)
     assert code != 0
     assert (f'configmaps is forbidden: User "{user}" cannot create resource "configmaps" in API group "" in the '

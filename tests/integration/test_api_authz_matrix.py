@@ -266,13 +266,15 @@ def test_an_admin_acts_as_whom_it_impersonates(server: str) -> None:
                           json={"spec": {"resourceAttributes": {"verb": "delete", "resource": "secrets",
                                                                 "namespace": NS}}})
         assert review.status_code == 201 and review.json()["status"] == {"allowed": False}
-    # A service account gets its fixed groups and system:authenticated, and with them the service account
-    # policy (authz.py; kubelab has no RBAC): it reads what the view role reads, Secrets aside, and writes nothing.
+    # A service account gets its fixed groups and system:authenticated, and with them what RBAC binds to
+    # them: nothing here, as in kube.
     with client(server, "admin", **{"Impersonate-User": f"system:serviceaccount:{NS}:builder"}) as api:
         assert_status(api.post(SECRETS, json=secret(f"sa-{secrets.token_hex(3)}")), 403, "Forbidden",
                       f'secrets is forbidden: User "system:serviceaccount:{NS}:builder" cannot create resource '
                       f'"secrets" in API group "" in the namespace "{NS}"')
-        assert api.get(PODS).status_code == 200
+        assert_status(api.get(PODS), 403, "Forbidden",
+                      f'pods is forbidden: User "system:serviceaccount:{NS}:builder" cannot list resource "pods" in '
+                      f'API group "" in the namespace "{NS}"')
     # system:anonymous is not authenticated, whoever it is impersonated by.
     with client(server, "admin", **{"Impersonate-User": "system:anonymous"}) as api:
         assert_status(api.get(SECRETS), 403, "Forbidden",

@@ -40,6 +40,11 @@ def servers(etcd: Etcd, start_apiserver: Callable[..., AbstractContextManager[st
             httpx.Client(base_url=url, headers={"Authorization": f"Bearer admin-{SUFFIX}"}, timeout=30) as admin:
         admin.post("/api/v1/namespaces", json={"metadata": {"name": NS}}).raise_for_status()
         admin.post(ns_path("serviceaccounts", NS), json={"metadata": {"name": "robot"}}).raise_for_status()
+        # A service account may do nothing until bound (RBAC): robot may read its namespace.
+        admin.post(ns_path("rolebindings", NS, group="rbac.authorization.k8s.io/v1"), json={
+            "metadata": {"name": "robot-view"},
+            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "view"},
+            "subjects": [{"kind": "ServiceAccount", "name": "robot"}]}).raise_for_status()
         yield {"url": url, "other": other, "admin": admin}
 
 

@@ -55,6 +55,11 @@ def server(etcd: Etcd, start_apiserver: Callable[..., AbstractContextManager[str
             admin.post("/api/v1/namespaces", json={"metadata": {"name": NS}}).raise_for_status()
             for name in ("default", "robot"):
                 admin.post(ns_path("serviceaccounts", NS), json={"metadata": {"name": name}}).raise_for_status()
+            # A service account may do nothing until bound (RBAC): the namespace's accounts may read it.
+            admin.post(ns_path("rolebindings", NS, group="rbac.authorization.k8s.io/v1"), json={
+                "metadata": {"name": "accounts-view"},
+                "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "view"},
+                "subjects": [{"kind": "Group", "name": f"system:serviceaccounts:{NS}"}]}).raise_for_status()
         yield url
 
 

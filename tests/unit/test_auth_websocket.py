@@ -44,7 +44,7 @@ def upgrade(token: str | None) -> tuple[list[dict[str, Any]], list[Any]]:
 @pytest.mark.parametrize(("token", "code", "reason"), [
     (None, 401, "Unauthorized"),
     ("wrong", 401, "Unauthorized"),
-    ("sa-t", 403, "Forbidden"),  # the service account policy keeps pods/exec from service accounts
+    ("sa-t", 403, "Forbidden"),  # nothing binds the service account pods/exec (RBAC)
 ])
 def test_refused_upgrades_get_kubes_status(token: str | None, code: int, reason: str) -> None:
     sent, reached = upgrade(token)

@@ -1,6 +1,7 @@
 """Service account tokens and what a service account may do, as pure functions: the claims kube's
 TokenRequest writes, the checks on a presented JWT (signature, algorithm, times, audience, issuer,
-claims), the ServiceAccount admission plugin's pod mutation, and the service account policy."""
+claims), the ServiceAccount admission plugin's pod mutation, and what RBAC's bootstrap policy lets an unbound
+service account do."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ from typing import Any
 import jwt
 import pytest
 
-from apiserver import saadmission, satokens
+from apiserver import bootstrappolicy, rbac, saadmission, satokens
 from apiserver.authz import verdict
 from apiserver.requestinfo import RequestInfo
 from kubelab.tokenfile import UserInfo
@@ -128,24 +129,26 @@ def test_mirror_pods(spec: dict[str, Any], message: str) -> None:
 
 ROBOT = UserInfo("system:serviceaccount:team:robot", "u", ("system:serviceaccounts", "system:serviceaccounts:team",
                                                             "system:authenticated"))
+# The bootstrap policy and nothing else: what kube gives a service account nobody has bound.
+BOOTSTRAP = rbac.Policy.of(cluster_roles=bootstrappolicy.policy()[0], roles=[],
+                           cluster_role_bindings=bootstrappolicy.policy()[1], role_bindings=[])
 
 
 @pytest.mark.parametrize(("info", "allowed"), [
-    (RequestInfo(path="", verb="list", is_resource=True, resource="pods", namespace="team"), True),
-    (RequestInfo(path="", verb="watch", is_resource=True, group="apps", resource="deployments"), True),
-    (RequestInfo(path="", verb="get", is_resource=True, resource="pods", subresource="log", name="p"), True),
+    (RequestInfo(path="", verb="list", is_resource=True, resource="pods", namespace="team"), False),
+    (RequestInfo(path="", verb="watch", is_resource=True, group="apps", resource="deployments"), False),
+    (RequestInfo(path="", verb="get", is_resource=True, resource="pods", subresource="log", name="p"), False),
     (RequestInfo(path="", verb="get", is_resource=True, resource="secrets", name="s"), False),
     (RequestInfo(path="", verb="create", is_resource=True, resource="pods", subresource="exec", name="p"), False),
-    (RequestInfo(path="", verb="get", is_resource=True, resource="pods", subresource="exec", name="p"), False),
     (RequestInfo(path="", verb="create", is_resource=True, resource="configmaps"), False),
-    (RequestInfo(path="", verb="delete", is_resource=True, resource="pods", name="p"), False),
     (RequestInfo(path="", verb="create", is_resource=True, resource="serviceaccounts", subresource="token",
                  name="robot"), False),
     (RequestInfo(path="", verb="create", is_resource=True, group="authorization.k8s.io",
-                 resource="selfsubjectaccessreviews"), True),
-    (RequestInfo(path="/apis", verb="get"), True),
-    (RequestInfo(path="/openid/v1/jwks", verb="get"), True),
+                 resource="selfsubjectaccessreviews"), True),  # system:basic-user
+    (RequestInfo(path="/apis", verb="get"), True),  # system:discovery
+    (RequestInfo(path="/openid/v1/jwks", verb="get"), True),  # system:service-account-issuer-discovery
     (RequestInfo(path="/apis", verb="post"), False),
+    (RequestInfo(path="/metrics", verb="get"), False),
 ])
 def test_service_account_policy(info: RequestInfo, allowed: bool) -> None:
-    assert verdict(ROBOT, info)[0] is allowed
+    assert verdict(ROBOT, info, policy=BOOTSTRAP)[0] is allowed
