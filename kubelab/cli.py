@@ -18,6 +18,7 @@ from .gctune import tune_for_long_running
 os.environ.setdefault("GRPC_VERBOSITY", "ERROR")
 
 DEFAULT_DATA_DIR = ".kubelab"
+SIGPIPE_EXIT = 141  # what a shell reports for a command killed by SIGPIPE (128 + 13)
 
 
 def _setup_logging(verbose: bool) -> None:
@@ -1015,7 +1016,17 @@ def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     _setup_logging(args.verbose)
-    return int(args.func(args) or 0)
+    try:
+        code = int(args.func(args) or 0)
+        sys.stdout.flush()  # inside the try: a closed pipe shows here, not at the interpreter's exit
+    except BrokenPipeError:
+        # The reader went away (`kubelab trace ... -o json | head`): stop quietly, as a Unix tool
+        # killed by SIGPIPE does (the shell's 128 + 13). Python ignores SIGPIPE and raises instead;
+        # stdout goes to /dev/null so the interpreter's last flush does not raise again.
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        return SIGPIPE_EXIT
+    return code
 
 
 if __name__ == "__main__":
