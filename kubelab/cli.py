@@ -664,6 +664,35 @@ def cmd_proxy_render(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_ui(args: argparse.Namespace) -> int:
+    """kubelab ui: the page of kubelab/ui/server.py for the cluster in --data-dir."""
+    from .client import ApiClient
+    from .runner import read_state, run_until_interrupted
+    from .ui.server import serve
+
+    access = _cluster_access(argparse.Namespace(server=None, data_dir=args.data_dir), "ui")
+    if access is None:
+        return 1
+    server, token, ca = access
+    host, _, port = args.listen.rpartition(":")
+    if not host or not port.isdigit():
+        print(f"kubelab ui: --listen wants HOST:PORT, got {args.listen!r}", file=sys.stderr)
+        return 2
+    state = read_state(Path(args.data_dir))
+
+    def ready(bound: int) -> None:
+        print(f"kubelab ui: http://{host}:{bound}/", flush=True)
+
+    async def main() -> None:
+        api = ApiClient(server, token=token, user_agent="kubelab-ui", ca_file=ca)
+        try:
+            await serve(api, state=state, data_dir=Path(args.data_dir), host=host, port=int(port), on_ready=ready)
+        finally:
+            await api.close()
+
+    return run_until_interrupted(main)
+
+
 def cmd_trace(args: argparse.Namespace) -> int:
     """kubelab trace KIND/NAME: the latest change of an object, step by step (kubelab/tracing.py)."""
     import httpx
@@ -953,6 +982,16 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--data-dir", default=DEFAULT_DATA_DIR, help="the `kubelab up` cluster to ask (default .kubelab)")
     p.add_argument("--server", help="ask this API server instead (URL)")
     p.set_defaults(func=cmd_trace)
+
+    p = sub.add_parser("ui", help="a web page drawing each Service's path on every node, live",
+                       description="Serve the page (kubelab/ui): nodes and their pods; a Service's entries -> "
+                                   "KUBE-SVC -> each KUBE-SEP with its probability -> its pod, read from every "
+                                   "node's real rules; the last change's trace. Read-only; an API client of the "
+                                   "`kubelab up` cluster in --data-dir.")
+    p.add_argument("--data-dir", default=DEFAULT_DATA_DIR, help="the `kubelab up` cluster to show (default .kubelab)")
+    p.add_argument("--listen", default="127.0.0.1:8001",
+                   help="HOST:PORT to serve the page on (default 127.0.0.1:8001; port 0 picks a free one)")
+    p.set_defaults(func=cmd_ui)
 
     p = sub.add_parser("explain", help="why a pod is (or is not) on a node: every node's filters and scores",
                        description="kubelab explain pod NAME [-n NS]: run kube-scheduler's filters on every node "
