@@ -39,6 +39,9 @@ ENDPOINTS_REPORT = "endpoints"
 PROXY_SYNC_REPORT = "proxy-sync"
 REPORT_TYPES = (ENDPOINTS_REPORT, PROXY_SYNC_REPORT)
 MAX_PAIRS = 5000  # causes or applied changes per report
+# The pairs the whole reports ring may hold: full syncs of a big cluster name thousands each, so the
+# ring gives up its oldest reports before it holds more (a deterministic memory bound, ~100 MB).
+PAIRS_CAPACITY = 1_000_000
 
 
 @dataclass(frozen=True)
@@ -57,6 +60,7 @@ class TraceRecorder:
         self.accepted: deque[Accepted] = deque(maxlen=accepted)
         self.delivered: deque[tuple[str, int, str, float]] = deque(maxlen=delivered)
         self.reports: deque[dict[str, Any]] = deque(maxlen=reports)
+        self.pairs_held = 0  # causes and applied pairs across the ring, kept under PAIRS_CAPACITY
 
     # --- recording (hot paths: one append each) --------------------------------------------------
 
@@ -94,7 +98,12 @@ class TraceRecorder:
         # reflects (the controllers' CauseTracker) or applied (the proxier). Attribution joins on these.
         field = "causes" if kind == ENDPOINTS_REPORT else "applied"
         record[field] = frozenset(_pairs(body.get(field) or [], field))
+        if len(self.reports) == self.reports.maxlen:
+            self.pairs_held -= _pair_count(self.reports[0])
         self.reports.append(record)
+        self.pairs_held += _pair_count(record)
+        while self.pairs_held > PAIRS_CAPACITY and len(self.reports) > 1:
+            self.pairs_held -= _pair_count(self.reports.popleft())
         return record
 
     # --- reading ---------------------------------------------------------------------------------
@@ -137,6 +146,10 @@ class TraceRecorder:
             if not changes.isdisjoint(record["applied"]):
                 found[record["node"]] = record
         return sorted(found.values(), key=lambda r: r["doneAt"])
+
+
+def _pair_count(record: dict[str, Any]) -> int:
+    return len(record.get("causes") or record.get("applied") or ())
 
 
 def _pairs(value: Any, field: str) -> list[tuple[str, int]]:

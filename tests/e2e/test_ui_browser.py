@@ -7,10 +7,12 @@ screenshots are kept in the test's tmp dir; the page logs no console error.
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -106,6 +108,7 @@ def test_the_seed_service_drawn_from_every_nodes_rules(cluster: Cluster, ui: str
         pods_shown = {li.text.split(" ")[0] for li in browser.find_elements(By.CSS_SELECTOR, "[data-testid=pod]")}
         assert {"default/api-1", "default/api-2", "default/api-3"} <= pods_shown
 
+        deleted_at = time.monotonic()
         cluster.kubectl("delete", "pod", "api-2", "--wait=false")
 
         def branch_gone() -> bool:
@@ -116,6 +119,9 @@ def test_the_seed_service_drawn_from_every_nodes_rules(cluster: Cluster, ui: str
                 for branches in now.values())
 
         wait_for("api-2's branch gone from every node", branch_gone, timeout=120)
+        # A measurement for the report, not a check: from kubectl's delete to the page without the branch
+        # (polled every 0.25 s by wait_for, so up to that much late).
+        (tmp_path / "measurements.json").write_text(json.dumps({"delete_to_branch_gone_s": time.monotonic() - deleted_at}))
         browser.save_screenshot(str(tmp_path / "ui-seed-api-2-deleted.png"))
         assert (tmp_path / "ui-seed-three-endpoints.png").stat().st_size > 0
 

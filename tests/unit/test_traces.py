@@ -101,3 +101,16 @@ def test_an_object_never_written_is_not_found() -> None:
 def test_malformed_reports_are_refused(body: dict[str, Any]) -> None:
     with pytest.raises(ValueError):
         TraceRecorder().report(body, "x")
+
+
+def test_the_reports_ring_holds_a_bounded_number_of_pairs(monkeypatch: pytest.MonkeyPatch) -> None:
+    from apiserver import traces
+
+    monkeypatch.setattr(traces, "PAIRS_CAPACITY", 10)
+    r = TraceRecorder(reports=100)
+    sync: dict[str, Any] = {"type": "proxy-sync", "node": "n", "servicesRevision": 1, "slicesRevision": 1,
+                            "full": True, "startedAt": 1.0, "doneAt": 2.0, "restoreSeconds": 0.0, "syncSeconds": 0.0}
+    for i in range(7):
+        r.report({**sync, "applied": [[f"/registry/services/default/s{i}", j] for j in range(3)]}, "proxy")
+    assert r.pairs_held <= 10 and len(r.reports) == 3  # the oldest went first
+    assert min(r.reports[0]["applied"]) == ("/registry/services/default/s4", 0)
