@@ -666,18 +666,20 @@ def cmd_proxy_render(args: argparse.Namespace) -> int:
 
 def cmd_ui(args: argparse.Namespace) -> int:
     """kubelab ui: the page of kubelab/ui/server.py for the cluster in --data-dir."""
+    import re
+
     from .client import ApiClient
     from .runner import read_state, run_until_interrupted
     from .ui.server import serve
 
+    host, _, port = args.listen.rpartition(":")
+    if not host or not re.fullmatch("[0-9]{1,5}", port) or int(port) > 65535:
+        print(f"kubelab ui: --listen wants HOST:PORT, got {args.listen!r}", file=sys.stderr)
+        return 2
     access = _cluster_access(argparse.Namespace(server=None, data_dir=args.data_dir), "ui")
     if access is None:
         return 1
     server, token, ca = access
-    host, _, port = args.listen.rpartition(":")
-    if not host or not port.isdigit():
-        print(f"kubelab ui: --listen wants HOST:PORT, got {args.listen!r}", file=sys.stderr)
-        return 2
     state = read_state(Path(args.data_dir))
 
     def ready(bound: int) -> None:
