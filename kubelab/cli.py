@@ -19,6 +19,7 @@ from .gctune import tune_for_long_running
 os.environ.setdefault("GRPC_VERBOSITY", "ERROR")
 
 DEFAULT_DATA_DIR = ".kubelab"
+SIGPIPE_EXIT = 141  # what a shell reports for a command killed by SIGPIPE (128 + 13)
 
 
 def _setup_logging(verbose: bool) -> None:
@@ -785,6 +786,37 @@ def _proxy_render_nft(args: argparse.Namespace, text: str, services: list[Any], 
         transaction = apply_transaction(None, transaction, family=family).dump()
     sys.stdout.write(transaction)
     return 0
+def cmd_ui(args: argparse.Namespace) -> int:
+    """kubelab ui: the page of kubelab/ui/server.py for the cluster in --data-dir."""
+    from .client import ApiClient
+    from .runner import read_state, run_until_interrupted
+    from .ui.server import serve
+
+    try:
+        host, port_number = addressing.split_host_port(args.listen, default_host="")
+    except ValueError:
+        host, port_number = "", 0
+    if not host:
+        print(f"kubelab ui: --listen wants HOST:PORT, got {args.listen!r}", file=sys.stderr)
+        return 2
+    port = str(port_number)
+    access = _cluster_access(argparse.Namespace(server=None, data_dir=args.data_dir), "ui")
+    if access is None:
+        return 1
+    server, token, ca = access
+    state = read_state(Path(args.data_dir))
+
+    def ready(bound: int) -> None:
+        print(f"kubelab ui: http://{host}:{bound}/", flush=True)
+
+    async def main() -> None:
+        api = ApiClient(server, token=token, user_agent="kubelab-ui", ca_file=ca)
+        try:
+            await serve(api, state=state, data_dir=Path(args.data_dir), host=host, port=int(port), on_ready=ready)
+        finally:
+            await api.close()
+
+    return run_until_interrupted(main)
 
 
 def cmd_trace(args: argparse.Namespace) -> int:
@@ -1140,6 +1172,16 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--server", help="ask this API server instead (URL)")
     p.set_defaults(func=cmd_trace)
 
+    p = sub.add_parser("ui", help="a web page drawing each Service's path on every node, live",
+                       description="Serve the page (kubelab/ui): nodes and their pods; a Service's entries -> "
+                                   "KUBE-SVC -> each KUBE-SEP with its probability -> its pod, read from every "
+                                   "node's real rules; the last change's trace. Read-only; an API client of the "
+                                   "`kubelab up` cluster in --data-dir.")
+    p.add_argument("--data-dir", default=DEFAULT_DATA_DIR, help="the `kubelab up` cluster to show (default .kubelab)")
+    p.add_argument("--listen", default="127.0.0.1:8001",
+                   help="HOST:PORT to serve the page on (default 127.0.0.1:8001; port 0 picks a free one)")
+    p.set_defaults(func=cmd_ui)
+
     p = sub.add_parser("explain", help="why a pod is (or is not) on a node: every node's filters and scores",
                        description="kubelab explain pod NAME [-n NS]: run kube-scheduler's filters on every node "
                                    "for one pod and score the nodes that pass, plugin by plugin, marking the node "
@@ -1197,7 +1239,17 @@ def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     _setup_logging(args.verbose)
-    return int(args.func(args) or 0)
+    try:
+        code = int(args.func(args) or 0)
+        sys.stdout.flush()  # inside the try: a closed pipe shows here, not at the interpreter's exit
+    except BrokenPipeError:
+        # The reader went away (`kubelab trace ... -o json | head`): stop quietly, as a Unix tool
+        # killed by SIGPIPE does (the shell's 128 + 13). Python ignores SIGPIPE and raises instead;
+        # stdout goes to /dev/null so the interpreter's last flush does not raise again.
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        return SIGPIPE_EXIT
+    return code
 
 
 if __name__ == "__main__":

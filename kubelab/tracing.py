@@ -54,6 +54,9 @@ def render(result: dict[str, Any]) -> str:
         lines.append("  ".join([row[0].rjust(widths[0]), *(row[i].ljust(widths[i]) for i in (1, 2, 3)), row[4]])
                      .rstrip())
     applied = [s for s in result["steps"] if s["step"] == "rules applied"]
+    if not applied and not any(s["step"] == "endpoints written" for s in result["steps"]):
+        # Attribution is by construction (apiserver/traces.py): later writes are not this change's.
+        lines.append("nothing downstream: no endpoints were written and no node's rules changed for this change")
     if applied:
         last = max(s["sinceAccepted"] for s in applied)
         lines.append(f"every reporting node applied it {1000 * last:.1f} ms after the API server accepted it "

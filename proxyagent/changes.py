@@ -93,6 +93,8 @@ class ProxyState:
         self._service_endpoint_counts: dict[str, int] = {}  # its share of _endpoints_total
         self.service_events = 0  # sync_proxy_rules_service_changes_total
         self.endpoint_events = 0  # sync_proxy_rules_endpoint_changes_total
+        # The Services whose view the latest event changed (`kubelab trace`: the proxier's causes).
+        self.last_changed: frozenset[str] = frozenset()
 
     # --- events --------------------------------------------------------------------------------
 
@@ -100,11 +102,13 @@ class ProxyState:
         """A Service was added (old None), updated or deleted (new None). True if some change
         is now pending, i.e. a sync is worth requesting (ServiceChangeTracker.Update)."""
         obj = new or old
+        self.last_changed = frozenset()
         if obj is None:
             return self.has_pending()
         self.service_events += 1
         key = obj.key
         ports = service_ports(new, self.family) if new is not None else ()
+        self.last_changed = frozenset({key}) if ports != self._ports.get(key, ()) else frozenset()
         if ports != self._ports.get(key, ()):
             if ports:
                 self._ports[key] = ports
@@ -121,6 +125,7 @@ class ProxyState:
     def update_slice(self, old: EndpointSlice | None, new: EndpointSlice | None) -> bool:
         """An EndpointSlice was added, updated or deleted (EndpointsChangeTracker.EndpointSliceUpdate)."""
         obj = new or old
+        self.last_changed = frozenset()
         if obj is None or (obj.address_type is not None and obj.address_type != self.family):
             return self.has_pending()
         self.endpoint_events += 1
@@ -135,14 +140,19 @@ class ProxyState:
                                 slice_endpoints(new, node_name=self.node_name, family=self.family))
             self._by_service.setdefault(service, _ServiceEndpoints()).slices[slice_key] = entry
             self._slice_service[slice_key] = service
+        changed = set()
         for affected in {s for s in (previous_service, service) if s is not None}:
-            if self._remerge(affected) and new is not None and affected == service:
+            remerged = self._remerge(affected)
+            if remerged:
+                changed.add(affected)
+            if remerged and new is not None and affected == service:
                 when = timeutil.parse((new.metadata.annotations or {}).get(LAST_CHANGE_TRIGGER_TIME))
                 if when is not None and when.timestamp() > self._started:
                     self._trigger_times.setdefault(affected, []).append(when.timestamp())
             elif new is None:
                 # A deleted slice's trigger time is its last update's, not the deletion's.
                 self._trigger_times.pop(affected, None)
+        self.last_changed = frozenset(changed)
         return self.has_pending()
 
     def _remerge(self, service: str) -> bool:
@@ -169,6 +179,9 @@ class ProxyState:
         return True
 
     # --- for the sync --------------------------------------------------------------------------
+
+    def is_pending(self, service: str) -> bool:
+        return service in self._pending_services or service in self._pending_endpoints
 
     def has_pending(self) -> bool:
         return bool(self._pending_services or self._pending_endpoints)

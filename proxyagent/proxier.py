@@ -46,6 +46,7 @@ log = logging.getLogger(__name__)
 FULL_SYNC_PERIOD = 3600.0  # proxyutil.FullSyncPeriod
 MAX_SYNC_INTERVAL = 3600.0  # the runner's maxInterval ("time.Hour is arbitrary")
 BURST_SYNCS = 2
+MAX_APPLIED_REPORTED = 5000  # (object, revision) pairs per sync report (kubelab trace)
 CANARY_FLUSH_POLL = 0.1  # iptablesFlushPollTime
 CANARY_FLUSH_TIMEOUT = 5.0  # iptablesFlushTimeout
 
@@ -92,6 +93,9 @@ class Proxier:
         # informers had reached when a sync took its changes; on_synced(record) hears of each applied sync.
         self.revisions: Callable[[], tuple[int, int]] | None = None
         self.on_synced: Callable[[dict[str, object]], None] | None = None
+        # The events whose change is pending, by Service: (storage key, resourceVersion). A sync
+        # reports the ones it applied; an event undone before a sync (changed back) applied nothing.
+        self._causes: dict[str, dict[str, int]] = {}
 
     # --- events (informer handlers: handler(event, old, new)) ------------------------------------
 
@@ -109,6 +113,7 @@ class Proxier:
             old, new = new, None
         self.metrics.skipped_objects.labels("Service").set(self.screen.count("Service"))
         pending = self.state.update_service(old, new)
+        self._note_causes("services", new or old)
         self.metrics.service_changes_total.inc()
         self.metrics.service_changes_pending.set(self.state.pending_services)
         if pending and self.initialized:
@@ -123,10 +128,21 @@ class Proxier:
             old, new = new, None
         self.metrics.skipped_objects.labels("EndpointSlice").set(self.screen.count("EndpointSlice"))
         pending = self.state.update_slice(old, new)
+        self._note_causes("endpointslices", new or old)
         self.metrics.endpoint_changes_total.inc()
         self.metrics.endpoint_changes_pending.set(self.state.pending_endpoints)
         if pending and self.initialized:
             self.request_sync()
+
+    def _note_causes(self, resource: str, obj: Service | EndpointSlice | None) -> None:
+        if obj is None:
+            return
+        for service in self.state.last_changed:
+            if self.state.is_pending(service):
+                key = f"/registry/{resource}/{obj.metadata.namespace}/{obj.metadata.name}"
+                self._causes.setdefault(service, {})[key] = int(obj.metadata.resource_version or 0)
+            else:
+                self._causes.pop(service, None)
 
     def on_services_synced(self) -> None:
         self._services_synced = True
@@ -171,6 +187,8 @@ class Proxier:
         timings = self.last_timings = {}
         mark = start
         changes, covered = Changes(), (0, 0)
+        taken: dict[str, dict[str, int]] = {}
+        applied: list[list[str | int]] = []
         try:
             if full:
                 # Jumps from the built-in chains cannot be part of the restore without rewriting
@@ -198,6 +216,9 @@ class Proxier:
             # proxier.mu for the same reason.
             covered = self.revisions() if self.revisions is not None else (0, 0)
             changes = self.state.checkout()
+            # Every Service with causes left is pending, so this sync applies them all (a full sync too).
+            taken, self._causes = self._causes, {}
+            applied = [[key, rv] for service in sorted(taken) for key, rv in taken[service].items()]
             self.metrics.service_changes_pending.set(0)
             self.metrics.endpoint_changes_pending.set(0)
             ruleset = render_ports(self.state.service_ports(), self.state.endpoints_map(), self.config,
@@ -218,6 +239,8 @@ class Proxier:
                 raise
             timings["restore"] = time.perf_counter() - mark
         except Exception as exc:  # noqa: BLE001 - any failure: kube-proxy retries with a full sync
+            for service, causes in taken.items():  # the retry applies them: it reports them
+                self._causes[service] = {**causes, **self._causes.get(service, {})}
             self._failed(exc, full=full)
             self.metrics.observe_sync(time.perf_counter() - start, full=full)
             return None
@@ -240,7 +263,8 @@ class Proxier:
             self.on_synced({"type": "proxy-sync", "node": self.config.node_name, "servicesRevision": covered[0],
                             "slicesRevision": covered[1], "full": full, "startedAt": started_at,
                             "doneAt": self.last_updated, "restoreSeconds": timings["restore"],
-                            "syncSeconds": timings["total"], "services": sorted(changes.all)[:1000]})
+                            "syncSeconds": timings["total"], "services": sorted(changes.all)[:1000],
+                            "applied": applied[:MAX_APPLIED_REPORTED]})
         log.debug("%s: %s sync: %d service ports (%d rewritten), %d nat rules written, %d chains deleted; "
                   "%s", self.config.node_name, "full" if full else "partial", ruleset.service_ports,
                   ruleset.services_written, ruleset.nat_rules, ruleset.deleted_chains,

@@ -17,9 +17,6 @@ from fastapi import APIRouter, Request
 from starlette.responses import Response
 from starlette.routing import Route
 
-from kubelab import kinds
-from kubelab.selectors import parse_field_selector, parse_label_selector, selector_from_map
-
 from .. import codecs, errors, traces
 from ..metrics import CONTENT_TYPE
 
@@ -58,33 +55,9 @@ async def report(request: Request) -> Response:
                                     "code": 201}, 201)
 
 
-async def _services_for(request: Request, key: str) -> list[str]:
-    """The Services whose endpoints a change of `key` can move: a Service itself, or the Services
-    (with a selector) in a pod's namespace that select it."""
-    parts = key.split("/")
-    if len(parts) != 5:
-        return []
-    _, _, resource, namespace, name = parts
-    if resource == "services":
-        return [f"{namespace}/{name}"]
-    if resource != "pods":
-        return []
-    registry = request.app.state.registry
-    everything = (parse_label_selector(None), parse_field_selector(None))
-    try:
-        pod = await registry.get(kinds.PODS, namespace, name)
-        labels = (pod.get("metadata") or {}).get("labels")
-    except errors.StatusError:
-        labels = None  # deleted: its Services are still those whose endpoints named it
-    services, _ = await registry.list(kinds.SERVICES, namespace, *everything)
-    found = []
-    for service in services:
-        selector = (service.get("spec") or {}).get("selector")
-        if not selector:
-            continue
-        if labels is None or selector_from_map(selector).matches(labels):
-            found.append(f"{namespace}/{service['metadata']['name']}")
-    return found
+def _raw(record: dict[str, Any]) -> dict[str, Any]:
+    """A report as JSON: its causes or applied changes as [key, revision] pairs, in order."""
+    return {k: sorted([list(p) for p in v]) if isinstance(v, frozenset) else v for k, v in record.items()}
 
 
 async def trace(request: Request) -> Response:
@@ -94,11 +67,11 @@ async def trace(request: Request) -> Response:
         # The raw reports of one type (bench/netprog.py computes latencies per change from them).
         if kind not in traces.REPORT_TYPES:
             raise errors.bad_request(f"type must be one of {', '.join(traces.REPORT_TYPES)}")
-        return codecs.respond(request, {"items": [r for r in recorder.reports if r["type"] == kind]})
+        return codecs.respond(request, {"items": [_raw(r) for r in recorder.reports if r["type"] == kind]})
     key = request.query_params.get("key") or ""
     if not key.startswith("/registry/"):
         raise errors.bad_request("key must be an object's storage key, /registry/<resource>/[<namespace>/]<name>")
-    result: dict[str, Any] = traces.timeline(recorder, key, services=await _services_for(request, key))
+    result: dict[str, Any] = traces.timeline(recorder, key)
     return codecs.respond(request, result)
 
 

@@ -105,8 +105,10 @@ class Informer(Generic[T]):
     def _apply(self, event_type: str, obj: T) -> None:
         key = obj.key
         if event_type == "DELETED":
-            old = self.cache.pop(key, None)
-            self._notify("DELETED", old or obj, None)
+            # Handlers get the watch event's object, as client-go's DeleteFunc does: the last state,
+            # at the deletion's resourceVersion (`kubelab trace` joins on that revision).
+            self.cache.pop(key, None)
+            self._notify("DELETED", obj, None)
             return
         old = self.cache.get(key)
         self.cache[key] = obj

@@ -403,3 +403,28 @@ def test_a_partial_render_writes_every_service_whose_chains_the_kernel_lacks() -
         ruleset = render_ports(ports, endpoints, CONFIG, changed=changed, applied_chains=alpha_only.active_nat_chains)
         targets = set(re.findall(r" -j (KUBE-(?:SVC|SVL|EXT|FW|SEP)-\w+)", ruleset.text))
         assert targets <= declared_nat_chains(ruleset.text) | alpha_only.active_nat_chains, changed
+def _versioned(obj: EndpointSlice | Service, revision: int) -> EndpointSlice | Service:
+    obj.metadata.resource_version = str(revision)
+    return obj
+
+
+async def test_each_sync_reports_exactly_the_changes_it_applied() -> None:
+    """For `kubelab trace`: a sync names the (key, revision) events whose change it applied; an event
+    that changed nothing the proxier reads, or that a later event undid before the sync, is in none."""
+    reports: list[dict[str, object]] = []
+    proxier = make_proxier([*SERVICES, *SLICES])
+    proxier.on_synced = reports.append
+    await proxier.sync_proxy_rules()
+    reports.clear()
+
+    proxier.on_slice("MODIFIED", SLICES[0], _versioned(eps("alpha", "10.244.1.2", labels={"team": "blue"}), 20))
+    moved = _versioned(svc("beta", "10.96.0.99"), 21)
+    proxier.on_service("MODIFIED", SERVICES[1], moved)
+    proxier.on_service("MODIFIED", moved, _versioned(svc("beta", "10.96.0.11"), 22))  # undone
+    proxier.on_slice("MODIFIED", SLICES[2], _versioned(eps("gamma", "10.244.1.5", "10.244.1.6"), 23))
+    await proxier.sync_proxy_rules()
+    assert [r["applied"] for r in reports] == [[["/registry/endpointslices/default/gamma-abcde", 23]]]
+
+    proxier.on_slice("MODIFIED", SLICES[0], _versioned(eps("alpha", "10.244.1.7"), 24))
+    await proxier.sync_proxy_rules()
+    assert reports[-1]["applied"] == [["/registry/endpointslices/default/alpha-abcde", 24]]
