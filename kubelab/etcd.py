@@ -202,6 +202,11 @@ class Etcd:
             raise DataDirInUse(f"etcd's data dir {self.data_dir} is in use by {who}; stop it, or use another "
                                "--data-dir")
 
+    def _lock_held_by_another(self) -> bool:
+        holder = _lock_holder(self.data_dir / "member" / "snap" / "db")
+        own = self.process.pid if self.process is not None else None
+        return holder is not None and holder != own
+
     def wait_healthy(self, timeout: float) -> None:
         """Until this etcd answers /health; PortTaken when it could not bind, or another etcd answers."""
         context = None
@@ -216,7 +221,10 @@ class Etcd:
                 if self.process.returncode < 0 and not self._log_since_start().strip():
                     raise CrashedAtStart(f"etcd died of signal {-self.process.returncode} before writing anything")
                 raise EtcdError(f"etcd exited with code {self.process.returncode}; see {self.log_path}")
-            if b"holds the file lock" in self._log_since_start():  # taken after _take_over_data_dir looked
+            if b"holds the file lock" in self._log_since_start() and self._lock_held_by_another():
+                # Taken after _take_over_data_dir looked. etcd prints the same words when opening its own
+                # backend merely takes over 10 s ("... or loading backend file is taking >10 seconds", a
+                # loaded machine), and then goes on: only a lock another process holds is a refusal.
                 raise DataDirInUse(f"etcd's data dir {self.data_dir} is in use by another process; stop it, or "
                                    "use another --data-dir")
             try:

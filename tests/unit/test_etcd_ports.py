@@ -60,3 +60,23 @@ def test_an_etcd_that_crashes_before_writing_anything_is_started_again(tmp_path:
         assert server.process is not None and server.process.poll() is None and server._answers_as_itself()
     finally:
         server.stop()
+
+
+def test_an_etcd_slow_to_open_its_backend_is_waited_for(tmp_path: Path) -> None:
+    """etcd prints "another etcd process is using ... and holds the file lock, or loading backend file is
+    taking >10 seconds" when its own backend is slow to open (a loaded machine) and goes on: the launcher
+    waits for it instead of calling the data dir taken (it did, and a test module's etcd failed to start)."""
+    wrapper = tmp_path / "etcd-slow-backend"
+    wrapper.write_text("#!/bin/sh\n"
+                       "echo '{\"level\":\"warn\",\"msg\":\"another etcd process is using the data dir and holds "
+                       "the file lock, or loading backend file is taking >10 seconds\"}' >&2\n"
+                       f'exec {etcd_module.find_etcd()} "$@"\n')
+    wrapper.chmod(0o755)
+    server = Etcd(tmp_path / "etcd")
+    server.binary = str(wrapper)
+    server.start()
+    try:
+        assert server.process is not None and server.process.poll() is None and server._answers_as_itself()
+    finally:
+        server.stop()
+
