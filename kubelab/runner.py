@@ -540,7 +540,8 @@ async def _run_components(tg: asyncio.TaskGroup, options: UpOptions, api_socket:
                            applier, min_sync_period=options.min_sync_period, delta_sync=options.delta_sync,
                            state_file=data_dir / "nodes" / node.name / ("nftables.rules" if nftables else "iptables.rules"),
                            proxy_mode=options.proxy_mode,
-                           nft=NftApplier(node.dataplane.node_netns) if nftables and lab is not None else None)
+                           # In iptables mode too: it removes what nftables mode left (kube-proxy's platformCleanup).
+                           nft=NftApplier(node.dataplane.node_netns) if lab is not None else None)
         return kubelet, agent
 
     # Every component has its own metrics registry, served on a loopback port of its own (picked by the

@@ -17,7 +17,7 @@ from kubelab.client import ApiClient, Informer
 from kubelab.client.tracereport import TraceReporter
 from kubelab.models import EndpointSlice, Service
 
-from .apply import Applier
+from .apply import Applier, ApplyError
 from .metrics import ProxyMetrics
 from .nftables.apply import NftApplierLike
 from .nftproxier import NftProxier
@@ -44,6 +44,8 @@ class ProxyAgent:
         self.api = api
         self.proxy_mode = proxy_mode
         self.proxier: Proxier
+        # The other mode's applier, used once at start to remove what that mode left (platformCleanup).
+        self._other_mode: Applier | NftApplierLike | None = applier if proxy_mode == "nftables" else nft
         if proxy_mode == "nftables":
             self.proxier = NftProxier(config, nft, min_sync_period=min_sync_period, sync_period=sync_period,
                                       burst=burst, state_file=state_file, metrics=metrics)
@@ -96,7 +98,19 @@ class ProxyAgent:
     def is_healthy(self) -> bool:
         return self.proxier.is_healthy()
 
+    async def cleanup_leftovers(self) -> None:
+        """kube-proxy's platformCleanup at start: in nftables mode remove the iptables mode's chains,
+        in iptables mode the nftables mode's tables, so that a node switched from one mode to the
+        other is not programmed by both. Failures are logged, never fatal (as upstream)."""
+        if self._other_mode is None:
+            return
+        try:
+            await self._other_mode.cleanup_leftovers()
+        except ApplyError as exc:
+            log.warning("%s: could not remove the other proxy mode's rules: %s", self.config.node_name, exc)
+
     async def run(self) -> None:
+        await self.cleanup_leftovers()
         async with asyncio.TaskGroup() as tg:
             tg.create_task(self.services.run(), name=f"{self.services.name}-informer")
             tg.create_task(self.slices.run(), name=f"{self.slices.name}-informer")

@@ -27,6 +27,8 @@ class NftApplierLike(Protocol):
 
     async def listed(self) -> str: ...
 
+    async def cleanup_leftovers(self) -> None: ...
+
 
 class RecordingNftApplier:
     """Render mode: the table as table.py models it; refuses what nft would refuse."""
@@ -53,6 +55,9 @@ class RecordingNftApplier:
 
     async def listed(self) -> str:
         return self.table.dump() if self.table is not None else ""
+
+    async def cleanup_leftovers(self) -> None:
+        self.table = None
 
 
 class NftApplier:
@@ -114,6 +119,16 @@ class NftApplier:
                 return ""
             raise ApplyError(f"nft list table failed (exit {code}): {err.strip()}", exit_code=code)
         return out
+
+
+    async def cleanup_leftovers(self) -> None:
+        """nftables.CleanupLeftovers, run when the agent starts in iptables mode: delete the `ip` and
+        `ip6` kube-proxy tables if they exist (nothing else of nftables mode lives outside them)."""
+        for family in ("ip", "ip6"):
+            code, _, err = await self._run(self.command("delete", "table", family, TABLE))
+            if code != 0 and "No such file or directory" not in err:
+                raise ApplyError(f"nft delete table {family} {TABLE} failed (exit {code}): {err.strip()}",
+                                 exit_code=code)
 
 
 def _nft_error(stderr: str) -> str:

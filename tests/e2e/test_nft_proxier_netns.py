@@ -1,7 +1,7 @@
 """The nftables proxier against the real `nft` (root), in a network namespace of its own: a full sync,
 a partial sync that only touches what changed, stale chains flushed and deleted by a later sync, a
 deleted table repaired by the full sync that follows the failure, and a restarted agent taking over
-a populated table. After each step the kernel's table is what a fresh full sync of the same objects
+a populated table, and switching a namespace between the modes (each removes the other's rules). After each step the kernel's table is what a fresh full sync of the same objects
 would leave (chains and map/set elements, as `nft -j list` shows them).
 
 Every namespace is created here with a unique name and deleted in a finally, whatever happened.
@@ -20,7 +20,8 @@ import pytest
 from proxyobjects import endpoint_slice, ep, listed, port, service
 
 from kubelab.models import EndpointSlice, Service
-from proxyagent import ProxyConfig
+from proxyagent import Proxier, ProxyAgent, ProxyConfig
+from proxyagent.apply import IptablesApplier
 from proxyagent.nftables import apply_transaction, render_nft
 from proxyagent.nftables.apply import NftApplier
 from proxyagent.nftables.names import is_service_chain
@@ -191,3 +192,42 @@ async def test_a_restarted_agent_takes_over_the_table(netns: str) -> None:
     clock.now += 1.0
     await new.sync_proxy_rules()
     assert kernel(netns) == want
+
+
+def nat_save(ns: str) -> str:
+    return subprocess.run(["ip", "netns", "exec", ns, "iptables-save", "-t", "nat"], capture_output=True, text=True,
+                          check=True).stdout
+
+
+def iptables_chains(ns: str) -> set[str]:
+    chains: set[str] = set()
+    for table in ("nat", "filter", "mangle"):
+        out = subprocess.run(["ip", "netns", "exec", ns, "iptables-save", "-t", table], capture_output=True, text=True,
+                             check=True).stdout
+        chains |= {line[1:].split(" ", 1)[0] for line in out.splitlines() if line.startswith(":KUBE-")}
+    return chains
+
+
+async def test_switching_modes_removes_the_other_modes_rules(netns: str) -> None:
+    """kube-proxy's platformCleanup: started in nftables mode it removes the iptables mode's chains
+    (iptables.CleanupLeftovers), started in iptables mode it deletes the kube-proxy tables."""
+    ipt = listed(Proxier(CONFIG, IptablesApplier(netns)), [*SERVICES, *SLICES])
+    await ipt.sync_proxy_rules()
+    await ipt.applier.ensure_canary()
+    before = iptables_chains(netns)
+    assert {"KUBE-SERVICES", "KUBE-NODEPORTS", "KUBE-PROXY-CANARY"} <= before
+    assert any(c.startswith("KUBE-SEP-") for c in before)
+
+    to_nft = ProxyAgent(object(), CONFIG, IptablesApplier(netns), proxy_mode="nftables",  # type: ignore[arg-type]
+                        nft=NftApplier(netns))
+    await to_nft.cleanup_leftovers()
+    assert iptables_chains(netns) <= {"KUBE-FIREWALL", "KUBE-KUBELET-CANARY"}  # the kubelet's, left alone
+    assert "KUBE-" not in nat_save(netns)  # no jump from PREROUTING/OUTPUT/POSTROUTING is left either
+    nftp = listed(NftProxier(CONFIG, NftApplier(netns)), [*SERVICES, *SLICES])
+    await nftp.sync_proxy_rules()
+    assert kernel(netns) == fresh(SERVICES, SLICES)
+
+    to_ipt = ProxyAgent(object(), CONFIG, IptablesApplier(netns), nft=NftApplier(netns))  # type: ignore[arg-type]
+    await to_ipt.cleanup_leftovers()
+    assert "No such file or directory" in nft(netns, "list", "table", "ip", "kube-proxy").stderr
+    await to_ipt.cleanup_leftovers()  # nothing left to remove is no error
