@@ -54,7 +54,7 @@ def cmd_up(args: argparse.Namespace) -> int:
     dataplane = args.dataplane or ("netns" if os.geteuid() == 0 else "render")
     options = UpOptions(nodes=args.nodes, listen=args.listen, etcd_servers=_servers(args.etcd_servers),
                         data_dir=Path(args.data_dir), dataplane=dataplane, min_sync_period=args.min_sync_period,
-                        delta_sync=args.delta_sync, node_cpu=args.node_cpu, node_memory=args.node_memory,
+                        delta_sync=args.delta_sync, proxy_mode=args.proxy_mode, node_cpu=args.node_cpu, node_memory=args.node_memory,
                         node_max_pods=args.node_max_pods, node_monitor_grace_period=args.node_monitor_grace_period,
                         lb_pool=args.lb_pool or None, event_ttl=args.event_ttl, serving=_serving_options(args),
                         token_auth_file=Path(args.token_auth_file) if args.token_auth_file else None,
@@ -457,6 +457,7 @@ def cmd_node(args: argparse.Namespace) -> int:
     from proxyagent import ProxyAgent, ProxyConfig
     from proxyagent.apply import IptablesApplier, RecordingApplier
     from proxyagent.metricserver import MetricsServer, split_bind_address
+    from proxyagent.nftables.apply import NftApplier
 
     index = args.index
     ip = args.node_ip or addressing.node_ip(index)
@@ -501,9 +502,12 @@ def cmd_node(args: argparse.Namespace) -> int:
                             tls_cert_file=args.tls_cert_file, tls_private_key_file=args.tls_private_key_file,
                             client_ca_file=args.client_ca_file)
         applier = IptablesApplier(None, backend=args.iptables_backend) if args.iptables else RecordingApplier()
+        nftables = args.proxy_mode == "nftables"
+        rules_file = "nftables.rules" if nftables else "iptables.rules"
         agent = ProxyAgent(api, ProxyConfig(node_name=args.name, node_ips=(ip,), cluster_cidr=args.cluster_cidr),
                            applier, min_sync_period=args.min_sync_period, sync_period=args.sync_period,
-                           delta_sync=args.delta_sync, state_file=Path(args.data_dir) / "nodes" / args.name / "iptables.rules")
+                           delta_sync=args.delta_sync, state_file=Path(args.data_dir) / "nodes" / args.name / rules_file,
+                           proxy_mode=args.proxy_mode, nft=NftApplier(None) if args.iptables else None)
         async with asyncio.TaskGroup() as tg:
             tg.create_task(Kubelet(api, config, dataplane).run(), name="kubelet")
             tg.create_task(agent.run(), name="proxy")
@@ -683,6 +687,33 @@ def cmd_iptables(args: argparse.Namespace) -> int:
     if args.table:
         text = _one_table(text, args.table)
     sys.stdout.write(text)
+    return 0
+
+
+def cmd_nftables(args: argparse.Namespace) -> int:
+    """kubelab nftables NODE: `nft list table ip kube-proxy` in the node's namespace (netns lab), or
+    the table the node's agent last left, as its model dumps it (render mode). Nodes whose agents
+    run in iptables mode have no such table."""
+    from .runner import read_state
+
+    data_dir = Path(args.data_dir)
+    try:
+        state = read_state(data_dir)
+    except FileNotFoundError as exc:
+        print(f"kubelab nftables: {exc}", file=sys.stderr)
+        return 1
+    node = state["nodes"].get(args.node)
+    if node is None:
+        print(f"kubelab nftables: no node {args.node!r} (nodes: {', '.join(state['nodes'])})", file=sys.stderr)
+        return 1
+    if state.get("dataplane") == "netns":
+        return subprocess.call(["ip", "netns", "exec", node["netns"], "nft", "list", "table", "ip", "kube-proxy"])
+    path = data_dir / "nodes" / args.node / "nftables.rules"
+    if not path.exists():
+        print(f"kubelab nftables: node {args.node} has no nftables table (not synced yet, or its agent runs in "
+              "iptables mode: `kubelab up --proxy-mode nftables`)", file=sys.stderr)
+        return 1
+    sys.stdout.write(path.read_text())
     return 0
 
 
@@ -962,6 +993,11 @@ DELTA_SYNC_HELP = ("partial syncs leave out KUBE-SERVICES, KUBE-NODEPORTS and th
                    "chain is then repaired at the next full sync, not the next partial one")
 
 
+PROXY_MODE_HELP = ("the proxy agents' mode, as kube-proxy's --proxy-mode: iptables (the default, as kube-proxy's) "
+                   "or nftables (one `nft -f` transaction per sync into table ip kube-proxy, verdict maps instead "
+                   "of a rule per Service; see `kubelab nftables NODE`)")
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="kubelab", description="A Kubernetes control plane in miniature: "
                                      "apply -> etcd -> watch -> iptables -> packets, for real, on one machine.")
@@ -986,6 +1022,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--min-sync-period", type=float, default=1.0,
                    help="proxy agents sync at most twice per this many seconds (kube-proxy: 1s)")
     p.add_argument("--delta-sync", action="store_true", help=DELTA_SYNC_HELP)
+    p.add_argument("--proxy-mode", choices=["iptables", "nftables"], default="iptables", help=PROXY_MODE_HELP)
     p.add_argument("--node-cpu", default="4", help="each node's cpu capacity and allocatable (default 4)")
     p.add_argument("--node-memory", default="8Gi", help="each node's memory capacity and allocatable (default 8Gi)")
     p.add_argument("--node-max-pods", type=int, default=110, help="each node's pods capacity (default 110)")
@@ -1099,6 +1136,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--min-sync-period", type=float, default=1.0,
                    help="proxy syncs at most twice per this many seconds (kube-proxy: 1s)")
     p.add_argument("--delta-sync", action="store_true", help=DELTA_SYNC_HELP)
+    p.add_argument("--proxy-mode", choices=["iptables", "nftables"], default="iptables",
+                   help=PROXY_MODE_HELP + "; with --iptables, nftables mode applies its transactions with nft")
     p.add_argument("--sync-period", type=float, default=30.0,
                    help="proxy retry and iptables-monitor interval in seconds (kube-proxy: 30s)")
     p.add_argument("--metrics-bind-address", default="127.0.0.1:10249", metavar="HOST:PORT",
@@ -1159,6 +1198,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("-t", "--table", choices=["filter", "nat"], help="only this table")
     p.add_argument("node", metavar="NODE")
     p.set_defaults(func=cmd_iptables)
+
+    p = sub.add_parser("nftables", help="a node's nftables table (nft list table ip kube-proxy), in nftables "
+                                        "proxy mode")
+    p.add_argument("--data-dir", default=DEFAULT_DATA_DIR)
+    p.add_argument("node", metavar="NODE")
+    p.set_defaults(func=cmd_nftables)
 
     p = sub.add_parser("trace", help="the path of an object's latest change: accepted, delivered to each watcher, "
                                      "endpoints written, each node's iptables-restore",

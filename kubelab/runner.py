@@ -47,6 +47,7 @@ class UpOptions:
     dataplane: str = "render"
     min_sync_period: float = 1.0
     delta_sync: bool = False  # proxy agents leave unchanged shared chains out of partial syncs
+    proxy_mode: str = "iptables"  # kube-proxy's --proxy-mode: iptables (its default on Linux) or nftables
     node_cpu: str = "4"
     node_memory: str = "8Gi"
     node_max_pods: int = 110
@@ -505,6 +506,7 @@ async def _run_components(tg: asyncio.TaskGroup, options: UpOptions, api_socket:
     from proxyagent import ProxyAgent, ProxyConfig
     from proxyagent.apply import IptablesApplier, RecordingApplier
     from proxyagent.metricserver import MetricsServer as ProxyMetricsServer
+    from proxyagent.nftables.apply import NftApplier
 
     from .client import ApiClient
     from .client.queuemetrics import WorkQueueMetricsProvider
@@ -532,10 +534,14 @@ async def _run_components(tg: asyncio.TaskGroup, options: UpOptions, api_socket:
                                      **_kubelet_server_tls(pki)),
                           node.dataplane)
         applier = IptablesApplier(node.dataplane.node_netns) if lab is not None else RecordingApplier()
+        nftables = options.proxy_mode == "nftables"
         agent = ProxyAgent(client(f"proxy-{node.name}"),
                            ProxyConfig(node_name=node.name, node_ips=(node.ip,), cluster_cidr=addressing.POD_CIDR),
                            applier, min_sync_period=options.min_sync_period, delta_sync=options.delta_sync,
-                           state_file=data_dir / "nodes" / node.name / "iptables.rules")
+                           state_file=data_dir / "nodes" / node.name / ("nftables.rules" if nftables else "iptables.rules"),
+                           proxy_mode=options.proxy_mode,
+                           # In iptables mode too: it removes what nftables mode left (kube-proxy's platformCleanup).
+                           nft=NftApplier(node.dataplane.node_netns) if lab is not None else None)
         return kubelet, agent
 
     # Every component has its own metrics registry, served on a loopback port of its own (picked by the

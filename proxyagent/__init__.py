@@ -1,4 +1,5 @@
-"""kubelab's proxy agent: kube-proxy's iptables mode, rule for rule.
+"""kubelab's proxy agent: kube-proxy's iptables mode, rule for rule, and its nftables mode (`nftables/`,
+`nftproxier.py`: the same events and sync decisions, one `nft -f` transaction per sync).
 
 It owns turning Services and EndpointSlices into iptables rules: the pure rendering (`render.py`,
 `servicerules.py`, `serviceports.py`, `hashing.py`, `canonical.py`), kube-proxy's model of the
@@ -11,7 +12,8 @@ routes and namespaces are the kubelet stub's.
 
 from .agent import ProxyAgent, run
 from .metrics import ProxyMetrics
+from .nftproxier import NftProxier
 from .proxier import Proxier
 from .render import ProxyConfig, render
 
-__all__ = ["Proxier", "ProxyAgent", "ProxyConfig", "ProxyMetrics", "render", "run"]
+__all__ = ["NftProxier", "Proxier", "ProxyAgent", "ProxyConfig", "ProxyMetrics", "render", "run"]

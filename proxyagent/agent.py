@@ -17,24 +17,41 @@ from kubelab.client import ApiClient, Informer
 from kubelab.client.tracereport import TraceReporter
 from kubelab.models import EndpointSlice, Service
 
-from .apply import Applier
+from .apply import Applier, ApplyError
 from .metrics import ProxyMetrics
+from .nftables.apply import NftApplierLike
+from .nftproxier import NftProxier
 from .proxier import BURST_SYNCS, Proxier
 from .render import ProxyConfig, Ruleset
 
 log = logging.getLogger(__name__)
 
 
+PROXY_MODES = ("iptables", "nftables")  # kube-proxy's --proxy-mode on Linux (ipvs is not built)
+
+
 class ProxyAgent:
-    """kube-proxy for one node. `metrics` is its own registry; `proxier` does the work."""
+    """kube-proxy for one node. `metrics` is its own registry; `proxier` does the work: the
+    iptables Proxier, or with proxy_mode="nftables" the NftProxier, which applies its transactions
+    with `nft` (and ignores `applier` and `delta_sync`, iptables-mode settings)."""
 
     def __init__(self, api: ApiClient, config: ProxyConfig, applier: Applier | None = None, *,
                  min_sync_period: float = 1.0, sync_period: float = 30.0, burst: int = BURST_SYNCS,
                  state_file: Path | None = None, metrics: ProxyMetrics | None = None,
-                 delta_sync: bool = False) -> None:
+                 delta_sync: bool = False, proxy_mode: str = "iptables", nft: NftApplierLike | None = None) -> None:
+        if proxy_mode not in PROXY_MODES:
+            raise ValueError(f"unknown proxy mode {proxy_mode!r} (one of {', '.join(PROXY_MODES)})")
         self.api = api
-        self.proxier = Proxier(config, applier, min_sync_period=min_sync_period, sync_period=sync_period,
-                               burst=burst, state_file=state_file, metrics=metrics, delta_sync=delta_sync)
+        self.proxy_mode = proxy_mode
+        self.proxier: Proxier
+        # The other mode's applier, used once at start to remove what that mode left (platformCleanup).
+        self._other_mode: Applier | NftApplierLike | None = applier if proxy_mode == "nftables" else nft
+        if proxy_mode == "nftables":
+            self.proxier = NftProxier(config, nft, min_sync_period=min_sync_period, sync_period=sync_period,
+                                      burst=burst, state_file=state_file, metrics=metrics)
+        else:
+            self.proxier = Proxier(config, applier, min_sync_period=min_sync_period, sync_period=sync_period,
+                                   burst=burst, state_file=state_file, metrics=metrics, delta_sync=delta_sync)
         name = config.node_name or "proxy"
         self.services: Informer[Service] = Informer(api, kinds.SERVICES, name=f"proxy-{name}-services")
         self.slices: Informer[EndpointSlice] = Informer(api, kinds.ENDPOINTSLICES, name=f"proxy-{name}-slices")
@@ -81,7 +98,19 @@ class ProxyAgent:
     def is_healthy(self) -> bool:
         return self.proxier.is_healthy()
 
+    async def cleanup_leftovers(self) -> None:
+        """kube-proxy's platformCleanup at start: in nftables mode remove the iptables mode's chains,
+        in iptables mode the nftables mode's tables, so that a node switched from one mode to the
+        other is not programmed by both. Failures are logged, never fatal (as upstream)."""
+        if self._other_mode is None:
+            return
+        try:
+            await self._other_mode.cleanup_leftovers()
+        except ApplyError as exc:
+            log.warning("%s: could not remove the other proxy mode's rules: %s", self.config.node_name, exc)
+
     async def run(self) -> None:
+        await self.cleanup_leftovers()
         async with asyncio.TaskGroup() as tg:
             tg.create_task(self.services.run(), name=f"{self.services.name}-informer")
             tg.create_task(self.slices.run(), name=f"{self.slices.name}-informer")

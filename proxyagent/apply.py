@@ -24,7 +24,17 @@ from typing import Protocol
 from kubelab.netnsthread import run_in_netns
 
 from .canonical import canonical_sort
-from .render import JUMP_RULES
+from .hashing import is_service_chain
+from .render import (
+    JUMP_RULES,
+    KUBE_EXTERNAL_SERVICES,
+    KUBE_FORWARD,
+    KUBE_MARK_MASQ,
+    KUBE_NODEPORTS,
+    KUBE_POSTROUTING,
+    KUBE_PROXY_FIREWALL,
+    KUBE_SERVICES,
+)
 
 log = logging.getLogger(__name__)
 
@@ -65,6 +75,28 @@ class Applier(Protocol):
     async def canary_exists(self, table: str) -> bool: ...
 
     async def enable_route_localnet(self) -> None: ...
+
+    async def cleanup_leftovers(self) -> None: ...
+
+
+# What iptables.CleanupLeftovers flushes and deletes (besides every service chain in nat), per table,
+# when kube-proxy starts in another mode (KUBE-FIREWALL is the kubelet's and stays).
+CLEANUP_CHAINS = {
+    "nat": (KUBE_SERVICES, KUBE_NODEPORTS, KUBE_POSTROUTING, KUBE_MARK_MASQ, CANARY_CHAIN),
+    "filter": (KUBE_SERVICES, KUBE_EXTERNAL_SERVICES, KUBE_FORWARD, KUBE_NODEPORTS, KUBE_PROXY_FIREWALL,
+               CANARY_CHAIN),
+}
+
+
+def cleanup_payload(table: str, existing: frozenset[str]) -> str:
+    """The iptables-restore input that flushes and deletes kube-proxy's chains of `table` that exist."""
+    chains = [c for c in CLEANUP_CHAINS[table] if c in existing]
+    if table == "nat":
+        chains += sorted(c for c in existing if is_service_chain(c))
+    if not chains:
+        return ""
+    return "".join([f"*{table}\n", *(f":{c} - [0:0]\n" for c in chains), *(f"-X {c}\n" for c in chains),
+                    "COMMIT\n"])
 
 
 def chains_of(save_output: str, table: str | None = None) -> frozenset[str]:
@@ -143,6 +175,9 @@ class RecordingApplier:
 
     async def enable_route_localnet(self) -> None:
         pass  # no kernel to configure
+
+    async def cleanup_leftovers(self) -> None:
+        self._state.clear()
 
 
 class IptablesApplier:
@@ -235,6 +270,30 @@ class IptablesApplier:
         if code == EXIT_RESOURCE_PROBLEM:
             raise ApplyError(f"could not check {CANARY_CHAIN} in {table}: {err.strip()}", exit_code=code)
         return code == 0
+
+    async def cleanup_leftovers(self) -> None:
+        """iptables.CleanupLeftovers, run when the agent starts in nftables mode: unlink kube-proxy's
+        chains from the built-in ones, flush and delete them (nat: the fixed ones and every service
+        chain; filter: the fixed ones) with one restore per table, and drop the mangle canary. A
+        namespace that never saw iptables mode has nothing to remove and gets no restore."""
+        problems = []
+        for rule in JUMP_RULES:
+            # -D of a rule that is not there fails; like kube-proxy, that is not an error.
+            await self._iptables(rule.table, "-D", rule.src_chain, *rule.args())
+        for table in ("nat", "filter"):
+            code, out, err = await self._run(self.command("-save", "-t", table))
+            if code != 0:
+                problems.append(f"{self.backend}-save -t {table}: {err.strip()}")
+                continue
+            payload = cleanup_payload(table, chains_of(out, table))
+            if payload:
+                try:
+                    await self.restore(payload)
+                except ApplyError as exc:
+                    problems.append(str(exc))
+        await self._iptables("mangle", "-X", CANARY_CHAIN)  # may not exist: ignored, as upstream
+        if problems:
+            raise ApplyError("could not remove iptables-mode rules: " + "; ".join(problems))
 
     async def enable_route_localnet(self) -> None:
         """net.ipv4.conf.all.route_localnet=1, which NodePorts on 127.0.0.1 need (kube-proxy sets it

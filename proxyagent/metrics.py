@@ -1,4 +1,4 @@
-"""kube-proxy's metrics (pkg/proxy/metrics/metrics.go), iptables mode, one registry per agent.
+"""kube-proxy's metrics (pkg/proxy/metrics/metrics.go), iptables and nftables modes, one registry per agent.
 
 Names, help texts, types and buckets are kube-proxy's, so dashboards and alerts written for
 kube-proxy read kubelab's agents unchanged. Each `ProxyMetrics` owns its own `CollectorRegistry`:
@@ -15,11 +15,22 @@ from __future__ import annotations
 
 import time
 from collections.abc import Iterable
+from typing import Protocol
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
 
 from .render import Ruleset
+
+
+class LocalPolicyCounts(Protocol):
+    """What record_success reads of a sync's result: an iptables Ruleset or an nftables NftRuleset."""
+
+    @property
+    def no_local_endpoints_internal(self) -> int: ...
+
+    @property
+    def no_local_endpoints_external(self) -> int: ...
 
 CONTENT_TYPE = CONTENT_TYPE_LATEST
 SUBSYSTEM = "kubeproxy"
@@ -82,6 +93,9 @@ class ProxyMetrics:
         self.partial_restore_failures = Counter("sync_proxy_rules_iptables_partial_restore_failures_total",
                                                 "Cumulative proxy iptables partial restore failures",
                                                 namespace=ns, registry=r)
+        # nftables mode (pkg/proxy/metrics: NFTablesSyncFailuresTotal): transactions nft refused.
+        self.nftables_sync_failures = Counter("sync_proxy_rules_nftables_sync_failures_total",
+                                              "Cumulative proxy nftables sync failures", namespace=ns, registry=r)
         self.iptables_total = Gauge("sync_proxy_rules_iptables_total",
                                     "Total number of iptables rules owned by kube-proxy", ["table"],
                                     namespace=ns, registry=r)
@@ -113,7 +127,7 @@ class ProxyMetrics:
         self.iptables_total.labels("nat").set(ruleset.nat_rules_total)
         self.iptables_last.labels("nat").set(ruleset.nat_rules)
 
-    def record_success(self, ruleset: Ruleset, trigger_times: Iterable[float], *, now: float | None = None) -> None:
+    def record_success(self, ruleset: LocalPolicyCounts, trigger_times: Iterable[float], *, now: float | None = None) -> None:
         """After a successful restore: latency of every endpoint change it applied, the Local-policy
         services without local endpoints, and the time of the sync."""
         now = time.time() if now is None else now

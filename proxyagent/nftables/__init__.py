@@ -6,7 +6,7 @@ kube-proxy's nftables proxier sends for a set of Services, EndpointSlices and Se
 the `ip kube-proxy` / `ip6 kube-proxy` table (`table.py`), which is how upstream's tests compare
 transactions. It reuses the iptables mode's model of Services and endpoints (`serviceports.py`:
 the same ServicePort/Endpoint view and CategorizeEndpoints feed both proxiers upstream). Running
-`nft` in a node's namespace, and deciding when to sync, are left to the agent.
+`nft` in a node's namespace is `apply.py`'s; deciding when to sync is the agent's (nftproxier.py).
 """
 
 from .render import NftConfig, NftRuleset, render_nft

@@ -1,0 +1,201 @@
+"""The nftables Proxier: kube-proxy's pkg/proxy/nftables/proxier.go minus the informers.
+
+It is the iptables `Proxier` (proxier.py) with another sync: the same events, screening, model of
+Services and endpoints (`changes.ProxyState`), BoundedFrequencyRunner, full/partial decision,
+failure handling (retry after sync_period as a full sync), metrics, health and `kubelab trace`
+reports. What differs is what one sync writes, and how:
+
+* every sync is one `nft -f` transaction (nftables/render.py), applied all or nothing;
+* a full sync rewrites the fixed chains, sets and maps and refills the tracked maps; the first one
+  after start also recreates the base chains (a kube-proxy of another version may have left others);
+* a partial sync rewrites only the chains of the Services that changed and adds/deletes only the
+  map elements that differ from what the last successful sync left (knftables' element storage:
+  the renderer is given the last sync's `elements`);
+* service chains nobody uses any more are flushed in the sync that drops them and deleted by a later
+  one, at least a second afterwards: before Linux 6.2 the kernel notices only a little later that a
+  deleted map element no longer references a chain, and deleting it in the same transaction fails
+  (kube-proxy's staleChains);
+* which chains and affinity sets exist is asked of the kernel (`nft list chains` / `list sets`) on
+  full syncs, which is how a restarted agent finds what an earlier one left; between full syncs the
+  agent knows, since only it writes the table.
+
+There is no iptables canary: a table someone deleted makes the next partial sync fail (its element
+deletes and chain flushes name missing objects), and the retry is a full sync.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+from .apply import ApplyError
+from .metrics import ProxyMetrics
+from .nftables.apply import NftApplierLike, RecordingNftApplier
+from .nftables.render import TABLE, NftConfig, NftRuleset, render_nft_ports
+from .proxier import BURST_SYNCS, FULL_SYNC_PERIOD, MAX_APPLIED_REPORTED, Proxier
+from .render import ProxyConfig, Ruleset
+
+log = logging.getLogger(__name__)
+
+STALE_CHAIN_DELAY = 1.0  # kube-proxy deletes a flushed chain once it has been stale for a second
+DEFAULT_SERVICE_CIDRS = ("10.96.0.0/12",)  # the default `kubernetes` ServiceCIDR's
+
+
+def nft_config_of(config: ProxyConfig, *, service_cidrs: tuple[str, ...] = DEFAULT_SERVICE_CIDRS) -> NftConfig:
+    """The nftables proxier's view of the agent's configuration. kube-proxy defaults
+    --nodeport-addresses to "primary" (the node IP) in nftables mode (platformApplyDefaults)."""
+    return NftConfig(node_name=config.node_name, node_ips=config.node_ips, cluster_cidr=config.cluster_cidr,
+                     masquerade_all=config.masquerade_all, masquerade_bit=config.masquerade_bit,
+                     nodeport_addresses=config.nodeport_addresses or ("primary",), service_cidrs=service_cidrs,
+                     ip_family=config.ip_family)
+
+
+class NftProxier(Proxier):
+    """kube-proxy's nftables proxier. `nft` applies the transactions (RecordingNftApplier if None)."""
+
+    def __init__(self, config: ProxyConfig, nft: NftApplierLike | None = None, *,
+                 nft_config: NftConfig | None = None, min_sync_period: float = 1.0, sync_period: float = 30.0,
+                 burst: int = BURST_SYNCS, state_file: Path | None = None, metrics: ProxyMetrics | None = None,
+                 clock: Callable[[], float] = time.monotonic) -> None:
+        super().__init__(config, None, min_sync_period=min_sync_period, sync_period=sync_period, burst=burst,
+                         state_file=state_file, metrics=metrics, clock=clock)
+        self.nft: NftApplierLike = nft if nft is not None else RecordingNftApplier(
+            "ip6" if config.ip_family == "IPv6" else "ip")
+        self.nft_config = nft_config if nft_config is not None else nft_config_of(config)
+        self.first_sync = True  # until one transaction has been applied since start
+        self._elements: dict[str, dict[str, str]] = {}  # the tracked maps after the last successful sync
+        self._chains: frozenset[str] = frozenset()  # the table's chains after the last successful sync
+        self._sets: frozenset[str] = frozenset()  # ... and its (affinity) sets
+        self._stale: dict[str, float] = {}  # stale chain -> when it was first flushed (clock)
+        self.last_nft: NftRuleset | None = None
+        self.last_transaction = ""
+
+    async def _sync_locked(self) -> Ruleset | None:
+        # The iptables Ruleset return value has no nftables counterpart: see last_nft.
+        await self.sync_nft()
+        return None
+
+    async def sync_nft(self) -> NftRuleset | None:
+        """One sync (the caller holds the lock). Returns the applied transaction's ruleset, or None;
+        failures are logged, counted and retried as a full sync, never raised."""
+        now = self._clock()
+        full = self.need_full_sync or now - self._last_full_sync > FULL_SYNC_PERIOD
+        start = time.perf_counter()
+        started_at = time.time()
+        timings = self.last_timings = {}
+        mark = start
+        ruleset: NftRuleset | None = None
+        covered = (0, 0)
+        taken: dict[str, dict[str, int]] = {}
+        applied: list[list[str | int]] = []
+        changed: frozenset[str] = frozenset()
+        trigger_times: tuple[float, ...] = ()
+        deleting: set[str] = set()
+        try:
+            if full:
+                chains, sets = await self.nft.existing()
+            else:
+                chains, sets = self._chains, self._sets
+            timings["list"], mark = time.perf_counter() - mark, time.perf_counter()
+            # Chains flushed at least a second ago are deleted now, so they are not "existing" to the render.
+            deleting = {c for c, since in self._stale.items() if now - since >= STALE_CHAIN_DELAY and c in chains}
+            # Taken only now, with no await until the render (see Proxier._sync_locked).
+            covered = self.revisions() if self.revisions is not None else (0, 0)
+            changes = self.state.checkout()
+            changed, trigger_times = changes.all, tuple(changes.trigger_times)
+            taken, self._causes = self._causes, {}
+            applied = [[key, rv] for service in sorted(taken) for key, rv in taken[service].items()]
+            self.metrics.service_changes_pending.set(0)
+            self.metrics.endpoint_changes_pending.set(0)
+            ruleset = render_nft_ports(self.state.service_ports(), self.state.endpoints_map(), self.nft_config,
+                                       changed=None if full else changed,
+                                       previous_elements=None if full else self._elements,
+                                       existing_chains=chains - deleting, existing_sets=sets,
+                                       first_sync=full and self.first_sync)
+            deleting -= ruleset.active_chains  # used again (a Service came back): keep it
+            transaction = ruleset.text + "".join(f"delete chain {self.nft_config_family} {TABLE} {chain}\n"
+                                                 for chain in sorted(deleting))
+            timings["render"], mark = time.perf_counter() - mark, time.perf_counter()
+            try:
+                await self.nft.transact(transaction)
+            except ApplyError:
+                self.metrics.nftables_sync_failures.inc()
+                raise
+            timings["transact"] = time.perf_counter() - mark
+        except Exception as exc:  # noqa: BLE001 - any failure: kube-proxy retries with a full sync
+            for service, causes in taken.items():
+                self._causes[service] = {**causes, **self._causes.get(service, {})}
+            self._failed(exc, full=full)
+            self.metrics.observe_sync(time.perf_counter() - start, full=full)
+            return None
+        self.need_full_sync = False
+        self.first_sync = False
+        self._elements = ruleset.elements
+        for chain in deleting:
+            self._stale.pop(chain, None)
+        for chain in ruleset.active_chains:
+            self._stale.pop(chain, None)
+        for chain in ruleset.stale_chains:
+            self._stale.setdefault(chain, now)
+        # Only per-service chains and affinity sets matter to the next render (the fixed ones it rewrites).
+        self._chains = ruleset.active_chains | frozenset(self._stale)
+        self._sets = ruleset.active_affinity_sets  # the render deleted the others
+        if full:
+            self._last_full_sync = now
+        self.metrics.record_success(ruleset, trigger_times)
+        timings["total"] = time.perf_counter() - start
+        self.metrics.observe_sync(timings["total"], full=full)
+        self.last_updated = time.time()
+        self.oldest_pending_queued = None
+        self.last_nft = ruleset
+        self.last_transaction = self.last_payload = transaction
+        self.last_changes = frozenset() if full else changed
+        self.syncs += 1
+        self.synced.set()
+        if self._stale:
+            # Nothing else may come to delete them for an hour (the runner's max interval).
+            self.runner.retry_after(STALE_CHAIN_DELAY)
+        if self.on_synced is not None:
+            self.on_synced({"type": "proxy-sync", "node": self.config.node_name, "servicesRevision": covered[0],
+                            "slicesRevision": covered[1], "full": full, "startedAt": started_at,
+                            "doneAt": self.last_updated, "restoreSeconds": timings["transact"],
+                            "syncSeconds": timings["total"], "services": sorted(changed)[:1000],
+                            "applied": applied[:MAX_APPLIED_REPORTED]})
+        log.debug("%s: %s nftables sync: %d service ports (%d rewritten), %d operations, %d chains deleted; %s",
+                  self.config.node_name, "full" if full else "partial", ruleset.service_ports,
+                  ruleset.services_written, ruleset.operations, len(deleting),
+                  ", ".join(f"{k} {v * 1000:.1f} ms" for k, v in timings.items()))
+        if self.state_file is not None:
+            await self._write_state()
+        return ruleset
+
+    @property
+    def nft_config_family(self) -> str:
+        return "ip6" if self.nft_config.ip_family == "IPv6" else "ip"
+
+    async def _write_state(self) -> None:
+        """The table as the last transactions left it, for `kubelab nftables NODE` in render mode.
+        Only the model knows it without asking the kernel; a real node is asked with `nft list`."""
+        if self.state_file is None or not isinstance(self.nft, RecordingNftApplier):
+            return
+        text = await self.nft.listed()
+        path = self.state_file
+
+        def write() -> None:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            tmp = path.with_suffix(".tmp")
+            tmp.write_text(text)
+            tmp.replace(path)
+
+        await asyncio.to_thread(write)
+
+    async def probe(self) -> None:
+        """Nothing to learn: `masquerade fully-random` is nft's, and NodePorts on localhost (what
+        route_localnet is for) are not supported in nftables mode."""
+
+    async def monitor(self) -> None:
+        """No canary in nftables mode (see the module docstring)."""
+
