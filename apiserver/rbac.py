@@ -249,7 +249,14 @@ def verdict_of(visits: Iterable[tuple[Sequence[Rule], str]], info: RequestInfo) 
             return True, ""
     if not problems:
         return False, ""
-    return False, "RBAC: " + (problems[0] if len(problems) == 1 else "[" + ", ".join(problems) + "]")
+    return False, "RBAC: " + aggregate(problems)
+
+
+def aggregate(messages: Sequence[str]) -> str:
+    """utilerrors.NewAggregate(errs).Error(): one message as it is; several once each, in order, between
+    brackets (two bindings of one missing role report it once, without brackets)."""
+    unique = list(dict.fromkeys(messages))
+    return unique[0] if len(unique) == 1 else "[" + ", ".join(unique) + "]"
 
 
 def rules_for(policy: Policy, user: UserInfo, namespace: str) -> tuple[list[Rule], list[str]]:
@@ -363,6 +370,6 @@ def escalation_message(user: UserInfo, missing: Sequence[Mapping[str, list[str]]
     return message
 
 
-__all__ = ["Policy", "applies_to", "authorize", "breakdown", "compact", "compact_string", "escalation_message",
+__all__ = ["Policy", "aggregate", "applies_to", "authorize", "breakdown", "compact", "compact_string", "escalation_message",
            "index_bindings", "naming", "rule_allows", "rules_for", "subject_key", "uncovered", "verdict_of", "visit_rules",
            "walk_rules"]

@@ -118,3 +118,21 @@ def test_a_binding_naming_a_user_twice_is_visited_once() -> None:
     for user in (UserInfo("system:serviceaccount:team:robot", "", ()), UserInfo("carol", "", ("devs", "devs"))):
         missing = 'clusterrole.rbac.authorization.k8s.io "view" not found'
         assert list(rbac.visit_rules(policy, user, "team")) == [((), missing)]
+
+
+def test_a_missing_role_named_by_two_bindings_is_reported_once() -> None:
+    """The reason is utilerrors.NewAggregate's message: duplicates once, brackets only for several."""
+    def binding(role: str) -> dict[str, Any]:
+        return {"metadata": {"name": role}, "roleRef": {"kind": "ClusterRole", "name": role},
+                "subjects": [{"kind": "User", "name": "alice"}]}
+
+    alice = UserInfo("alice", "", ())
+    twice = rbac.Policy.of(cluster_roles=[], roles=[], cluster_role_bindings=[binding("gone"), binding("gone")],
+                           role_bindings=[])
+    assert rbac.authorize(twice, alice, request("GET", "/healthz")) == (
+        False, 'RBAC: clusterrole.rbac.authorization.k8s.io "gone" not found')
+    three = rbac.Policy.of(cluster_roles=[], roles=[], role_bindings=[],
+                           cluster_role_bindings=[binding("gone"), binding("lost"), binding("gone")])
+    assert rbac.authorize(three, alice, request("GET", "/healthz")) == (
+        False, ('RBAC: [clusterrole.rbac.authorization.k8s.io "gone" not found, '
+                'clusterrole.rbac.authorization.k8s.io "lost" not found]'))
