@@ -1,6 +1,7 @@
 """What kube-apiserver creates for itself at start: the system namespaces, the `kubernetes` ServiceCIDR for its
 service range, the `kubernetes` Service, one "Local" APIService per group version it serves, and the
-bootstrap RBAC policy (bootstrappolicy.py), reconciled as kube's ensureInitialRoles/reconciliation does it.
+bootstrap RBAC policy (bootstrappolicy.py), reconciled as kube's ensureInitialRoles/reconciliation does it
+(a bootstrap binding whose roleRef was changed is deleted and created again: roleRef is immutable).
 
 The `kubernetes` Service in `default` gets the first address of the service range (10.96.0.1) and
 port 443 (https); its Endpoints and EndpointSlice point at the address the API server serves on, and
@@ -14,6 +15,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from kubelab import kinds, timeutil
+from kubelab.kinds import ResourceType
 from kubelab.selectors import parse_field_selector, parse_label_selector
 
 from . import bootstrappolicy, errors
@@ -207,14 +209,90 @@ def reconciled(current: dict[str, Any], expected: dict[str, Any]) -> dict[str, A
     return current if out == current else out
 
 
+def role_ref_changed(current: dict[str, Any], expected: dict[str, Any]) -> bool:
+    """computeReconciledRoleBinding's first question: whether the stored binding's roleRef (apiGroup, kind,
+    name, compared as Go compares the struct) is another than the bootstrap one."""
+    have, want = current.get("roleRef") or {}, expected.get("roleRef") or {}
+    return any((have.get(key) or "") != (want.get(key) or "") for key in ("apiGroup", "kind", "name"))
+
+
+def protected(current: dict[str, Any]) -> bool:
+    """`rbac.authorization.kubernetes.io/autoupdate: "false"`: the administrator's own, never reconciled."""
+    return ((current.get("metadata") or {}).get("annotations") or {}).get(bootstrappolicy.AUTOUPDATE) == "false"
+
+
+class _RoleRefChanged(Exception):
+    """The binding's roleRef changed between the read and the update: start that binding over."""
+
+
+RECONCILE_ATTEMPTS = 3  # ReconcileRoleBindingOptions.run gives up past its third attempt
+
+
+async def _reconcile_binding(registry: Registry, rt: ResourceType, expected: dict[str, Any]) -> None:
+    """ReconcileRoleBindingOptions.run: create it; or, since a roleRef is immutable, delete a binding whose
+    roleRef is another (with its uid as the precondition, so a binding someone recreated meanwhile is
+    not the one deleted) and create the bootstrap one in its place, its subjects and all; or add what it
+    lacks. A protected binding is left as it is, whatever its roleRef. Each race (created, deleted or
+    recreated meanwhile) starts the binding over, as kube's run(attempts + 1) does."""
+    name = expected["metadata"]["name"]
+    namespace = expected["metadata"].get("namespace")
+
+    def update(current: dict[str, Any]) -> dict[str, Any]:
+        if protected(current):
+            return current
+        if role_ref_changed(current, expected):
+            raise _RoleRefChanged
+        return reconciled(current, expected)
+
+    for _ in range(RECONCILE_ATTEMPTS):
+        try:
+            current = await registry.get(rt, namespace, name)
+        except errors.StatusError as exc:
+            if exc.code != 404:
+                raise
+            current = None
+        if current is not None and protected(current):
+            return
+        if current is not None and role_ref_changed(current, expected):
+            try:
+                await registry.delete(rt, namespace, name, preconditions={"uid": current["metadata"].get("uid")})
+            except errors.StatusError as exc:
+                if exc.code == 409:
+                    continue  # another object under that name now: look again
+                if exc.code != 404:
+                    raise
+            current = None
+        if current is None:
+            try:
+                await registry.create(rt, namespace, expected)
+                return
+            except errors.StatusError as exc:
+                if exc.code != 409:
+                    raise
+                continue  # created meanwhile: reconcile that one
+        try:
+            await registry.guaranteed_update(rt, namespace, name, update)
+            return
+        except _RoleRefChanged:
+            continue
+        except errors.StatusError as exc:
+            if exc.code != 404:
+                raise
+    log.warning("unable to reconcile %s %s: exceeded maximum attempts", rt.plural, name)
+
+
 async def reconcile_rbac(registry: Registry) -> None:
-    """The bootstrap ClusterRoles, then the ClusterRoleBindings, then the kube-system Roles and RoleBindings:
-    created when missing, else reconciled."""
+    """The bootstrap ClusterRoles, then the ClusterRoleBindings, then the kube-system Roles and RoleBindings
+    (ensureInitialRoles' order): created when missing, else reconciled (a binding whose roleRef is another
+    is recreated)."""
     roles, bindings = bootstrappolicy.policy()
     local_roles, local_bindings = bootstrappolicy.namespaced()
     for rt, objects in ((kinds.CLUSTERROLES, roles), (kinds.CLUSTERROLEBINDINGS, bindings),
                         (kinds.ROLES, local_roles), (kinds.ROLEBINDINGS, local_bindings)):
         for expected in objects:
+            if rt in (kinds.CLUSTERROLEBINDINGS, kinds.ROLEBINDINGS):
+                await _reconcile_binding(registry, rt, expected)
+                continue
             name = expected["metadata"]["name"]
             namespace = expected["metadata"].get("namespace")
             try:

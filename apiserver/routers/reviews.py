@@ -155,7 +155,7 @@ async def create_self_subject_rules_review(request: Request) -> Response:
     status: dict[str, Any] = {"resourceRules": resource_rules, "nonResourceRules": non_resource_rules,
                               "incomplete": incomplete}
     if errs:
-        status["evaluationError"] = ", ".join(errs) if len(errs) == 1 else "[" + ", ".join(errs) + "]"
+        status["evaluationError"] = rbac.aggregate(errs)  # union's aggregate of the authorizers' aggregates
     out = {"kind": "SelfSubjectRulesReview", "apiVersion": "authorization.k8s.io/v1",
            "metadata": {"creationTimestamp": None}, "spec": body.get("spec") or {}, "status": status}
     return codecs.respond(request, out, status_code=201)
