@@ -6,7 +6,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from typing import Any
@@ -132,6 +132,27 @@ def _list_width(state: Any, scope: Scope, info: requestinfo.RequestInfo) -> int:
                                                                   or query.get("fieldSelector")))
 
 
+# etcd that times out a write (a loaded machine: "etcdserver: request timed out") must not fail the start:
+# kube-apiserver's post-start hooks retry until they succeed. Every bootstrap step reconciles, so a repeat is
+# safe; anything but an unavailable or timed-out storage still fails the start at once.
+BOOTSTRAP_RETRY_SECONDS = 120.0
+
+
+async def _bootstrap_retrying(run: Callable[[], Awaitable[None]]) -> None:
+    deadline = asyncio.get_running_loop().time() + BOOTSTRAP_RETRY_SECONDS
+    delay = 0.5
+    while True:
+        try:
+            await run()
+            return
+        except errors.StatusError as exc:
+            if exc.code not in (503, 504) or asyncio.get_running_loop().time() + delay > deadline:
+                raise
+            log.warning("bootstrap: %s; trying again in %.1fs", exc.message, delay)
+            await asyncio.sleep(delay)
+            delay = min(delay * 2, 5.0)
+
+
 def create_app(config: Config) -> ASGIApp:
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
@@ -155,9 +176,10 @@ def create_app(config: Config) -> ASGIApp:
         await registry.wait_for_storage()
         import ipaddress
         service_ip = str(ipaddress.ip_network(config.service_cidr)[1])
-        await bootstrap(registry, advertise_ip=config.advertise_ip, port=config.port, service_ip=service_ip,
-                        group_versions=[rt.group_version for rt in (*config.resources, *kinds.METRICS)],
-                        service_cidr=config.service_cidr if kinds.SERVICECIDRS in config.resources else None)
+        await _bootstrap_retrying(lambda: bootstrap(
+            registry, advertise_ip=config.advertise_ip, port=config.port, service_ip=service_ip,
+            group_versions=[rt.group_version for rt in (*config.resources, *kinds.METRICS)],
+            service_cidr=config.service_cidr if kinds.SERVICECIDRS in config.resources else None))
         app.state.counts.prime(config.resources)
         # The kinds CustomResourceDefinitions define join the served resources once Established.
         custom = app.state.custom_resources = CustomResources(

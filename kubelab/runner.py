@@ -641,7 +641,7 @@ async def _default_account(api: Any) -> None:
     admission plugin): "up" waits for the one in `default`, so a first `kubectl run` (or a Job's first pod)
     is not refused while the ServiceAccounts controller is still starting."""
     from . import kinds
-    from .client import NotFound
+    from .client import ApiError, NotFound
 
     while True:
         try:
@@ -649,6 +649,10 @@ async def _default_account(api: Any) -> None:
             return
         except NotFound:
             await asyncio.sleep(0.1)
+        except ApiError as exc:
+            if exc.code < 500:  # a 5xx (etcd timing out on a loaded machine) passes: ask again
+                raise
+            await asyncio.sleep(0.5)
 
 
 async def _run_dns(api: Any, state: dict[str, Any], data_dir: Path, *,
