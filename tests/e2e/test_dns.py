@@ -96,8 +96,10 @@ def test_kube_dns_service_has_kubeadms_shape(lab: Cluster) -> None:
         ("dns", 53, "UDP"), ("dns-tcp", 53, "TCP"), ("metrics", 9153, "TCP")]
     ep = lab.kubectl_json("get", "endpoints", "kube-dns", "-n", "kube-system")
     assert [a["ip"] for a in ep["subsets"][0]["addresses"]] == ["10.240.0.3"]
-    nat = lab.iptables_save("node-1")
-    assert '"kube-system/kube-dns:dns -> 10.240.0.3:53"' in nat, nat
+    # The node's proxy agent programs it once it has seen the EndpointSlice: on a loaded machine, a moment
+    # after the Endpoints are written.
+    rule = '"kube-system/kube-dns:dns -> 10.240.0.3:53"'
+    wait_for("node-1's rule to kube-dns", lambda: rule in lab.iptables_save("node-1"), timeout=60)
 
 
 def test_pod_resolv_conf(lab: Cluster) -> None:
