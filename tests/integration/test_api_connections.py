@@ -190,6 +190,12 @@ def limited(etcd: Etcd, start_apiserver: Callable[..., AbstractContextManager[st
         with httpx.Client(base_url=url, headers={"Authorization": f"Bearer admin-{SUFFIX}"}) as admin:
             admin.post("/apis/coordination.k8s.io/v1/namespaces/kube-node-lease/leases", json={
                 "metadata": {"name": "limit-node"}, "spec": {"holderIdentity": "limit-node"}}).raise_for_status()
+            # bob may write in default as a user bound to `edit` (RBAC: a plain user may do nothing until bound).
+            admin.post("/apis/rbac.authorization.k8s.io/v1/namespaces/default/rolebindings", json={
+                "metadata": {"name": f"bob-edit-{SUFFIX}"},
+                "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "edit"},
+                "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": "bob"}],
+            }).raise_for_status()
         yield url
 
 
