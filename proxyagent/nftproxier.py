@@ -25,7 +25,6 @@ deletes and chain flushes name missing objects), and the retry is a full sync.
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import time
 from collections.abc import Callable
@@ -182,15 +181,7 @@ class NftProxier(Proxier):
         if self.state_file is None or not isinstance(self.nft, RecordingNftApplier):
             return
         text = await self.nft.listed()
-        path = self.state_file
-
-        def write() -> None:
-            path.parent.mkdir(parents=True, exist_ok=True)
-            tmp = path.with_suffix(".tmp")
-            tmp.write_text(text)
-            tmp.replace(path)
-
-        await asyncio.to_thread(write)
+        await self._replace_state_file(text)
 
     async def probe(self) -> None:
         """Nothing to learn: `masquerade fully-random` is nft's, and NodePorts on localhost (what

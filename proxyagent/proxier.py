@@ -291,6 +291,11 @@ class Proxier:
         assert self.state_file is not None
         text = render_ports(self.state.service_ports(), self.state.endpoints_map(), self.config,
                             cache=self.cache).text
+        await self._replace_state_file(text)
+
+    async def _replace_state_file(self, text: str) -> None:
+        """The state file replaced whole, atomically (a reader never sees half of it), off the loop."""
+        assert self.state_file is not None
         path = self.state_file
 
         def write() -> None:

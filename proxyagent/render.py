@@ -14,6 +14,7 @@ import ipaddress
 from collections.abc import Iterable, Mapping, Sequence
 from collections.abc import Set as AbstractSet
 from dataclasses import dataclass
+from typing import Protocol
 
 from kubelab.models import EndpointSlice, Service
 
@@ -49,6 +50,18 @@ LARGE_CLUSTER_ENDPOINTS_THRESHOLD = 1000
 NFACCT_INVALID_DROPPED = "ct_state_invalid_dropped_pkts"
 
 _LAST_RULE_COMMENT = '"kubernetes service nodeports; NOTE: this must be the last rule in this chain"'
+
+
+class AddressConfig(Protocol):
+    """What the NodePort addresses are computed from: iptables mode's ProxyConfig and nftables mode's
+    NftConfig alike."""
+
+    @property
+    def node_ips(self) -> tuple[str, ...]: ...
+    @property
+    def nodeport_addresses(self) -> tuple[str, ...]: ...
+    @property
+    def ip_family(self) -> IPFamily: ...
 
 
 @dataclass(frozen=True)
@@ -145,13 +158,13 @@ def _chain_line(chain: str) -> str:
     return f":{chain} - [0:0]"
 
 
-def _nodeport_cidrs(config: ProxyConfig) -> list[IPNetwork]:
+def nodeport_cidrs_of(config: AddressConfig) -> list[IPNetwork]:
     """NewNodePortAddresses: --nodeport-addresses filtered to this family ("primary" = the node
     IP); an empty result means "match every local address", like kube-proxy's 0.0.0.0/0."""
     cidrs = []
     for text in config.nodeport_addresses:
         if text == "primary":
-            ip = _primary_node_ip(config)
+            ip = primary_node_ip(config)
             net = parse_cidr_sloppy(f"{ip}/{ip.max_prefixlen}") if ip else None
         else:
             net = parse_cidr_sloppy(text)
@@ -173,7 +186,7 @@ def _nodeport_ips(config: ProxyConfig, cidrs: list[IPNetwork], localhost_nodepor
     return [str(ip) for ip in matched if not (ip.is_loopback and skip_loopback)]
 
 
-def _primary_node_ip(config: ProxyConfig) -> IPAddress | None:
+def primary_node_ip(config: AddressConfig) -> IPAddress | None:
     for text in config.node_ips:
         ip = parse_ip_sloppy(text)
         if ip is not None and family_of(ip) == config.ip_family:
@@ -245,7 +258,7 @@ def render_ports(
     mark = "0x%08x" % (1 << config.masquerade_bit)  # Go's "%#08x": 0x00004000 for bit 14
     # NewProxier turns localhostNodePorts off unless --nodeport-addresses admits 127.0.0.0/8;
     # the IPv6 proxier always runs without it.
-    nodeport_cidrs = _nodeport_cidrs(config)
+    nodeport_cidrs = nodeport_cidrs_of(config)
     localhost_nodeports = config.localhost_nodeports and not ipv6 and _contains_ipv4_loopback(nodeport_cidrs)
     no_endpoints: tuple[EndpointInfo, ...] = ()
     port_endpoints = [endpoints_map.get(sp.endpoints_key, no_endpoints) for sp in svc_ports]
@@ -253,7 +266,7 @@ def render_ports(
     large_cluster = endpoints_total > LARGE_CLUSTER_ENDPOINTS_THRESHOLD
     ctx = RenderContext(ipv6=ipv6, masquerade_all=config.masquerade_all, detector=_local_detector(config),
                         localhost_nodeports=localhost_nodeports, nfacct=config.nfacct,
-                        node_ip=_primary_node_ip(config), large_cluster=large_cluster)
+                        node_ip=primary_node_ip(config), large_cluster=large_cluster)
 
     filter_chains = [_chain_line(c) for c in (
         KUBE_SERVICES, KUBE_EXTERNAL_SERVICES, KUBE_FORWARD, KUBE_NODEPORTS, KUBE_PROXY_FIREWALL)]

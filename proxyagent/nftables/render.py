@@ -20,10 +20,10 @@ from dataclasses import dataclass, field
 
 from kubelab.models import EndpointSlice, Service
 
+from ..render import nodeport_cidrs_of, primary_node_ip
 from ..serviceports import (
     EndpointInfo,
     EndpointsKey,
-    IPAddress,
     IPFamily,
     IPNetwork,
     ServicePortInfo,
@@ -237,28 +237,6 @@ class _ElementStorage:
         self.leftover.clear()
 
 
-def _nodeport_cidrs(config: NftConfig) -> list[IPNetwork]:
-    """NewNodePortAddresses for this family ("primary" = the node IP); [] = match every address."""
-    cidrs = []
-    for text in config.nodeport_addresses:
-        if text == "primary":
-            ip = _node_ip(config)
-            net = parse_cidr_sloppy(f"{ip}/{ip.max_prefixlen}") if ip else None
-        else:
-            net = parse_cidr_sloppy(text)
-        if net is not None and family_of(net) == config.ip_family:
-            cidrs.append(net)
-    return [] if any(net.prefixlen == 0 for net in cidrs) else cidrs
-
-
-def _node_ip(config: NftConfig) -> IPAddress | None:
-    for text in config.node_ips:
-        ip = parse_ip_sloppy(text)
-        if ip is not None and family_of(ip) == config.ip_family:
-            return ip
-    return None
-
-
 def _nodeport_ips(config: NftConfig, cidrs: Sequence[IPNetwork]) -> list[str]:
     """GetNodeIPs: the node's addresses inside the CIDRs, loopback left out (kube-proxy logs
     "localhost NodePorts are not supported" for it: the nftables mode never serves them)."""
@@ -422,9 +400,9 @@ def render_nft_ports(
     tx = _Transaction("ip6" if ipv6 else "ip")
     if full:
         _setup(tx, config, first_sync=first_sync, mark=mark, ip_x=ip_x, addr=addr,
-               nodeport_cidrs=_nodeport_cidrs(config), stores=stores)
+               nodeport_cidrs=nodeport_cidrs_of(config), stores=stores)
     detector = _local_detector(config, ip_x)
-    node_ip = _node_ip(config)
+    node_ip = primary_node_ip(config)
 
     active: set[str] = set()
     active_affinity: set[str] = set()
