@@ -14,7 +14,7 @@ import logging
 from collections.abc import Iterable
 from typing import Any
 
-from kubelab import kinds, timeutil
+from kubelab import kinds, timeutil, wellknown
 from kubelab.kinds import ResourceType
 from kubelab.selectors import parse_field_selector, parse_label_selector
 
@@ -165,7 +165,7 @@ async def _reconcile_endpoints(registry: Registry, ip: str, port: int) -> None:
         "subsets": [{"addresses": [{"ip": ip}], "ports": [{"name": "https", "port": port, "protocol": "TCP"}]}]}
     slice_: dict[str, Any] = {
         "metadata": {"name": "kubernetes", "namespace": "default",
-                     "labels": {"kubernetes.io/service-name": "kubernetes"}},
+                     "labels": {wellknown.SERVICE_NAME: "kubernetes"}},
         "addressType": "IPv4",
         "endpoints": [{"addresses": [ip], "conditions": {"ready": True}}],
         "ports": [{"name": "https", "port": port, "protocol": "TCP"}]}

@@ -28,7 +28,7 @@ from collections.abc import Callable
 from datetime import datetime, timedelta
 from typing import Any
 
-from kubelab import kinds, timeutil
+from kubelab import kinds, timeutil, wellknown
 from kubelab.selectors import parse_field_selector, parse_label_selector
 
 from . import errors
@@ -38,7 +38,7 @@ log = logging.getLogger(__name__)
 
 IDENTITY_LABEL = "apiserver.kubernetes.io/identity"  # controlplane's IdentityLeaseComponentLabelKey
 IDENTITY = "kube-apiserver"
-HOSTNAME_LABEL = "kubernetes.io/hostname"
+HOSTNAME_LABEL = wellknown.HOSTNAME
 NAMESPACE = "kube-system"
 LEASE_DURATION_SECONDS = 3600  # IdentityLeaseDurationSeconds
 RENEW_INTERVAL = 10.0  # IdentityLeaseRenewIntervalPeriod

@@ -86,7 +86,7 @@ class ApiserverMetrics:
         self.dropped = Counter("apiserver_dropped_requests_total", "Number of requests dropped with 'Try again "
                                "later' response", ["request_kind"], registry=r)
         # etcd keys -> the type label, resolved once per resource.
-        self._types = {f"/registry/{rt.plural}/": group_resource(rt) for rt in BUILTIN}
+        self._types = {rt.storage_path: group_resource(rt) for rt in BUILTIN}
         # The labelled children, looked up once per label set (prometheus-client's labels() is a
         # lock, a tuple and a dict lookup on every call).
         self._children: dict[tuple[str, str], tuple[Histogram, Counter, Counter]] = {}

@@ -28,7 +28,7 @@ class PolicySource:
     def __init__(self, cacher: Cacher | None, storage: Any) -> None:
         self.cacher = cacher if cacher is not None else Cacher(storage)
         self.private = cacher is None
-        self.prefixes = {f"/registry/{rt.plural}/": rt for rt in RESOURCES}
+        self.prefixes = {rt.storage_path: rt for rt in RESOURCES}
         self.last_written: dict[ResourceType, int] = {}
         self._policy: Policy | None = None
         self._built_at: tuple[int, ...] = ()

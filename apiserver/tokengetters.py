@@ -27,7 +27,7 @@ class TokenObjectGetter:
 
     def __init__(self, registry: Any) -> None:
         self.registry = registry
-        self.prefixes = {f"/registry/{rt.plural}/": rt for rt in RESOURCES}
+        self.prefixes = {rt.storage_path: rt for rt in RESOURCES}
         self.last_written: dict[ResourceType, int] = {}
         self.served_from_cache = 0  # counted for tests and benchmarks
         self.read_live = 0

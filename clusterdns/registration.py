@@ -12,7 +12,7 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from kubelab import kinds
+from kubelab import kinds, wellknown
 from kubelab.client import AlreadyExists, ApiClient
 from kubelab.kinds import ResourceType
 
@@ -54,7 +54,7 @@ def endpoints(ip: str, *, dns_port: int = 53, metrics_port: int | None = 9153) -
 def endpoint_slice(ip: str, *, dns_port: int = 53, metrics_port: int | None = 9153) -> dict[str, Any]:
     return {"apiVersion": "discovery.k8s.io/v1", "kind": "EndpointSlice",
             "metadata": {"name": NAME, "namespace": NAMESPACE,
-                         "labels": {**LABELS, "kubernetes.io/service-name": NAME}},
+                         "labels": {**LABELS, wellknown.SERVICE_NAME: NAME}},
             "addressType": "IPv4",
             "endpoints": [{"addresses": [ip], "conditions": {"ready": True, "serving": True,
                                                             "terminating": False}}],

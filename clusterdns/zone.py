@@ -11,10 +11,10 @@ import ipaddress
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
-from kubelab import validation
+from kubelab import validation, wellknown
 from kubelab.models import EndpointSlice, Namespace, Service
 
-SERVICE_NAME_LABEL = "kubernetes.io/service-name"
+SERVICE_NAME_LABEL = wellknown.SERVICE_NAME
 
 
 @dataclass(frozen=True)

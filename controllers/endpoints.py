@@ -5,7 +5,7 @@ from __future__ import annotations
 import logging
 import math
 
-from kubelab import kinds
+from kubelab import kinds, wellknown
 from kubelab.client import ApiClient, NotFound
 from kubelab.client.tracereport import TraceReporter
 from kubelab.models import (
@@ -36,7 +36,7 @@ log = logging.getLogger(__name__)
 PortKey = tuple[str, int, str, str]  # EndpointPort: name, port, protocol, appProtocol
 
 MAX_ADDRESSES = 1000
-HEADLESS_LABEL = "service.kubernetes.io/headless"
+HEADLESS_LABEL = wellknown.HEADLESS
 OVER_CAPACITY = "endpoints.kubernetes.io/over-capacity"
 
 

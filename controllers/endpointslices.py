@@ -10,7 +10,7 @@ import ipaddress
 import logging
 from typing import Any
 
-from kubelab import kinds
+from kubelab import kinds, wellknown
 from kubelab.client import ApiClient, NotFound
 from kubelab.client.tracereport import TraceReporter
 from kubelab.models import (
@@ -49,10 +49,10 @@ from .triggertime import (
 log = logging.getLogger(__name__)
 
 MAX_ENDPOINTS_PER_SLICE = 100
-SERVICE_NAME_LABEL = "kubernetes.io/service-name"
-MANAGED_BY_LABEL = "endpointslice.kubernetes.io/managed-by"
+SERVICE_NAME_LABEL = wellknown.SERVICE_NAME
+MANAGED_BY_LABEL = wellknown.ENDPOINTSLICE_MANAGED_BY
 MANAGED_BY = "endpointslice-controller.k8s.io"
-HEADLESS_LABEL = "service.kubernetes.io/headless"
+HEADLESS_LABEL = wellknown.HEADLESS
 ZONE_LABEL = "topology.kubernetes.io/zone"
 
 PortKey = tuple[tuple[str, int, str, str], ...]  # per port: name, port, protocol, appProtocol ("" for none)

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from kubelab import kinds
+from kubelab import kinds, wellknown
 from kubelab.client import AlreadyExists, ApiClient, NotFound
 from kubelab.kinds import ResourceType
 from kubelab.models import ControllerRevision, ObjectMeta, PodTemplateSpec, TypedObject
@@ -20,7 +20,7 @@ from kubelab.selectors import Selector
 from .ownership import claim_all, controller_ref, new_controller_ref
 from .rollout import compute_hash
 
-HASH_LABEL = "controller-revision-hash"
+HASH_LABEL = wellknown.CONTROLLER_REVISION_HASH
 
 
 def revision_data(template: PodTemplateSpec | None) -> dict[str, Any]:

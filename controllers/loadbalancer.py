@@ -28,14 +28,14 @@ import logging
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 
-from kubelab import kinds
+from kubelab import addressing, kinds
 from kubelab.client import ApiClient, Informer, NotFound
 from kubelab.events import EventRecorder
 from kubelab.models import LoadBalancerIngress, LoadBalancerStatus, Service, ServiceStatus
 
 log = logging.getLogger(__name__)
 
-DEFAULT_POOL = "172.18.255.200-172.18.255.250"
+DEFAULT_POOL = addressing.LB_POOL
 IPAddress = ipaddress.IPv4Address | ipaddress.IPv6Address
 
 

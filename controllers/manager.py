@@ -8,7 +8,7 @@ import logging
 from collections.abc import Callable
 from typing import Any, Protocol
 
-from kubelab import kinds, satokenkey
+from kubelab import addressing, kinds, satokenkey, wellknown
 from kubelab.client import ApiClient, Informer, WorkQueue
 from kubelab.client.informer import Handler
 from kubelab.client.queuemetrics import WorkQueueMetricsProvider
@@ -43,7 +43,7 @@ def _service_handlers(informers: SharedInformers, queue: WorkQueue) -> Handler:
 
     def on_owned(event: str, old: Any, new: Any) -> None:
         obj = new or old
-        service = (obj.metadata.labels or {}).get("kubernetes.io/service-name") if obj.kind == "EndpointSlice" \
+        service = (obj.metadata.labels or {}).get(wellknown.SERVICE_NAME) if obj.kind == "EndpointSlice" \
             else obj.metadata.name
         if service:
             queue.add(f"{obj.metadata.namespace}/{service}")
@@ -54,7 +54,7 @@ def _service_handlers(informers: SharedInformers, queue: WorkQueue) -> Handler:
 
 
 async def run(api: ApiClient, *, workers: int = 2, node_monitor_grace_period: float = 50.0,
-              node_monitor_period: float = 5.0, lb_pool: str | None = "172.18.255.200-172.18.255.250",
+              node_monitor_period: float = 5.0, lb_pool: str | None = addressing.LB_POOL,
               metrics: WorkQueueMetricsProvider | None = None, ready: Callable[[], None] | None = None,
               root_ca: str | None = None, service_account_private_key_file: str | None = None,
               terminated_pod_gc_threshold: int = 12500) -> None:

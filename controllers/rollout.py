@@ -18,7 +18,7 @@ from datetime import datetime, timedelta
 
 import orjson
 
-from kubelab import timeutil
+from kubelab import timeutil, wellknown
 from kubelab.models import (
     Deployment,
     DeploymentCondition,
@@ -28,7 +28,7 @@ from kubelab.models import (
     ReplicaSet,
 )
 
-HASH_LABEL = "pod-template-hash"
+HASH_LABEL = wellknown.POD_TEMPLATE_HASH
 REVISION = "deployment.kubernetes.io/revision"
 REVISION_HISTORY = "deployment.kubernetes.io/revision-history"
 DESIRED_REPLICAS = "deployment.kubernetes.io/desired-replicas"

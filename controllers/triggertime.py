@@ -14,7 +14,7 @@ from collections import OrderedDict
 from collections.abc import Callable
 from datetime import UTC, datetime
 
-from kubelab import timeutil
+from kubelab import kinds, timeutil
 from kubelab.client.tracereport import TraceReporter
 from kubelab.models import Pod, Service, TypedObject
 
@@ -66,7 +66,7 @@ DELETED_REMEMBERED = 10_000  # deletion revisions kept for the syncs that have y
 
 
 def pod_storage_key(pod: Pod) -> str:
-    return f"/registry/pods/{pod.metadata.namespace}/{pod.metadata.name}"
+    return kinds.PODS.storage_key(pod.metadata.namespace, pod.metadata.name or "")
 
 
 def endpoint_fingerprint(pod: Pod) -> tuple[object, ...]:

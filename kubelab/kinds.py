@@ -50,6 +50,20 @@ class ResourceType:
         """`/registry/pods/`: the etcd prefix every object of this resource is stored under."""
         return f"/registry/{self.storage_name or self.plural}/"
 
+    def storage_prefix(self, namespace: str | None = None) -> str:
+        """`/registry/pods/default/`: the prefix of one namespace's objects (all of them without one)."""
+        if self.namespaced and namespace:
+            return f"{self.storage_path}{namespace}/"
+        return self.storage_path
+
+    def storage_key(self, namespace: str | None, name: str) -> str:
+        """`/registry/pods/default/web-1`, `/registry/nodes/node-1`: where one object is stored. The one
+        spelling of the key layout; every package that names a key (tracing, the UI, the endpoint
+        controllers' trigger causes) derives it here."""
+        if self.namespaced:
+            return f"{self.storage_path}{namespace}/{name}"
+        return f"{self.storage_path}{name}"
+
     @property
     def group_resource(self) -> str:
         """`services`, or `endpointslices.discovery.k8s.io`: how kube-apiserver names a resource in messages."""

@@ -32,9 +32,8 @@ def resolve(kind: str) -> ResourceType | None:
 
 
 def storage_key(rt: ResourceType, namespace: str | None, name: str) -> str:
-    if rt.namespaced:
-        return f"/registry/{rt.plural}/{namespace or 'default'}/{name}"
-    return f"/registry/{rt.plural}/{name}"
+    """The key `kubelab trace KIND/NAME` asks about: the default namespace when none is given."""
+    return rt.storage_key(namespace or "default", name)
 
 
 def render(result: dict[str, Any]) -> str:

@@ -13,7 +13,7 @@ import platform
 import uuid
 from dataclasses import dataclass, field
 
-from kubelab import addressing, kinds, quantity, timeutil
+from kubelab import addressing, kinds, quantity, timeutil, wellknown
 from kubelab.client import ApiClient, NotFound
 from kubelab.models import (
     Lease,
@@ -110,7 +110,7 @@ def node_info(config: NodeConfig) -> NodeSystemInfo:
 
 def build_node(config: NodeConfig) -> Node:
     arch = "amd64" if platform.machine() == "x86_64" else platform.machine()
-    labels = {"kubernetes.io/hostname": config.name, "kubernetes.io/os": "linux", "kubernetes.io/arch": arch,
+    labels = {wellknown.HOSTNAME: config.name, wellknown.OS: "linux", wellknown.ARCH: arch,
               "beta.kubernetes.io/os": "linux", "beta.kubernetes.io/arch": arch, **config.labels}
     return Node(api_version="v1", kind="Node",
                 metadata=ObjectMeta(name=config.name, labels=labels,

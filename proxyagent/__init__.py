@@ -10,10 +10,10 @@ with one `iptables-restore` in a node's network namespace (`apply.py`), kube-pro
 routes and namespaces are the kubelet stub's.
 """
 
-from .agent import ProxyAgent, run
+from .agent import ProxyAgent
 from .metrics import ProxyMetrics
 from .nftproxier import NftProxier
 from .proxier import Proxier
 from .render import ProxyConfig, render
 
-__all__ = ["NftProxier", "Proxier", "ProxyAgent", "ProxyConfig", "ProxyMetrics", "render", "run"]
+__all__ = ["NftProxier", "Proxier", "ProxyAgent", "ProxyConfig", "ProxyMetrics", "render"]

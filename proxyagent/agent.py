@@ -120,7 +120,3 @@ class ProxyAgent:
             self.proxier.on_services_synced()
             await self.slices.wait_synced()
             self.proxier.on_slices_synced()
-
-
-async def run(api: ApiClient, config: ProxyConfig, applier: Applier | None = None, **kwargs: object) -> None:
-    await ProxyAgent(api, config, applier, **kwargs).run()  # type: ignore[arg-type]

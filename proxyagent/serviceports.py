@@ -24,6 +24,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Literal
 
+from kubelab import wellknown
 from kubelab.models import EndpointSlice, Service, ServiceSpec
 
 IPFamily = Literal["IPv4", "IPv6"]
@@ -32,9 +33,9 @@ IPNetwork = ipaddress.IPv4Network | ipaddress.IPv6Network
 
 # Label selectors kube-proxy's informers use (cmd/kube-proxy/app/server.go): objects carrying
 # either label are invisible to it.
-LABEL_SERVICE_PROXY_NAME = "service.kubernetes.io/service-proxy-name"
-LABEL_HEADLESS = "service.kubernetes.io/headless"
-LABEL_SERVICE_NAME = "kubernetes.io/service-name"
+LABEL_SERVICE_PROXY_NAME = wellknown.SERVICE_PROXY_NAME
+LABEL_HEADLESS = wellknown.HEADLESS
+LABEL_SERVICE_NAME = wellknown.SERVICE_NAME
 
 DEFAULT_STICKY_SECONDS = 10800  # API default of sessionAffinityConfig.clientIP.timeoutSeconds
 

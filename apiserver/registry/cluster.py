@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from kubelab import timeutil, validation
+from kubelab import timeutil, validation, wellknown
 from kubelab.models import Namespace, NamespaceSpec, NamespaceStatus, Node, TypedObject
 from kubelab.validation import FieldError, invalid
 
@@ -43,7 +43,7 @@ class NamespaceStrategy(Strategy):
         obj.spec.finalizers = ["kubernetes"]
         obj.status = NamespaceStatus(phase="Active")
         # kube-apiserver labels every namespace with its own name (NamespaceDefaultLabelName, 1.22+).
-        obj.metadata.labels = {**(obj.metadata.labels or {}), "kubernetes.io/metadata.name": obj.metadata.name or ""}
+        obj.metadata.labels = {**(obj.metadata.labels or {}), wellknown.NAMESPACE_NAME: obj.metadata.name or ""}
 
     def prepare_update(self, new: TypedObject, old: TypedObject, subresource: str | None) -> None:
         super().prepare_update(new, old, subresource)
@@ -57,7 +57,7 @@ class NamespaceStrategy(Strategy):
             new.spec = (old.spec or NamespaceSpec()).model_copy(update={"finalizers": finalizers})
             return
         new.spec = old.spec
-        new.metadata.labels = {**(new.metadata.labels or {}), "kubernetes.io/metadata.name": new.metadata.name or ""}
+        new.metadata.labels = {**(new.metadata.labels or {}), wellknown.NAMESPACE_NAME: new.metadata.name or ""}
         if old.metadata.deletion_timestamp and subresource is None:
             new.status = old.status
 

@@ -144,15 +144,11 @@ class Registry:
 
     @staticmethod
     def key(rt: ResourceType, namespace: str | None, name: str) -> str:
-        if rt.namespaced:
-            return f"{rt.storage_path}{namespace}/{name}"
-        return f"{rt.storage_path}{name}"
+        return rt.storage_key(namespace, name)
 
     @staticmethod
     def prefix(rt: ResourceType, namespace: str | None) -> str:
-        if rt.namespaced and namespace:
-            return f"{rt.storage_path}{namespace}/"
-        return rt.storage_path
+        return rt.storage_prefix(namespace)
 
     # --- decoding --------------------------------------------------------------------------------
 

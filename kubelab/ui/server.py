@@ -38,7 +38,7 @@ from starlette.requests import Request
 from starlette.responses import FileResponse, JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 
-from .. import kinds, tracing
+from .. import kinds, tracing, wellknown
 from ..client import ApiClient
 from ..client.informer import Informer
 from ..models import EndpointSlice, Node, Pod, Service
@@ -172,7 +172,7 @@ class View:
 def _slice_service(slice_: EndpointSlice | None) -> str | None:
     if slice_ is None:
         return None
-    name = (slice_.metadata.labels or {}).get("kubernetes.io/service-name")
+    name = (slice_.metadata.labels or {}).get(wellknown.SERVICE_NAME)
     return f"{slice_.metadata.namespace}/{name}" if name else None
 
 
@@ -225,7 +225,7 @@ def build_app(view: View) -> Starlette:
             return JSONResponse({"message": "service must be namespace/name"}, status_code=400)
         try:
             result = await view.api.request("GET", tracing.PATH,
-                                            params={"key": f"/registry/services/{namespace}/{name}"})
+                                            params={"key": kinds.SERVICES.storage_key(namespace, name)})
         except Exception as exc:  # noqa: BLE001 - the waterfall is optional: say why it is missing
             return JSONResponse({"found": False, "message": str(exc), "steps": []})
         return JSONResponse(result)
