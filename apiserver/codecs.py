@@ -22,8 +22,7 @@ from starlette.requests import Request
 from starlette.responses import Response, StreamingResponse
 
 from . import errors, offload, protobuf
-from .storage import RequestTooLarge, StorageError
-from .storage import Timeout as StorageTimeout
+from .storage import StorageError
 
 log = logging.getLogger(__name__)
 
@@ -305,23 +304,11 @@ def status_response(exc: errors.StatusError) -> Response:
     return Response(encode_json(exc.status()), status_code=exc.code, media_type="application/json", headers=headers)
 
 
-def storage_status(exc: StorageError) -> errors.StatusError:
-    """The Status for a storage failure that reached the top (never a 500: none is a server bug)."""
-    if isinstance(exc, RequestTooLarge):
-        return errors.StatusError(413, "RequestEntityTooLarge", f"Request entity too large: {exc}")
-    if isinstance(exc, StorageTimeout):
-        return errors.timeout(f"Timeout: request did not complete within the allotted timeout ({exc})")
-    return errors.unavailable(f"etcd is unavailable: {exc}")
-
-
 def error_response(request: Request, exc: Exception) -> Response:
     """The Status answer for an exception a request handler raised: kube's codes, never a bare 500 page."""
     if isinstance(exc, errors.StatusError):
-        if exc.code == 503 and isinstance(exc.__cause__, StorageTimeout):
-            # The registry says "unavailable"; a timeout is kube-apiserver's 504 (the write may yet land).
-            return status_response(storage_status(exc.__cause__))
         return status_response(exc)
     if isinstance(exc, StorageError):
-        return status_response(storage_status(exc))
+        return status_response(errors.from_storage(exc))
     log.exception("%s %s failed", request.method, request.url.path, exc_info=exc)
     return status_response(errors.internal(f"{type(exc).__name__}: {exc}"))

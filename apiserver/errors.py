@@ -13,6 +13,9 @@ from typing import Any
 from kubelab.kinds import ResourceType
 from kubelab.validation import FieldError, go_quote
 
+from .storage import RequestTooLarge, StorageError
+from .storage import Timeout as StorageTimeout
+
 
 class StatusError(Exception):
     def __init__(self, code: int, reason: str, message: str, details: dict[str, Any] | None = None) -> None:
@@ -186,6 +189,17 @@ def unavailable(message: str) -> StatusError:
 
 def timeout(message: str) -> StatusError:
     return StatusError(504, "Timeout", message, {})
+
+
+def from_storage(exc: StorageError) -> StatusError:
+    """The Status of a storage failure, decided here once for every caller: etcd out of reach is 503,
+    a storage timeout kube-apiserver's 504 (the write may yet land), a write over etcd's size limit 413.
+    None is a server bug, so none is a 500."""
+    if isinstance(exc, RequestTooLarge):
+        return StatusError(413, "RequestEntityTooLarge", f"Request entity too large: {exc}")
+    if isinstance(exc, StorageTimeout):
+        return timeout(f"Timeout: request did not complete within the allotted timeout ({exc})")
+    return unavailable(f"etcd is unavailable: {exc}")
 
 
 def internal(message: str) -> StatusError:

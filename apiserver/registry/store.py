@@ -195,7 +195,7 @@ class Registry:
         except KeyNotFound:
             raise errors.not_found(rt, name) from None
         except Unavailable as exc:
-            raise errors.unavailable(f"etcd is unavailable: {exc}") from exc
+            raise errors.from_storage(exc) from exc
         return self._served(rt, stored.obj)
 
     def matcher(self, rt: ResourceType, labels: Selector, fields: FieldSelector) -> Callable[[dict[str, Any]], bool]:
@@ -218,7 +218,7 @@ class Registry:
         try:
             items, revision = await self.storage.list(self.prefix(self.storage_of(rt), namespace))
         except Unavailable as exc:
-            raise errors.unavailable(f"etcd is unavailable: {exc}") from exc
+            raise errors.from_storage(exc) from exc
         view = self.conversions.viewer(rt)
         objs = [s.obj for s in items] if view is None else [view(s.obj) for s in items]
         return [obj for obj in objs if matches(obj)], revision
@@ -340,7 +340,7 @@ class Registry:
         except NotServable:
             return None
         except Unavailable as exc:
-            raise errors.unavailable(f"etcd is unavailable: {exc}") from exc
+            raise errors.from_storage(exc) from exc
         listed = cache.list(prefix, matches, limit)
         if listed is None:
             return None
@@ -358,7 +358,7 @@ class Registry:
                 revision = await self._wait_for_revision(rt, wanted, revision)
                 stored, revision = await self.storage.list(prefix)
         except Unavailable as exc:
-            raise errors.unavailable(f"etcd is unavailable: {exc}") from exc
+            raise errors.from_storage(exc) from exc
         view = self.conversions.viewer(rt)
         if view is not None:
             served = [(obj, s.size) for s in stored if matches(obj := view(s.obj))]
@@ -388,7 +388,7 @@ class Registry:
         try:
             return await self.storage.revision()
         except Unavailable as exc:
-            raise errors.unavailable(f"etcd is unavailable: {exc}") from exc
+            raise errors.from_storage(exc) from exc
 
     async def _range(self, key: str, end: str, limit: int, at: int, *, continuing: bool, start: str,
                      prefix: str) -> Range:
@@ -403,7 +403,7 @@ class Registry:
         except FutureRevision:
             raise errors.too_large_resource_version(at, await self._current_revision()) from None
         except Unavailable as exc:
-            raise errors.unavailable(f"etcd is unavailable: {exc}") from exc
+            raise errors.from_storage(exc) from exc
 
     # --- create ----------------------------------------------------------------------------------
 
@@ -470,7 +470,7 @@ class Registry:
         except KeyNotFound:
             raise errors.namespace_not_found(namespace) from None
         except Unavailable as exc:
-            raise errors.unavailable(f"etcd is unavailable: {exc}") from exc
+            raise errors.from_storage(exc) from exc
         try:
             await self.storage.get(terminating_key(namespace))
         except KeyNotFound:
@@ -520,7 +520,7 @@ class Registry:
                                                    attempt.metadata.namespace or "") from None
             except Unavailable as exc:
                 self._lease_failed(lease)
-                raise errors.unavailable(f"etcd is unavailable: {exc}") from exc
+                raise errors.from_storage(exc) from exc
             self._written(key, revision, "create", sent)
             data["metadata"]["resourceVersion"] = str(revision)
             return self._served(rt, data)
@@ -573,7 +573,7 @@ class Registry:
             except KeyNotFound:
                 raise errors.not_found(rt, name) from None
             except Unavailable as exc:
-                raise errors.unavailable(f"etcd is unavailable: {exc}") from exc
+                raise errors.from_storage(exc) from exc
             cached = None  # a retry reads etcd
             if precondition is not None and precondition != str(stored.mod_revision):
                 raise errors.stale_update(rt, name)
@@ -646,7 +646,7 @@ class Registry:
                 continue
             except Unavailable as exc:
                 self._lease_failed(lease)
-                raise errors.unavailable(f"etcd is unavailable: {exc}") from exc
+                raise errors.from_storage(exc) from exc
             self._written(key, revision, "update", sent)
             data["metadata"]["resourceVersion"] = str(revision)
             return self._served(rt, data)
@@ -659,7 +659,7 @@ class Registry:
         try:
             return await self.storage.leases.for_ttl(strategy.ttl)
         except Unavailable as exc:
-            raise errors.unavailable(f"etcd is unavailable: {exc}") from exc
+            raise errors.from_storage(exc) from exc
 
     def _lease_failed(self, lease: int | None) -> None:
         # A write under a lease etcd no longer knows (revoked by hand, say) fails as unavailable; the
@@ -698,7 +698,7 @@ class Registry:
             except KeyNotFound:
                 raise errors.not_found(rt, name) from None
             except Unavailable as exc:
-                raise errors.unavailable(f"etcd is unavailable: {exc}") from exc
+                raise errors.from_storage(exc) from exc
             meta = stored.obj.get("metadata") or {}
             uid = preconditions.get("uid")
             if uid and uid != meta.get("uid"):
@@ -727,7 +727,7 @@ class Registry:
                 except KeyNotFound:
                     raise errors.not_found(rt, name) from None
                 except Unavailable as exc:
-                    raise errors.unavailable(f"etcd is unavailable: {exc}") from exc
+                    raise errors.from_storage(exc) from exc
                 self._written(key, revision, "delete", sent)
                 data["metadata"]["resourceVersion"] = str(revision)
                 return self._served(rt, data)
@@ -742,7 +742,7 @@ class Registry:
             except KeyNotFound:
                 raise errors.not_found(rt, name) from None
             except Unavailable as exc:
-                raise errors.unavailable(f"etcd is unavailable: {exc}") from exc
+                raise errors.from_storage(exc) from exc
             self._written(key, revision, "delete", sent)
             return self._served(rt, stored.obj)
         raise errors.conflict(rt, name, "too many concurrent updates, please try again")
@@ -777,14 +777,14 @@ class Registry:
             except TooOld as exc:
                 raise errors.gone(str(exc)) from None
             except Unavailable as exc:
-                raise errors.unavailable(f"etcd is unavailable: {exc}") from exc
+                raise errors.from_storage(exc) from exc
             else:
                 try:
                     yield first if view is None else _served_event(first, view)
                     async for event in cached:
                         yield event if view is None else _served_event(event, view)
                 except Unavailable as exc:
-                    raise errors.unavailable(f"etcd is unavailable: {exc}") from exc
+                    raise errors.from_storage(exc) from exc
                 finally:
                     await cached.aclose()
                 return
@@ -792,7 +792,7 @@ class Registry:
             try:
                 items, revision = await self.storage.list(prefix)
             except Unavailable as exc:
-                raise errors.unavailable(f"etcd is unavailable: {exc}") from exc
+                raise errors.from_storage(exc) from exc
             for item in items:
                 if matches(item.obj):
                     added = WatchEvent("ADDED", item.obj, item.key, item.mod_revision)
@@ -808,7 +808,7 @@ class Registry:
         except Compacted as exc:
             raise errors.gone(f"too old resource version: {start - 1} ({exc.compacted})") from exc
         except Unavailable as exc:
-            raise errors.unavailable(f"etcd is unavailable: {exc}") from exc
+            raise errors.from_storage(exc) from exc
 
     @staticmethod
     def _convert(event: StorageEvent, matches: Callable[[dict[str, Any]], bool]) -> WatchEvent | None:
