@@ -43,6 +43,7 @@ RUN python3 -m venv /opt/kubelab \
  && rm -rf /tmp/deps
 
 COPY kubelab ./kubelab
+COPY launcher ./launcher
 COPY apiserver ./apiserver
 COPY scheduler ./scheduler
 COPY controllers ./controllers

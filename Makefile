@@ -54,7 +54,7 @@ bench: venv system-deps
 lint: venv
 	$(VENV)/bin/pip install --quiet -e '.[test,lint]'
 	$(VENV)/bin/ruff check .
-	$(VENV)/bin/mypy --strict kubelab apiserver scheduler controllers proxyagent kubeletstub clusterdns
+	$(VENV)/bin/mypy --strict kubelab launcher apiserver scheduler controllers proxyagent kubeletstub clusterdns
 
 clean:
 	rm -rf $(VENV) .kubelab .pytest_cache

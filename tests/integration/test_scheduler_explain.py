@@ -7,7 +7,7 @@ import httpx
 import pytest
 from schedulerkit import node_body, pod_body, unique
 
-from kubelab.cli import main
+from launcher.cli import main
 
 CORE = "/api/v1"
 

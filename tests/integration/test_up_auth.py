@@ -185,8 +185,8 @@ def test_up_without_a_token_file_is_open_on_loopback_only(up: Any) -> None:
 
 @pytest.mark.parametrize("command", ["up", "apiserver"])
 def test_the_api_listens_on_loopback_by_default(command: str) -> None:
-    from kubelab.cli import build_parser
-    from kubelab.runner import split_listen
+    from launcher.cli import build_parser
+    from launcher.runner import split_listen
 
     argv = [command] + (["--etcd-servers", "http://127.0.0.1:2379"] if command == "apiserver" else [])
     assert split_listen(build_parser().parse_args(argv).listen) == ("127.0.0.1", 8080)

@@ -1,5 +1,5 @@
 """The layering docs/ARCHITECTURE.md describes, checked on the source: components never import each other, the shared
-core imports no component (only the CLI and the one-process runner assemble them), and only
+library `kubelab` imports no component and not the launcher (only the launcher assembles components), and only
 apiserver/storage.py imports the etcd client."""
 
 from __future__ import annotations
@@ -11,7 +11,9 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
 COMPONENTS = ("apiserver", "scheduler", "controllers", "proxyagent", "kubeletstub", "clusterdns")
-ASSEMBLERS = {"kubelab/cli.py", "kubelab/runner.py"}
+LAUNCHER = "launcher"
+# `python -m kubelab` is the `kubelab` command: its entry point hands over to the launcher and is no library code.
+ENTRY_POINT = "kubelab/__main__.py"
 
 
 def imported_modules(path: Path) -> set[str]:
@@ -40,19 +42,26 @@ def test_components_do_not_import_each_other(component: str) -> None:
     assert not offenders, "\n".join(offenders)
 
 
-def test_the_core_imports_no_component_except_the_assemblers() -> None:
+def test_the_library_imports_no_component_and_not_the_launcher() -> None:
     offenders = []
     for path in sources("kubelab"):
         rel = str(path.relative_to(ROOT))
-        if rel in ASSEMBLERS:
+        if rel == ENTRY_POINT:
             continue
         for module in imported_modules(path):
-            if module.split(".", 1)[0] in COMPONENTS:
+            if module.split(".", 1)[0] in (*COMPONENTS, LAUNCHER):
                 offenders.append(f"{rel} imports {module}")
     assert not offenders, "\n".join(offenders)
 
 
+@pytest.mark.parametrize("component", COMPONENTS)
+def test_components_do_not_import_the_launcher(component: str) -> None:
+    offenders = [f"{path.relative_to(ROOT)} imports {module}" for path in sources(component)
+                 for module in imported_modules(path) if module.split(".", 1)[0] == LAUNCHER]
+    assert not offenders, "\n".join(offenders)
+
+
 def test_only_storage_imports_the_etcd_client() -> None:
-    users = sorted(str(p.relative_to(ROOT)) for package in ("kubelab", *COMPONENTS) for p in sources(package)
+    users = sorted(str(p.relative_to(ROOT)) for package in ("kubelab", LAUNCHER, *COMPONENTS) for p in sources(package)
                    if any(m == "aetcd" or m.startswith("aetcd.") for m in imported_modules(p)))
     assert users == ["apiserver/storage.py"], users

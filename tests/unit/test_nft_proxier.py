@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from proxyobjects import endpoint_slice, ep, listed, port, service
 
-from kubelab.cli import build_parser
+from launcher.cli import build_parser
 from proxyagent import ProxyAgent, ProxyConfig
 from proxyagent.nftables.apply import RecordingNftApplier
 from proxyagent.nftproxier import NftProxier

@@ -14,7 +14,7 @@ import pytest
 import yaml
 from proxyobjects import ep, port, service_dict, slice_dict
 
-from kubelab.cli import main
+from launcher.cli import main
 from proxyagent.canonical import canonical_sort, check_consistency
 from proxyagent.nftables import apply_transaction
 

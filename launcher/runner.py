@@ -24,9 +24,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, NoReturn
 
-from . import addressing, kubeconfig
-from . import pki as pki_files
-from .etcd import Etcd
+from kubelab import addressing, kubeconfig
+from kubelab import pki as pki_files
+from kubelab.etcd import Etcd
 
 log = logging.getLogger("kubelab")
 
@@ -126,14 +126,14 @@ async def up(options: UpOptions, *, ready: Callable[[dict[str, Any]], None] | No
     lab = None
     try:
         tokens = None
-        from .pki import ensure_lab_pki, ensure_service_account_key
+        from kubelab.pki import ensure_lab_pki, ensure_service_account_key
 
         # The service account signing key, made once in the data dir (kubeadm's sa.key): pods' tokens and
         # `kubectl create token`'s outlive a restart.
         sa_key = await asyncio.to_thread(ensure_service_account_key, data_dir / "pki")
         netns = options.dataplane == "netns"
         if options.token_auth_file is not None:
-            from .tokenfile import ensure_component_tokens
+            from kubelab.tokenfile import ensure_component_tokens
 
             tokens = ensure_component_tokens(options.token_auth_file.resolve(),
                                              [addressing.node_name(i) for i in range(1, options.nodes + 1)])
@@ -301,7 +301,7 @@ def _preflight(options: UpOptions, host: str, port: int) -> None:
     import errno
     import socket
 
-    from .etcd import EtcdNotFound, find_etcd
+    from kubelab.etcd import EtcdNotFound, find_etcd
 
     if options.dataplane == "netns" and os.geteuid() != 0:
         raise PermissionError(NETNS_NEEDS_ROOT)
@@ -387,7 +387,7 @@ async def _serve_on_lab(lab: Any, options: UpOptions, server: Any,
     namespace (kube-apiserver's secure port on its advertise address), served on this loop as the main
     port is; its certificate (the lab CA's) names 10.96.0.1 and kubernetes.default.svc, so pods check it
     with the kube-root-ca.crt their token volume carries. Returns what cluster.json records of it."""
-    from .netnsthread import run_in_netns
+    from kubelab.netnsthread import run_in_netns
 
     netns = await asyncio.to_thread(_apiserver_netns, lab, options)
     sock = await asyncio.to_thread(run_in_netns, netns, _bind_lab_socket, name="apiserver-lab-socket")
@@ -500,6 +500,9 @@ async def _run_components(tg: asyncio.TaskGroup, options: UpOptions, api_socket:
                           pki: Any = None) -> None:
     import controllers
     import scheduler
+    from kubelab.client import ApiClient
+    from kubelab.client.queuemetrics import WorkQueueMetricsProvider
+    from kubelab.metricsserver import MetricsServer
     from kubeletstub.dataplane import NetnsDataplane, RenderDataplane
     from kubeletstub.kubelet import Kubelet
     from kubeletstub.node import NodeConfig
@@ -507,10 +510,6 @@ async def _run_components(tg: asyncio.TaskGroup, options: UpOptions, api_socket:
     from proxyagent.apply import IptablesApplier, RecordingApplier
     from proxyagent.metricserver import MetricsServer as ProxyMetricsServer
     from proxyagent.nftables.apply import NftApplier
-
-    from .client import ApiClient
-    from .client.queuemetrics import WorkQueueMetricsProvider
-    from .metricsserver import MetricsServer
 
     def client(agent: str) -> ApiClient:
         # Requests handed to the API server's app in this process (`app`), else aiohttp on the private socket:
@@ -640,8 +639,8 @@ async def _default_account(api: Any) -> None:
     """Pods are admitted only once their namespace's `default` ServiceAccount exists (the ServiceAccount
     admission plugin): "up" waits for the one in `default`, so a first `kubectl run` (or a Job's first pod)
     is not refused while the ServiceAccounts controller is still starting."""
-    from . import kinds
-    from .client import ApiError, NotFound
+    from kubelab import kinds
+    from kubelab.client import ApiError, NotFound
 
     while True:
         try:

@@ -12,8 +12,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from . import __version__, addressing
-from .gctune import tune_for_long_running
+from kubelab import __version__, addressing
+from kubelab.gctune import tune_for_long_running
 
 # gRPC (under aetcd) logs a line at every fork() the netns dataplane makes; only its errors matter here.
 os.environ.setdefault("GRPC_VERBOSITY", "ERROR")
@@ -23,7 +23,7 @@ SIGPIPE_EXIT = 141  # what a shell reports for a command killed by SIGPIPE (128 
 
 
 def _setup_logging(verbose: bool) -> None:
-    from . import logs
+    from kubelab import logs
 
     logs.setup(verbose)
 
@@ -96,7 +96,7 @@ def cmd_up(args: argparse.Namespace) -> int:
                  if args.token_auth_file else "")
               + "Ctrl-C stops everything and removes what kubelab created.\n", flush=True)
 
-    from .tokenfile import TokenFileError
+    from kubelab.tokenfile import TokenFileError
 
     tune_for_long_running()
     try:
@@ -143,7 +143,7 @@ def cmd_apiserver(args: argparse.Namespace) -> int:
         print("kubelab apiserver: --etcd-servers is required", file=sys.stderr)
         return 2
     host, port = split_listen(args.listen)
-    from .tokenfile import TokenFileError
+    from kubelab.tokenfile import TokenFileError
 
     if bool(args.tls_cert_file) != bool(args.tls_private_key_file):
         print("kubelab apiserver: --tls-cert-file and --tls-private-key-file go together", file=sys.stderr)
@@ -207,7 +207,7 @@ def _serving_options(args: argparse.Namespace) -> Any:
 
 def _duration_seconds(text: str) -> float:
     """A positive Go duration (`1m0s`, `90s`), in seconds."""
-    from .timeutil import parse_duration
+    from kubelab.timeutil import parse_duration
 
     try:
         seconds = parse_duration(text)
@@ -219,7 +219,7 @@ def _duration_seconds(text: str) -> float:
 
 
 def _non_negative(text: str) -> int:
-    from .validation import is_ascii_digits
+    from kubelab.validation import is_ascii_digits
 
     if not is_ascii_digits(text):
         raise argparse.ArgumentTypeError(f"not a non-negative integer: {text!r}")
@@ -236,7 +236,8 @@ def _cluster_access(args: argparse.Namespace, command: str) -> tuple[str, str | 
     None (after saying why) when there is no such cluster."""
     if args.server is not None:
         return str(args.server), None, None
-    from .kubeconfig import token_of
+    from kubelab.kubeconfig import token_of
+
     from .runner import read_state
 
     try:
@@ -256,7 +257,7 @@ def _verify(ca_file: str | None) -> Any:
 
 def _token(args: argparse.Namespace) -> str | None:
     """The bearer token a component sends: --token, or the content of --token-file."""
-    from .tokenfile import read_token
+    from kubelab.tokenfile import read_token
 
     if getattr(args, "token_file", None):
         return read_token(args.token_file)
@@ -277,9 +278,10 @@ def _warn_if_open(listen: str, token_auth_file: str | None) -> None:
 def _run_client_component(args: argparse.Namespace, make: Any, *, lease: str | None = None) -> int:
     """Run `make(api)` against --server; with a `lease` name (the scheduler, the controllers), `make(api,
     elector)`, the elector None under --leader-elect=false."""
-    from .client import ApiClient
+    from kubelab.client import ApiClient
+    from kubelab.tokenfile import TokenFileError
+
     from .runner import run_until_interrupted
-    from .tokenfile import TokenFileError
 
     try:
         token = _token(args)
@@ -296,7 +298,7 @@ def _run_client_component(args: argparse.Namespace, make: Any, *, lease: str | N
             print(f"kubelab {args.command}: --certificate-authority {ca_file}: {exc}", file=sys.stderr)
             return 2
     if lease is not None and args.leader_elect:
-        from .leaderelection import config_errors
+        from kubelab.leaderelection import config_errors
 
         problems = config_errors(args.leader_elect_lease_duration, args.leader_elect_renew_deadline,
                                  args.leader_elect_retry_period)
@@ -312,7 +314,7 @@ def _run_client_component(args: argparse.Namespace, make: Any, *, lease: str | N
         elector = None
         closing = []
         if lease is not None and args.leader_elect:
-            from . import leaderelection as le
+            from kubelab import leaderelection as le
 
             # The Lease gets a client of its own, as kube's components give leader election its own REST
             # config ("leader-election" in its user agent, a timeout of half the renew deadline): the
@@ -350,7 +352,7 @@ async def _lead_or_run(elector: Any, lead: Any) -> None:
 
 def _metrics_server(args: argparse.Namespace, *, registry: Any = None, exposition: Any = None) -> Any:
     """The component's --metrics-bind-address listener (None when empty)."""
-    from .metricsserver import MetricsServer, split_bind_address
+    from kubelab.metricsserver import MetricsServer, split_bind_address
 
     if not args.metrics_bind_address:
         return None
@@ -359,7 +361,7 @@ def _metrics_server(args: argparse.Namespace, *, registry: Any = None, expositio
 
 
 def _check_bind_address(args: argparse.Namespace) -> bool:
-    from .metricsserver import split_bind_address
+    from kubelab.metricsserver import split_bind_address
 
     try:
         if args.metrics_bind_address:
@@ -371,10 +373,9 @@ def _check_bind_address(args: argparse.Namespace) -> bool:
 
 
 def cmd_scheduler(args: argparse.Namespace) -> int:
+    from kubelab import leaderelection as le
+    from kubelab.metricsserver import serve
     from scheduler import Scheduler
-
-    from . import leaderelection as le
-    from .metricsserver import serve
 
     if not _check_bind_address(args):
         return 2
@@ -402,10 +403,9 @@ def cmd_scheduler(args: argparse.Namespace) -> int:
 
 def cmd_controllers(args: argparse.Namespace) -> int:
     import controllers
-
-    from . import leaderelection as le
-    from .client.queuemetrics import WorkQueueMetricsProvider
-    from .metricsserver import serve
+    from kubelab import leaderelection as le
+    from kubelab.client.queuemetrics import WorkQueueMetricsProvider
+    from kubelab.metricsserver import serve
 
     if not _check_bind_address(args):
         return 2
@@ -612,7 +612,7 @@ def cmd_status(args: argparse.Namespace) -> int:
         return 1
     print(f"cluster     pid {state['pid']}, dataplane {state['dataplane']}, kubeconfig {state['kubeconfig']}")
     print(f"etcd        {', '.join(state['etcd'])}")
-    from .kubeconfig import token_of
+    from kubelab.kubeconfig import token_of
 
     token = token_of(Path(state["kubeconfig"]))
     auth = {"Authorization": f"Bearer {token}"} if token else {}
@@ -730,12 +730,11 @@ def _one_table(text: str, table: str) -> str:
 
 
 def cmd_proxy_render(args: argparse.Namespace) -> int:
+    from kubelab.manifests import ManifestError, load_objects, pick_family
     from proxyagent import ProxyConfig, render
     from proxyagent.apply import chains_of
     from proxyagent.canonical import canonical_sort
     from proxyagent.serviceports import IPFamily
-
-    from .manifests import ManifestError, load_objects, pick_family
 
     def fail(message: str) -> int:
         print(f"kubelab proxy render: {message}", file=sys.stderr)
@@ -794,9 +793,8 @@ def _proxy_render_nft(args: argparse.Namespace, text: str, services: list[Any], 
     """`kubelab proxy render --proxy-mode nftables`: the first transaction a fresh kube-proxy in
     nftables mode sends for these objects, as `nft -f` input; with --sort, the table it leaves in
     knftables' dump order (the order upstream's tests compare in)."""
+    from kubelab.manifests import ManifestError, service_cidrs_in
     from proxyagent.nftables import NftConfig, apply_transaction, render_nft
-
-    from .manifests import ManifestError, service_cidrs_in
 
     if args.changed is not None or args.existing_rules:
         return fail("--changed and --existing-rules are iptables-mode flags (an nftables partial sync needs the "
@@ -819,9 +817,10 @@ def _proxy_render_nft(args: argparse.Namespace, text: str, services: list[Any], 
     return 0
 def cmd_ui(args: argparse.Namespace) -> int:
     """kubelab ui: the page of kubelab/ui/server.py for the cluster in --data-dir."""
-    from .client import ApiClient
+    from kubelab.client import ApiClient
+    from kubelab.ui.server import serve
+
     from .runner import read_state, run_until_interrupted
-    from .ui.server import serve
 
     try:
         host, port_number = addressing.split_host_port(args.listen, default_host="")
@@ -854,7 +853,7 @@ def cmd_trace(args: argparse.Namespace) -> int:
     """kubelab trace KIND/NAME: the latest change of an object, step by step (kubelab/tracing.py)."""
     import httpx
 
-    from . import tracing
+    from kubelab import tracing
 
     kind, _, name = args.object.partition("/")
     rt = tracing.resolve(kind) if name else None
@@ -889,10 +888,9 @@ def cmd_explain(args: argparse.Namespace) -> int:
     """kubelab explain pod NAME: every node's filter verdict and scores for one pod (scheduler/explain.py)."""
     import httpx
 
+    from kubelab import kinds
+    from kubelab.client import ApiClient, ApiError
     from scheduler.explain import explain, render
-
-    from . import kinds
-    from .client import ApiClient, ApiError
 
     access = _cluster_access(args, "explain")
     if access is None:
@@ -948,7 +946,7 @@ def flag_bool(text: str) -> bool:
 
 def _duration(text: str) -> float:
     """A Go duration flag (`15s`, `1m`, or bare seconds)."""
-    from .timeutil import parse_duration
+    from kubelab.timeutil import parse_duration
 
     try:
         return parse_duration(text)
@@ -959,7 +957,7 @@ def _duration(text: str) -> float:
 def _leader_election_args(p: argparse.ArgumentParser, lease: str) -> None:
     """kube-scheduler's and kube-controller-manager's --leader-elect-* flags (component-base's
     LeaderElectionConfiguration), with their defaults."""
-    from . import leaderelection as le
+    from kubelab import leaderelection as le
 
     p.add_argument("--leader-elect", type=flag_bool, nargs="?", const=True, default=True, metavar="BOOL",
                    help="campaign for a Lease and act only while holding it, so several replicas can run "
