@@ -10,6 +10,7 @@ from __future__ import annotations
 import functools
 import hashlib
 import platform
+import re
 from collections.abc import Iterable
 from typing import Any
 
@@ -17,6 +18,8 @@ import orjson
 
 from kubelab import __version__, schema
 from kubelab.kinds import ResourceType
+
+from .bootstrap import API_VERSION_PRIORITIES
 
 KUBE_MAJOR, KUBE_MINOR = "1", "32"
 
@@ -42,22 +45,55 @@ def api_versions(server_address: str) -> dict[str, Any]:
             "serverAddressByClientCIDRs": [{"clientCIDR": "0.0.0.0/0", "serverAddress": server_address}]}
 
 
-def api_group_list(resources: Iterable[ResourceType]) -> dict[str, Any]:
-    groups: dict[str, list[str]] = {}
+# kube-apiserver's kubeVersionRegex: v1, v2beta1, v1alpha3 are "kube versions"; anything else is not.
+_KUBE_VERSION = re.compile(r"v([0-9]+)(?:(alpha|beta)([0-9]+))?")
+_STABILITY = {None: 0, "beta": 1, "alpha": 2}  # GA sorts first, then beta, then alpha
+# Where a group without an APIService priority sorts: a CustomResourceDefinition's group is registered
+# with GroupPriorityMinimum 1000 and VersionPriority 100 (kube-aggregator's crdregistration controller),
+# the same for every version, so its versions sort as kube-like versions.
+CUSTOM_GROUP_PRIORITY, CUSTOM_VERSION_PRIORITY = 1000, 100
+# kube-aggregator lists its own group first, with no APIService for it ("it's good to be king"), and gives
+# it 18000 in the aggregated document.
+AGGREGATOR_PRIORITY = {"apiregistration.k8s.io/v1": (18000, 15)}
+
+
+def version_order(version: str) -> tuple[int, int, int, int, str]:
+    """Sort key of version.CompareKubeAwareVersionStrings, first = preferred: kube versions before the
+    rest; GA, then beta, then alpha; a higher major, then a higher minor first; the rest by name."""
+    match = _KUBE_VERSION.fullmatch(version)
+    if match is None:
+        return (1, 0, 0, 0, version)
+    return (0, _STABILITY[match[2]], -int(match[1]), -int(match[3] or 0), "")
+
+
+def group_versions(resources: Iterable[ResourceType]) -> list[tuple[str, list[str]]]:
+    """The named groups and their versions in the order kube-apiserver lists them, in /apis and in the
+    aggregated document alike (the APIServices' sort): groups by their highest groupPriorityMinimum, then
+    by name; versions by versionPriority, then kube-aware (preferred first)."""
+    found: dict[str, set[str]] = {}
     for rt in resources:
         if rt.group:
-            versions = groups.setdefault(rt.group, [])
-            if rt.version not in versions:
-                versions.append(rt.version)
+            found.setdefault(rt.group, set()).add(rt.version)
+
+    def priority(group: str, version: str) -> tuple[int, int]:
+        gv = f"{group}/{version}"
+        return API_VERSION_PRIORITIES.get(gv) or AGGREGATOR_PRIORITY.get(gv) or (CUSTOM_GROUP_PRIORITY,
+                                                                                CUSTOM_VERSION_PRIORITY)
+
+    ordered = sorted(found, key=lambda g: (-max(priority(g, v)[0] for v in found[g]), g))
+    return [(g, sorted(found[g], key=lambda v: (-priority(g, v)[1], version_order(v)))) for g in ordered]
+
+
+def api_group_list(resources: Iterable[ResourceType]) -> dict[str, Any]:
     items = []
-    for group, versions in groups.items():
+    for group, versions in group_versions(resources):
         gvs = [{"groupVersion": f"{group}/{v}", "version": v} for v in versions]
         items.append({"name": group, "versions": gvs, "preferredVersion": gvs[0]})
     return {"kind": "APIGroupList", "apiVersion": "v1", "groups": items}
 
 
 def api_group(group: str, resources: Iterable[ResourceType]) -> dict[str, Any] | None:
-    versions = sorted({rt.version for rt in resources if rt.group == group})
+    versions = next((found for name, found in group_versions(resources) if name == group), None)
     if not versions:
         return None
     gvs = [{"groupVersion": f"{group}/{v}", "version": v} for v in versions]
@@ -78,44 +114,62 @@ CONNECT_SUBRESOURCES: dict[str, tuple[str, tuple[str, ...]]] = {
 }
 
 
+# apiextensions' discovery controller lists a custom kind's verbs in this order.
+CUSTOM_VERBS = ("delete", "deletecollection", "get", "list", "patch", "create", "update", "watch")
+
+
 def api_resource_list(group_version: str, resources: Iterable[ResourceType]) -> dict[str, Any] | None:
-    entries = []
-    for rt in resources:
-        if rt.group_version != group_version:
-            continue
-        entry: dict[str, Any] = {"name": rt.plural, "singularName": rt.singular_name, "namespaced": rt.namespaced,
-                                 "kind": rt.kind, "verbs": list(rt.verbs), "storageVersionHash": _storage_hash(rt)}
-        if rt.short_names:
-            entry["shortNames"] = list(rt.short_names)
-        if rt.categories:
-            entry["categories"] = list(rt.categories)
-        entries.append(entry)
-        for sub in rt.subresources:
-            if sub == "binding":
-                entries.append({"name": f"{rt.plural}/binding", "singularName": "", "namespaced": rt.namespaced,
-                                "kind": "Binding", "verbs": ["create"]})
-            elif sub == "eviction":  # pods/eviction, which kubectl drain looks for
-                entries.append({"name": f"{rt.plural}/eviction", "singularName": "", "namespaced": rt.namespaced,
-                                "group": "policy", "version": "v1", "kind": "Eviction", "verbs": ["create"]})
-            elif sub == "token":  # serviceaccounts/token
-                entries.append({"name": f"{rt.plural}/token", "singularName": "", "namespaced": rt.namespaced,
-                                "group": "authentication.k8s.io", "version": "v1", "kind": "TokenRequest",
-                                "verbs": ["create"]})
-            elif sub in CONNECT_SUBRESOURCES:
-                kind, verbs = CONNECT_SUBRESOURCES[sub]
-                if sub == "proxy":  # NodeProxyOptions, PodProxyOptions, ServiceProxyOptions
-                    kind = f"{rt.kind}ProxyOptions"
-                entries.append({"name": f"{rt.plural}/{sub}", "singularName": "", "namespaced": rt.namespaced,
-                                "kind": kind or rt.kind, "verbs": list(verbs)})
-            elif sub == "finalize":
-                entries.append({"name": f"{rt.plural}/finalize", "singularName": "", "namespaced": rt.namespaced,
-                                "kind": rt.kind, "verbs": ["update"]})
-            else:
-                entries.append({"name": f"{rt.plural}/{sub}", "singularName": "", "namespaced": rt.namespaced,
-                                "kind": rt.kind, "verbs": ["get", "patch", "update"]})
-    if not entries:
+    """A group version's APIResourceList. kube-apiserver's installer registers built-in paths sorted and
+    lists them so (`pods`, `pods/attach`, ..., `pods/status`, `podtemplates`); apiextensions lists each
+    custom kind as it builds it: the resource, then status, then scale."""
+    rts = [rt for rt in resources if rt.group_version == group_version]
+    if not rts:
         return None
-    return {"kind": "APIResourceList", "apiVersion": "v1", "groupVersion": group_version, "resources": entries}
+    builtin = sorted((entry for rt in rts if not rt.definition for entry in _entries(rt)), key=lambda e: e["name"])
+    custom = [entry for rt in rts if rt.definition for entry in _entries(rt)]
+    return {"kind": "APIResourceList", "apiVersion": "v1", "groupVersion": group_version,
+            "resources": [*builtin, *custom]}
+
+
+def _entries(rt: ResourceType) -> list[dict[str, Any]]:
+    """One resource's APIResource entries: its own, then one per subresource."""
+    entries = []
+    own_verbs = CUSTOM_VERBS if rt.definition and set(rt.verbs) == set(CUSTOM_VERBS) else rt.verbs
+    entry: dict[str, Any] = {"name": rt.plural, "singularName": rt.singular_name, "namespaced": rt.namespaced,
+                             "kind": rt.kind, "verbs": list(own_verbs), "storageVersionHash": _storage_hash(rt)}
+    if rt.short_names:
+        entry["shortNames"] = list(rt.short_names)
+    if rt.categories:
+        entry["categories"] = list(rt.categories)
+    entries.append(entry)
+    for sub in rt.subresources:
+        if sub == "binding":
+            entries.append({"name": f"{rt.plural}/binding", "singularName": "", "namespaced": rt.namespaced,
+                            "kind": "Binding", "verbs": ["create"]})
+        elif sub == "eviction":  # pods/eviction, which kubectl drain looks for
+            entries.append({"name": f"{rt.plural}/eviction", "singularName": "", "namespaced": rt.namespaced,
+                            "group": "policy", "version": "v1", "kind": "Eviction", "verbs": ["create"]})
+        elif sub == "token":  # serviceaccounts/token
+            entries.append({"name": f"{rt.plural}/token", "singularName": "", "namespaced": rt.namespaced,
+                            "group": "authentication.k8s.io", "version": "v1", "kind": "TokenRequest",
+                            "verbs": ["create"]})
+        elif sub in CONNECT_SUBRESOURCES:
+            kind, verbs = CONNECT_SUBRESOURCES[sub]
+            if sub == "proxy":  # NodeProxyOptions, PodProxyOptions, ServiceProxyOptions
+                kind = f"{rt.kind}ProxyOptions"
+            entries.append({"name": f"{rt.plural}/{sub}", "singularName": "", "namespaced": rt.namespaced,
+                            "kind": kind or rt.kind, "verbs": list(verbs)})
+        elif sub == "scale":  # every scale subresource speaks autoscaling/v1 Scale, custom kinds' too
+            entries.append({"name": f"{rt.plural}/scale", "singularName": "", "namespaced": rt.namespaced,
+                            "group": "autoscaling", "version": "v1", "kind": "Scale",
+                            "verbs": ["get", "patch", "update"]})
+        elif sub == "finalize":
+            entries.append({"name": f"{rt.plural}/finalize", "singularName": "", "namespaced": rt.namespaced,
+                            "kind": rt.kind, "verbs": ["update"]})
+        else:
+            entries.append({"name": f"{rt.plural}/{sub}", "singularName": "", "namespaced": rt.namespaced,
+                            "kind": rt.kind, "verbs": ["get", "patch", "update"]})
+    return entries
 
 
 OBJECT_META = "io.k8s.apimachinery.pkg.apis.meta.v1.ObjectMeta"

@@ -8,7 +8,7 @@ from starlette.responses import Response
 
 from kubelab import kinds
 
-from .. import codecs, discovery, errors
+from .. import aggregated, codecs, discovery, errors
 
 # kube serves every discovery document at its path with a trailing slash too (go-restful matches
 # `/version/`, `/apis/apps/`; the discovery handlers are registered at `/apis` and `/apis/`): 200 with the
@@ -34,9 +34,26 @@ async def version(request: Request) -> Response:
     return Response(body, media_type="application/json")
 
 
+def _aggregated(request: Request, *, core: bool) -> Response | None:
+    """The aggregated document when the Accept header asks for it (kube's WrappedHandler), with kube's
+    ETag, `Vary: Accept` and `Cache-Control: public`, and a bodiless 304 when If-None-Match holds the ETag;
+    None: serve the legacy document."""
+    negotiated = aggregated.negotiate(request.headers.get("accept"))
+    if negotiated is None:
+        return None
+    resources = request.app.state.resources
+    document = aggregated.document(resources if core else (*resources, *kinds.METRICS), core=core)
+    headers = {"ETag": f'"{document.etag}"', "Vary": "Accept", "Cache-Control": "public"}
+    if request.headers.get("if-none-match") == headers["ETag"]:
+        return Response(status_code=304, headers=headers)
+    return Response(document.encode(negotiated), media_type=negotiated.content_type, headers=headers)
+
+
 @router.get("/api")
 @router.get("/api/")
 async def api(request: Request) -> Response:
+    if (answer := _aggregated(request, core=True)) is not None:
+        return answer
     host = request.url.hostname or "127.0.0.1"
     port = request.url.port or 80
     return codecs.respond(request, discovery.api_versions(f"{host}:{port}"))
@@ -45,6 +62,8 @@ async def api(request: Request) -> Response:
 @router.get("/apis")
 @router.get("/apis/")
 async def apis(request: Request) -> Response:
+    if (answer := _aggregated(request, core=False)) is not None:
+        return answer
     return codecs.respond(request, discovery.api_group_list(_discoverable(request)))
 
 

@@ -207,9 +207,10 @@ def manifest(*docs: dict[str, Any]) -> str:
 class RecordingProxy:
     """An HTTP proxy on a free loopback port that forwards every request to `upstream` and keeps
     (method, path, content type, body) of each, so a test can see what kubectl sent — protobuf or
-    JSON — next to what the server did with it. Used as a context manager; stopped by shutdown()."""
+    JSON — next to what the server did with it. Used as a context manager; stopped by shutdown().
+    `accept`, if given, replaces every request's Accept header (a client that asks for something else)."""
 
-    def __init__(self, upstream: str) -> None:
+    def __init__(self, upstream: str, *, accept: str | None = None) -> None:
         import http.server
         import threading
 
@@ -228,6 +229,8 @@ class RecordingProxy:
                 proxy.requests.append((self.command, self.path, self.headers.get("content-type") or "", body))
                 headers = {k: v for k, v in self.headers.items()
                            if k.lower() not in ("host", "content-length", "connection", "transfer-encoding")}
+                if accept is not None:
+                    headers = {**{k: v for k, v in headers.items() if k.lower() != "accept"}, "Accept": accept}
                 resp = httpx.request(self.command, proxy.upstream + self.path, content=body, headers=headers,
                                      timeout=30)
                 self.send_response(resp.status_code)
