@@ -1,28 +1,31 @@
-"""Benchmark of kube-proxy's nftables mode as kubelab renders it: render and `nft -f` at 1k, 5k and 10k
-Services x 3 endpoints, and a one-Service endpoint change at the largest size.
+"""Benchmark of kube-proxy's nftables mode as kubelab renders and applies it: a full sync and a
+one-Service endpoint change at 1k and 10k Services x 3 endpoints, before and after in one run.
 
 Run as root (it creates network namespaces named klnftb-*, and always deletes them):
 
-    .venv/bin/python bench/nft_sync.py                       # 1000, 5000, 10000; 3 repeats
-    .venv/bin/python bench/nft_sync.py --sizes 1000 --repeat 1
+    .venv/bin/python bench/nft_sync.py                       # 1000 and 10000; 5 repeats
+    .venv/bin/python bench/nft_sync.py --sizes 1000 --repeat 3
 
-For every size, each `--repeat` times (median and min-max reported):
+For every size, two namespaces:
 
-* render: `render_nft` of the objects, a first full sync as `kubelab proxy render --proxy-mode nftables`;
-* full apply: that transaction with `ip netns exec NS nft -f -` into an empty namespace;
-* one-Service change (largest size): the namespace holds the full table; one Service's endpoints
-  change; a partial sync is rendered from kube-proxy's model (service ports and endpoints already
-  built, as an agent keeps them from informer events: only the changed slice is converted) with
-  only that Service's chains and the changed elements, and applied with one `nft -f`; reported as
-  render, apply and their sum, with the transaction's size.
+* full sync: `render_nft` of the objects (the first sync, text included), applied with
+  `ip netns exec NS nft -f -` into one namespace and with libnftables (LibNftApplier: a thread inside
+  the other namespace) into the other;
+* one-Service change, `--repeat` times (median and min-max): one Service's endpoints change and the
+  partial sync is rendered from kube-proxy's model (service ports and endpoints already built, as an
+  agent keeps them) twice: the walk of every port (before: `previous_elements`) and the proportional
+  render (after: `previous`, only that Service's ports); the two texts must be equal. The walk's is
+  applied with `nft -f` in the first namespace (before), the other with libnftables in the second
+  (after); each change is then undone the same way (not measured). "before" and "after" are render +
+  apply, and their ratio is printed.
 
-Nothing here is asserted; the numbers go to BENCHMARKS.md (issue M, beside bench/proxy_sync.py's
-iptables backends).
+Nothing here is asserted beyond the texts' equality; the numbers go to BENCHMARKS.md (issue M).
 """
 
 from __future__ import annotations
 
 import argparse
+import asyncio
 import secrets
 import statistics
 import subprocess
@@ -34,7 +37,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from kubelab.models import EndpointSlice, Service
 from proxyagent.nftables import NftConfig, render_nft
-from proxyagent.nftables.render import render_nft_ports
+from proxyagent.nftables.libnft import LibNftApplier
+from proxyagent.nftables.render import NftRuleset, render_nft_ports
 from proxyagent.serviceports import build_endpoints_map, build_service_ports
 
 CONFIG = NftConfig(node_name="node-1", node_ips=("10.240.0.11",), cluster_cidr="10.244.0.0/16",
@@ -80,57 +84,98 @@ def summary(values: list[float]) -> str:
     return f"{statistics.median(ms):8.1f} ms ({min(ms):.1f}-{max(ms):.1f})"
 
 
+def lib_apply(applier: LibNftApplier, text: str) -> float:
+    start = time.perf_counter()
+    asyncio.run(applier.transact(text))
+    return time.perf_counter() - start
+
+
+def change_of(n: int, target: int, state: dict[str, object], *, proportional: bool,
+              undo: bool) -> tuple[NftRuleset, float]:
+    """The partial sync of Service `target`'s endpoints (changed, or back when `undo`), timed:
+    the walk of every port (the baseline) or the proportional render."""
+    svc_ports = state["ports"]
+    endpoints = state["endpoints"]
+    assert isinstance(svc_ports, list) and isinstance(endpoints, dict)
+    _, new_slices = objects(n, changed=None if undo else target)
+    previous = state["previous"]
+    assert isinstance(previous, NftRuleset)
+    start = time.perf_counter()
+    changed_map = {**endpoints, **build_endpoints_map([new_slices[target]], node_name=CONFIG.node_name)}
+    key = f"bench/svc-{target}"
+    if proportional:
+        ruleset = render_nft_ports(svc_ports, changed_map, CONFIG, changed={key}, previous=previous,
+                                   changed_ports=[sp for sp in state["by_service"][key]],  # type: ignore[index]
+                                   existing_chains=previous.active_chains)
+    else:
+        ruleset = render_nft_ports(svc_ports, changed_map, CONFIG, changed={key},
+                                   previous_elements=previous.elements, existing_chains=previous.active_chains)
+    return ruleset, time.perf_counter() - start
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--sizes", type=int, nargs="+", default=[1000, 5000, 10000])
-    parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--sizes", type=int, nargs="+", default=[1000, 10000])
+    parser.add_argument("--repeat", type=int, default=5)
     args = parser.parse_args()
     made: list[str] = []
+    appliers: list[LibNftApplier] = []
     try:
         for n in args.sizes:
             services, slices = objects(n)
-            renders, applies = [], []
-            ruleset = None
-            for _ in range(args.repeat):
-                start = time.perf_counter()
-                ruleset = render_nft(services, slices, CONFIG, first_sync=True)
-                renders.append(time.perf_counter() - start)
-                made.append(ns := netns())
-                applies.append(nft_apply(ns, ruleset.text))
-                subprocess.run(["ip", "netns", "del", made.pop()], check=False)
-            assert ruleset is not None
-            print(f"{n:6d} Services x 3: render {summary(renders)}  full nft -f {summary(applies)}  "
-                  f"({ruleset.operations} operations, {len(ruleset.text) // 1024} KiB)")
-        n = max(args.sizes)
-        services, slices = objects(n)
-        made.append(ns := netns())
-        full = render_nft(services, slices, CONFIG, first_sync=True)
-        nft_apply(ns, full.text)
-        svc_ports = build_service_ports(services)
-        endpoints = build_endpoints_map(slices, node_name=CONFIG.node_name)
-        chains = frozenset(full.active_chains)
-        renders, applies, sizes = [], [], []
-        previous = full
-        for k in range(args.repeat):
-            target = n // 2 + k
-            _, new_slices = objects(n, changed=target)
             start = time.perf_counter()
-            changed_map = {**endpoints, **build_endpoints_map([new_slices[target]], node_name=CONFIG.node_name)}
-            partial = render_nft_ports(svc_ports, changed_map, CONFIG, changed={f"bench/svc-{target}"},
-                                       previous_elements=previous.elements, existing_chains=chains)
-            renders.append(time.perf_counter() - start)
-            applies.append(nft_apply(ns, partial.text))
-            sizes.append(partial.operations)
-            # Undo, so the next repeat changes a table like the first one (not measured).
-            previous = render_nft_ports(svc_ports, endpoints, CONFIG, changed={f"bench/svc-{target}"},
-                                        previous_elements=partial.elements,
-                                        existing_chains=chains | partial.active_chains)
-            nft_apply(ns, previous.text)
-            chains = chains | partial.active_chains
-        total = [r + a for r, a in zip(renders, applies, strict=True)]
-        print(f"one-Service change at {n}: render {summary(renders)}  nft -f {summary(applies)}  "
-              f"total {summary(total)}  ({statistics.median(sizes):.0f} operations)")
+            full = render_nft(services, slices, CONFIG, first_sync=True)
+            render_full = time.perf_counter() - start
+            made.append(cli_ns := netns())
+            made.append(lib_ns := netns())
+            appliers.append(lib := LibNftApplier(lib_ns))
+            cli_full = nft_apply(cli_ns, full.text)
+            lib_full = lib_apply(lib, full.text)
+            print(f"{n:6d} Services x 3, full sync: render {render_full * 1000:.0f} ms, nft -f {cli_full * 1000:.0f} ms, "
+                  f"libnftables {lib_full * 1000:.0f} ms ({full.operations} operations, {len(full.text) // 1024} KiB)",
+                  flush=True)
+            svc_ports = build_service_ports(services)
+            by_service: dict[str, list[object]] = {}
+            for sp in svc_ports:
+                by_service.setdefault(sp.service_key, []).append(sp)
+            endpoints = build_endpoints_map(slices, node_name=CONFIG.node_name)
+            state: dict[str, object] = {"ports": svc_ports, "endpoints": endpoints, "by_service": by_service,
+                                        "previous": full}
+            timings: dict[str, list[float]] = {k: [] for k in ("walk", "proportional", "nft -f", "libnftables")}
+            ops = []
+            for k in range(args.repeat):
+                target = n // 2 + k
+                for undo in (False, True):
+                    walk, t_walk = change_of(n, target, state, proportional=False, undo=undo)
+                    fast, t_fast = change_of(n, target, state, proportional=True, undo=undo)
+                    assert fast.text == walk.text, "the proportional render must write the walk's transaction"
+                    t_cli = nft_apply(cli_ns, walk.text)
+                    t_lib = lib_apply(lib, fast.text)
+                    if not undo:  # the change measured; the undo (same size) only resets the table
+                        timings["walk"].append(t_walk)
+                        timings["proportional"].append(t_fast)
+                        timings["nft -f"].append(t_cli)
+                        timings["libnftables"].append(t_lib)
+                        ops.append(fast.operations)
+                    state["previous"] = fast
+            before = [w + c for w, c in zip(timings["walk"], timings["nft -f"], strict=True)]
+            after = [f + lib_t for f, lib_t in zip(timings["proportional"], timings["libnftables"], strict=True)]
+            print(f"{n:6d} Services, one-Service endpoint change ({statistics.median(ops):.0f} operations), "
+                  f"median (min-max) of {args.repeat}:")
+            for name, values in timings.items():
+                print(f"    {name:13s} {summary(values)}")
+            print(f"    before (walk + nft -f)           {summary(before)}")
+            print(f"    after (proportional + libnftables) {summary(after)}  "
+                  f"ratio {statistics.median(before) / statistics.median(after):.1f}x", flush=True)
+            for applier in appliers:
+                applier.close()
+            appliers.clear()
+            for ns in made:
+                subprocess.run(["ip", "netns", "del", ns], check=False)
+            made.clear()
     finally:
+        for applier in appliers:
+            applier.close()
         for ns in made:
             subprocess.run(["ip", "netns", "del", ns], check=False)
     return 0

@@ -509,7 +509,7 @@ async def _run_components(tg: asyncio.TaskGroup, options: UpOptions, api_socket:
     from proxyagent import ProxyAgent, ProxyConfig
     from proxyagent.apply import IptablesApplier, RecordingApplier
     from proxyagent.metricserver import MetricsServer as ProxyMetricsServer
-    from proxyagent.nftables.apply import NftApplier
+    from proxyagent.nftables.libnft import nft_applier
 
     def client(agent: str) -> ApiClient:
         # Requests handed to the API server's app in this process (`app`), else aiohttp on the private socket:
@@ -540,7 +540,7 @@ async def _run_components(tg: asyncio.TaskGroup, options: UpOptions, api_socket:
                            state_file=data_dir / "nodes" / node.name / ("nftables.rules" if nftables else "iptables.rules"),
                            proxy_mode=options.proxy_mode,
                            # In iptables mode too: it removes what nftables mode left (kube-proxy's platformCleanup).
-                           nft=NftApplier(node.dataplane.node_netns) if lab is not None else None)
+                           nft=nft_applier(node.dataplane.node_netns, library=nftables) if lab is not None else None)
         return kubelet, agent
 
     # Every component has its own metrics registry, served on a loopback port of its own (picked by the

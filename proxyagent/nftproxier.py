@@ -65,7 +65,9 @@ class NftProxier(Proxier):
             "ip6" if config.ip_family == "IPv6" else "ip")
         self.nft_config = nft_config if nft_config is not None else nft_config_of(config)
         self.first_sync = True  # until one transaction has been applied since start
-        self._elements: dict[str, dict[str, str]] = {}  # the tracked maps after the last successful sync
+        # The last successful sync's ruleset: the tracked maps' elements and each Service's footprint,
+        # from which a partial sync redoes only the changed Services.
+        self._previous: NftRuleset | None = None
         self._chains: frozenset[str] = frozenset()  # the table's chains after the last successful sync
         self._sets: frozenset[str] = frozenset()  # ... and its (affinity) sets
         self._stale: dict[str, float] = {}  # stale chain -> when it was first flushed (clock)
@@ -109,9 +111,10 @@ class NftProxier(Proxier):
             applied = [[key, rv] for service in sorted(taken) for key, rv in taken[service].items()]
             self.metrics.service_changes_pending.set(0)
             self.metrics.endpoint_changes_pending.set(0)
-            ruleset = render_nft_ports(self.state.service_ports(), self.state.endpoints_map(), self.nft_config,
+            ruleset = render_nft_ports(self.state.service_ports, self.state.endpoints_map(), self.nft_config,
                                        changed=None if full else changed,
-                                       previous_elements=None if full else self._elements,
+                                       previous=None if full else self._previous,
+                                       changed_ports=None if full else self.state.ports_of(changed),
                                        existing_chains=chains - deleting, existing_sets=sets,
                                        first_sync=full and self.first_sync)
             deleting -= ruleset.active_chains  # used again (a Service came back): keep it
@@ -132,7 +135,7 @@ class NftProxier(Proxier):
             return None
         self.need_full_sync = False
         self.first_sync = False
-        self._elements = ruleset.elements
+        self._previous = ruleset
         for chain in deleting:
             self._stale.pop(chain, None)
         for chain in ruleset.active_chains:

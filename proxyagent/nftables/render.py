@@ -14,7 +14,7 @@ full or a partial sync come in as arguments; the result says what to remember fo
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field
 
@@ -24,6 +24,7 @@ from ..render import nodeport_cidrs_of, primary_node_ip
 from ..serviceports import (
     EndpointInfo,
     EndpointsKey,
+    IPAddress,
     IPFamily,
     IPNetwork,
     ServicePortInfo,
@@ -121,6 +122,21 @@ class NftConfig:
 
 
 @dataclass(frozen=True)
+class ServiceFootprint:
+    """What one Service's ports contribute to a sync: its chains, affinity sets, tracked elements
+    ((container, key) pairs) and its share of the counts kube-proxy's metrics report."""
+
+    chains: frozenset[str] = frozenset()
+    affinity_sets: frozenset[str] = frozenset()
+    elements: frozenset[tuple[str, str]] = frozenset()
+    service_ports: int = 0
+    endpoints: int = 0
+    no_local_internal: int = 0
+    no_local_external: int = 0
+    health_check_node_ports: frozenset[tuple[str, int]] = frozenset()
+
+
+@dataclass(frozen=True)
 class NftRuleset:
     """One sync's transaction plus what the next sync needs and kube-proxy's metrics count."""
 
@@ -137,6 +153,13 @@ class NftRuleset:
     no_local_endpoints_internal: int
     no_local_endpoints_external: int
     health_check_node_ports: tuple[tuple[str, int], ...] = field(default=())
+    # Per Service ("namespace/name"), what its ports put in the table: what lets the next partial
+    # sync redo only the changed Services (render_nft_ports' `previous`).
+    footprints: Mapping[str, ServiceFootprint] = field(default_factory=dict, repr=False, compare=False)
+    # Map/set keys that more than one Service wrote (two Services on one external IP and port):
+    # a partial sync touching one of them walks every port, as kube-proxy does.
+    shared_keys: frozenset[tuple[str, str]] = field(default=frozenset(), repr=False, compare=False)
+    footprinted: bool = field(default=False, repr=False, compare=False)  # footprints cover every Service
 
 
 def go_quote(text: str) -> str:
@@ -207,10 +230,14 @@ class _Transaction:
 class _ElementStorage:
     """nftElementStorage: a tracked set or map as kube-proxy believes the kernel holds it."""
 
-    def __init__(self, name: str, previous: Mapping[str, str] | None) -> None:
+    def __init__(self, name: str, previous: Mapping[str, str] | None, *,
+                 leftover: set[str] | None = None) -> None:
         self.name = name
         self.elements: dict[str, str] = dict(previous or {})
-        self.leftover: set[str] = set(self.elements)
+        # The keys a sync must re-ensure or delete: all of them, or (a partial sync redoing only
+        # some Services) those Services' previous keys.
+        self.leftover: set[str] = set(self.elements) if leftover is None else leftover
+        self.written: list[str] = []  # keys ensured by the port being rendered (its footprint)
 
     def reset(self, tx: _Transaction, kind: str) -> None:
         self.elements.clear()
@@ -218,6 +245,7 @@ class _ElementStorage:
         tx.verb("flush", kind, self.name)
 
     def ensure(self, tx: _Transaction, key: str, value: str = "", comment: str | None = None) -> None:
+        self.written.append(key)
         existing = self.elements.get(key)
         if existing is None:
             tx.add_element(self.name, key, value, comment)
@@ -380,199 +408,352 @@ def render_nft(
 
 
 def render_nft_ports(
-    svc_ports: Sequence[ServicePortInfo],
+    svc_ports: Sequence[ServicePortInfo] | Callable[[], Sequence[ServicePortInfo]],
     endpoints_map: Mapping[EndpointsKey, tuple[EndpointInfo, ...]],
     config: NftConfig,
     *,
     changed: AbstractSet[str] | None = None,
     previous_elements: Elements | None = None,
+    previous: NftRuleset | None = None,
+    changed_ports: Sequence[ServicePortInfo] | None = None,
     existing_chains: AbstractSet[str] = frozenset(),
     existing_sets: AbstractSet[str] = frozenset(),
     first_sync: bool = False,
 ) -> NftRuleset:
-    """`render_nft` on kube-proxy's own model (service ports and their sorted endpoints). Pure."""
+    """`render_nft` on kube-proxy's own model (service ports and their sorted endpoints). Pure.
+
+    A partial sync given `previous` (the last successful sync's ruleset, whose elements it then
+    starts from) does work proportional to the change: it walks only the changed Services' ports
+    (`changed_ports`, in `svc_ports` order, or those picked out of `svc_ports`) and deletes only
+    their previous elements that are no longer written; the transaction is the one the walk of
+    every port writes. `svc_ports` may be a function returning them, called only when every port
+    must be walked: a full sync, no `previous`, or a changed Service sharing a map key with another
+    Service (then which one wins depends on every port's order, as in kube-proxy's walk).
+    """
+    if changed is not None and previous is not None and previous.footprinted:
+        ruleset = _render_changed(previous, changed, changed_ports, svc_ports, endpoints_map, config,
+                                  existing_chains=existing_chains, existing_sets=existing_sets)
+        if ruleset is not None:
+            return ruleset
+        previous_elements = previous.elements
+    ports = svc_ports() if callable(svc_ports) else svc_ports
+    full = changed is None
+    previous_elements = previous_elements or {}
+    stores = {name: _ElementStorage(name, None if full else previous_elements.get(name)) for name, _ in TRACKED}
+    ctx = _context(config)
+    if full:
+        _setup(ctx.tx, config, first_sync=first_sync, mark=ctx.mark, ip_x=ctx.ip_x, addr=ctx.addr,
+               nodeport_cidrs=nodeport_cidrs_of(config), stores=stores)
+    active: set[str] = set()
+    footprints: dict[str, ServiceFootprint] = {}
+    owner: dict[tuple[str, str], str] = {}
+    shared: set[tuple[str, str]] = set()
+    written = 0
+    for sp in ports:
+        skip = not full and sp.service_key not in (changed or ())
+        port = _render_port(ctx, sp, endpoints_map.get(sp.endpoints_key, ()), stores, active, skip=skip)
+        written += not skip
+        for key in port.elements:
+            if owner.setdefault(key, sp.service_key) != sp.service_key:
+                shared.add(key)
+        footprints[sp.service_key] = _merge(footprints.get(sp.service_key), port)
+    return _finish(ctx, stores, footprints, frozenset(shared), full=full, written=written,
+                   active_chains=frozenset(active),
+                   active_affinity=frozenset(s for fp in footprints.values() for s in fp.affinity_sets),
+                   existing_chains=existing_chains, existing_sets=existing_sets)
+
+
+@dataclass
+class _Context:
+    """What every port's rendering shares in one sync."""
+
+    config: NftConfig
+    tx: _Transaction
+    ip_x: str
+    addr: str
+    mark: str
+    detector: tuple[str, str] | None
+    node_ip: IPAddress | None
+
+
+def _context(config: NftConfig) -> _Context:
     ipv6 = config.ip_family == "IPv6"
     ip_x, addr = ("ip6", "ipv6_addr") if ipv6 else ("ip", "ipv4_addr")
-    mark = "0x%08x" % (1 << config.masquerade_bit)  # Go's "%#08x": 0x00004000 for bit 14
-    full = changed is None
-    previous = previous_elements or {}
-    stores = {name: _ElementStorage(name, None if full else previous.get(name)) for name, _ in TRACKED}
-    tx = _Transaction("ip6" if ipv6 else "ip")
-    if full:
-        _setup(tx, config, first_sync=first_sync, mark=mark, ip_x=ip_x, addr=addr,
-               nodeport_cidrs=nodeport_cidrs_of(config), stores=stores)
-    detector = _local_detector(config, ip_x)
-    node_ip = primary_node_ip(config)
+    return _Context(config=config, tx=_Transaction("ip6" if ipv6 else "ip"), ip_x=ip_x, addr=addr,
+                    mark="0x%08x" % (1 << config.masquerade_bit),  # Go's "%#08x": 0x00004000 for bit 14
+                    detector=_local_detector(config, ip_x), node_ip=primary_node_ip(config))
 
+
+def _merge(footprint: ServiceFootprint | None, port: ServiceFootprint) -> ServiceFootprint:
+    """A Service's footprint with one more of its ports."""
+    if footprint is None:
+        return port
+    return ServiceFootprint(
+        chains=footprint.chains | port.chains, affinity_sets=footprint.affinity_sets | port.affinity_sets,
+        elements=footprint.elements | port.elements, service_ports=footprint.service_ports + port.service_ports,
+        endpoints=footprint.endpoints + port.endpoints,
+        no_local_internal=footprint.no_local_internal + port.no_local_internal,
+        no_local_external=footprint.no_local_external + port.no_local_external,
+        health_check_node_ports=footprint.health_check_node_ports | port.health_check_node_ports)
+
+
+def _render_changed(
+    previous: NftRuleset,
+    changed: AbstractSet[str],
+    changed_ports: Sequence[ServicePortInfo] | None,
+    svc_ports: Sequence[ServicePortInfo] | Callable[[], Sequence[ServicePortInfo]],
+    endpoints_map: Mapping[EndpointsKey, tuple[EndpointInfo, ...]],
+    config: NftConfig,
+    *,
+    existing_chains: AbstractSet[str],
+    existing_sets: AbstractSet[str],
+) -> NftRuleset | None:
+    """A partial sync walking only the changed Services' ports, or None when a key one of them
+    writes or wrote belongs to another Service too (the caller then walks every port)."""
+    if changed_ports is None:
+        ports = svc_ports() if callable(svc_ports) else svc_ports
+        changed_ports = [sp for sp in ports if sp.service_key in changed]
+    old = {service: previous.footprints.get(service, ServiceFootprint()) for service in changed}
+    old_keys = {key: service for service, fp in old.items() for key in fp.elements}
+    if any(key in previous.shared_keys for key in old_keys):
+        return None
+    leftover: dict[str, set[str]] = {name: set() for name, _ in TRACKED}
+    for container, element in old_keys:
+        leftover[container].add(element)
+    stores = {name: _ElementStorage(name, previous.elements.get(name), leftover=leftover[name])
+              for name, _ in TRACKED}
+    ctx = _context(config)
     active: set[str] = set()
-    active_affinity: set[str] = set()
+    new: dict[str, ServiceFootprint] = {}
+    writer: dict[tuple[str, str], str] = {}
+    for sp in changed_ports:
+        port = _render_port(ctx, sp, endpoints_map.get(sp.endpoints_key, ()), stores, active, skip=False)
+        for key in port.elements:
+            # A key another Service holds now, or another changed Service writes too: shared.
+            if (key[1] in previous.elements.get(key[0], {}) and old_keys.get(key) != sp.service_key) \
+                    or writer.setdefault(key, sp.service_key) != sp.service_key:
+                return None
+        new[sp.service_key] = _merge(new.get(sp.service_key), port)
+    footprints = dict(previous.footprints)
+    for service in changed:
+        footprints.pop(service, None)
+    footprints.update(new)
+    gone = frozenset(c for fp in old.values() for c in fp.chains)
+    gone_sets = frozenset(s for fp in old.values() for s in fp.affinity_sets)
+    return _finish(ctx, stores, footprints, previous.shared_keys, full=False, written=len(changed_ports),
+                      active_chains=(previous.active_chains - gone) | active,
+                      active_affinity=(previous.active_affinity_sets - gone_sets)
+                      | frozenset(s for fp in new.values() for s in fp.affinity_sets),
+                      existing_chains=existing_chains, existing_sets=existing_sets,
+                      counts=_counts(previous, old.values(), new.values()))
 
-    def ensure_chain(chain: str, skip: bool) -> None:
+
+def _counts(previous: NftRuleset, old: Iterable[ServiceFootprint],
+            new: Iterable[ServiceFootprint]) -> tuple[int, int, int, int, tuple[tuple[str, int], ...]]:
+    """The previous sync's totals with the changed Services' shares swapped."""
+    totals = [previous.service_ports, previous.endpoints_total, previous.no_local_endpoints_internal,
+              previous.no_local_endpoints_external]
+    hc = set(previous.health_check_node_ports)
+    for sign, fps in ((-1, old), (1, new)):
+        for fp in fps:
+            for i, value in enumerate((fp.service_ports, fp.endpoints, fp.no_local_internal, fp.no_local_external)):
+                totals[i] += sign * value
+            if sign < 0:
+                hc -= fp.health_check_node_ports
+            else:
+                hc |= fp.health_check_node_ports
+    return totals[0], totals[1], totals[2], totals[3], tuple(sorted(hc))
+
+
+def _finish(ctx: _Context, stores: Mapping[str, _ElementStorage], footprints: dict[str, ServiceFootprint],
+            shared: frozenset[tuple[str, str]], *, full: bool, written: int, active_chains: frozenset[str],
+            active_affinity: frozenset[str], existing_chains: AbstractSet[str], existing_sets: AbstractSet[str],
+            counts: tuple[int, int, int, int, tuple[tuple[str, int], ...]] | None = None) -> NftRuleset:
+    """Stale chains and sets, leftover elements, and the ruleset."""
+    tx = ctx.tx
+    # Stale chains cannot be deleted at once: before Linux 6.2 the kernel notices only a little
+    # later that a deleted map element no longer references a chain. Flush now, delete later.
+    stale = sorted(c for c in existing_chains - active_chains if is_service_chain(c))
+    for chain in stale:
+        tx.verb("flush", "chain", chain)
+    for name in sorted(s for s in existing_sets - active_affinity if is_affinity_set(s)):
+        tx.verb("delete", "set", name)
+    for name, _ in TRACKED:
+        stores[name].cleanup(tx)
+    if counts is None:
+        fps = footprints.values()
+        counts = (sum(fp.service_ports for fp in fps), sum(fp.endpoints for fp in fps),
+                  sum(fp.no_local_internal for fp in fps), sum(fp.no_local_external for fp in fps),
+                  tuple(sorted(hc for fp in fps for hc in fp.health_check_node_ports)))
+    text = "".join(line + "\n" for line in tx.lines)
+    return NftRuleset(
+        text=text, full_sync=full, active_chains=active_chains, active_affinity_sets=active_affinity,
+        stale_chains=tuple(stale), elements={name: store.elements for name, store in stores.items()},
+        operations=len(tx.lines), service_ports=counts[0], services_written=written,
+        endpoints_total=counts[1], no_local_endpoints_internal=counts[2], no_local_endpoints_external=counts[3],
+        health_check_node_ports=counts[4], footprints=footprints, shared_keys=shared, footprinted=True)
+
+
+def _render_port(ctx: _Context, sp: ServicePortInfo, eps: Sequence[EndpointInfo],
+                 stores: Mapping[str, _ElementStorage], active: set[str], *, skip: bool) -> ServiceFootprint:
+    """One service port of syncProxyRules' loop: its elements (ensured in `stores`) and, unless
+    `skip` (a partial sync's unchanged Service), its chains and rules. Returns its footprint."""
+    tx, ip_x, config, detector = ctx.tx, ctx.ip_x, ctx.config, ctx.detector
+    for store in stores.values():
+        store.written.clear()
+    chains_used: set[str] = set()
+    affinity_sets: set[str] = set()
+    no_local_internal = no_local_external = 0
+
+    def ensure_chain(chain: str) -> None:
         # ensureChain: add+flush once per sync; a partial sync only notes an untouched chain.
+        chains_used.add(chain)
         if chain not in active:
             active.add(chain)
             if not skip:
                 tx.add_chain(chain)
                 tx.verb("flush", "chain", chain)
 
-    endpoints_total = no_local_internal = no_local_external = written = 0
-    for sp in svc_ports:
-        eps = endpoints_map.get(sp.endpoints_key, ())
-        endpoints_total += len(eps)
-        cat = categorize_endpoints(eps, sp)
-        cluster, local, reachable, has_endpoints = cat.cluster, cat.local, cat.all_reachable, cat.has_any
-        proto, name = sp.proto, sp.svc_port_name
-        chains = service_port_chains(sp.namespace, sp.name, proto, sp.port_name)
-        skip = not full and sp.service_key not in (changed or ())
-        affinity = sp.session_affinity_client_ip
+    cat = categorize_endpoints(eps, sp)
+    cluster, local, reachable, has_endpoints = cat.cluster, cat.local, cat.all_reachable, cat.has_any
+    proto, name = sp.proto, sp.svc_port_name
+    chains = service_port_chains(sp.namespace, sp.name, proto, sp.port_name)
+    affinity = sp.session_affinity_client_ip
 
-        ep_chain: dict[str, str] = {}
-        for ep in reachable:
-            base = endpoint_base(sp.namespace, sp.name, proto, sp.port_name, ep.ip, ep.port)
-            ep_chain[ep.endpoint] = ENDPOINT_PREFIX + base
-            ensure_chain(ENDPOINT_PREFIX + base, skip)
-            if affinity:
-                active_affinity.add(AFFINITY_PREFIX + base)
-
-        uses_cluster_chain = bool(cluster) and sp.uses_cluster_endpoints
-        if uses_cluster_chain:
-            ensure_chain(chains.cluster, skip)
-        uses_local_chain = bool(local) and sp.uses_local_endpoints
-        if uses_local_chain:
-            ensure_chain(chains.local, skip)
-
-        internal_chain, has_internal = chains.cluster, has_endpoints
-        if sp.internal_policy_local:
-            internal_chain, has_internal = chains.local, has_internal and bool(local)
-        external_policy_chain, has_external = chains.cluster, has_endpoints
-        if sp.external_policy_local:
-            external_policy_chain, has_external = chains.local, has_external and bool(local)
-        # The external chain is needed even with no usable external endpoint: its short-circuits
-        # serve pod and host traffic.
-        uses_external_chain = has_endpoints and sp.externally_accessible
-        if uses_external_chain:
-            ensure_chain(chains.external, skip)
-
-        if not has_endpoints:
-            internal_verdict = external_verdict = f"goto {REJECT_CHAIN}"
-        else:
-            internal_verdict = external_verdict = ""
-            if not has_internal:  # iTP Local with no local endpoint: drop ClusterIP traffic
-                internal_verdict = "drop"
-                no_local_internal += 1
-            if not has_external:  # eTP Local with no local endpoint: drop what is not short-circuited
-                external_verdict = "drop"
-                no_local_external += 1
-
-        port = sp.port
-        stores[CLUSTER_IPS].ensure(tx, sp.cluster_ip)
-        cip_key = f"{sp.cluster_ip} . {proto} . {port}"
-        if has_internal:
-            stores[SERVICE_IPS].ensure(tx, cip_key, f"goto {internal_chain}")
-        else:
-            stores[NO_ENDPOINT_SERVICES].ensure(tx, cip_key, internal_verdict, name)
-        for eip in sp.external_ips:
-            key = f"{eip} . {proto} . {port}"
-            if has_endpoints:
-                stores[SERVICE_IPS].ensure(tx, key, f"goto {chains.external}")
-            if not has_external:
-                stores[NO_ENDPOINT_SERVICES].ensure(tx, key, external_verdict, name)
-        # Source ranges are enforced in filter-prerouting, before DNAT, whatever the endpoints.
-        uses_fw_chain = bool(sp.load_balancer_vips) and bool(sp.load_balancer_source_ranges)
-        if uses_fw_chain:
-            ensure_chain(chains.firewall, skip)
-        for vip in sp.load_balancer_vips:
-            key = f"{vip} . {proto} . {port}"
-            if has_endpoints:
-                stores[SERVICE_IPS].ensure(tx, key, f"goto {chains.external}")
-            if uses_fw_chain:
-                stores[FIREWALL_IPS].ensure(tx, key, f"goto {chains.firewall}")
-        if not has_external:
-            for vip in sp.load_balancer_vips:
-                stores[NO_ENDPOINT_SERVICES].ensure(tx, f"{vip} . {proto} . {port}", external_verdict, name)
-        if sp.node_port:
-            key = f"{proto} . {sp.node_port}"
-            # NodePorts are not subject to loadBalancerSourceRanges (they go to external-, never firewall-).
-            if has_endpoints:
-                stores[SERVICE_NODEPORTS].ensure(tx, key, f"goto {chains.external}")
-            if not has_external:
-                stores[NO_ENDPOINT_NODEPORTS].ensure(tx, key, external_verdict, name)
-
-        if skip:
-            continue
-        written += 1
-        if has_internal:
-            match = f"{ip_x} daddr {sp.cluster_ip} {proto} dport {port}"
-            if config.masquerade_all:
-                tx.add_rule(internal_chain, f"{match} jump {MARK_MASQ}")
-            elif detector is not None:
-                # Off-cluster traffic to a ClusterIP (a static route to any node) may bounce off-node.
-                tx.add_rule(internal_chain, f"{match} {detector[1]} jump {MARK_MASQ}")
-        if uses_external_chain:
-            if not sp.external_policy_local:
-                # Cluster policy may cross nodes: always masquerade.
-                tx.add_rule(chains.external, f"jump {MARK_MASQ}")
-            else:
-                if detector is not None:
-                    # Pod -> external IP is treated as if it went out to the load balancer and back.
-                    tx.add_rule(chains.external, f"{detector[0]} goto {chains.cluster}", "short-circuit pod traffic")
-                # Host traffic has a local source address (maybe the LB IP itself): masquerade it.
-                tx.add_rule(chains.external, f"fib saddr type local jump {MARK_MASQ}", "masquerade local traffic")
-                tx.add_rule(chains.external, f"fib saddr type local goto {chains.cluster}",
-                            "short-circuit local traffic")
-            if has_external:
-                tx.add_rule(chains.external, f"goto {external_policy_chain}")
-        if uses_fw_chain:
-            sources: list[str] = []
-            allow_from_node = False
-            for cidr in sp.load_balancer_source_ranges:
-                if sources:
-                    sources.append(",")
-                sources.append(cidr)
-                net = parse_cidr_sloppy(cidr)
-                allow_from_node = allow_from_node or (node_ip is not None and net is not None
-                                                      and node_ip.version == net.version and node_ip in net)
-            if allow_from_node:
-                # A VIP bound locally loops node -> VIP traffic back with the VIP as source.
-                for vip in sp.load_balancer_vips:
-                    sources += [",", vip]
-            tx.add_rule(chains.firewall, f"{ip_x} saddr != {{ {' '.join(sources)} }} drop")
+    ep_chain: dict[str, str] = {}
+    for ep in reachable:
+        base = endpoint_base(sp.namespace, sp.name, proto, sp.port_name, ep.ip, ep.port)
+        ep_chain[ep.endpoint] = ENDPOINT_PREFIX + base
+        ensure_chain(ENDPOINT_PREFIX + base)
         if affinity:
-            for ep in reachable:
-                # Affinity is per client IP and service port, whichever service IP was used.
-                tx.add_set("set", AFFINITY_PREFIX + ep_chain[ep.endpoint][len(ENDPOINT_PREFIX):], addr,
-                           flags="dynamic,timeout", timeout=sp.sticky_max_age_seconds)
-        if uses_cluster_chain:
-            _write_dispatch(tx, sp, chains.cluster, cluster, ep_chain, ip_x)
-        if uses_local_chain:
-            _write_dispatch(tx, sp, chains.local, local, ep_chain, ip_x)
+            affinity_sets.add(AFFINITY_PREFIX + base)
+
+    uses_cluster_chain = bool(cluster) and sp.uses_cluster_endpoints
+    if uses_cluster_chain:
+        ensure_chain(chains.cluster)
+    uses_local_chain = bool(local) and sp.uses_local_endpoints
+    if uses_local_chain:
+        ensure_chain(chains.local)
+
+    internal_chain, has_internal = chains.cluster, has_endpoints
+    if sp.internal_policy_local:
+        internal_chain, has_internal = chains.local, has_internal and bool(local)
+    external_policy_chain, has_external = chains.cluster, has_endpoints
+    if sp.external_policy_local:
+        external_policy_chain, has_external = chains.local, has_external and bool(local)
+    # The external chain is needed even with no usable external endpoint: its short-circuits
+    # serve pod and host traffic.
+    uses_external_chain = has_endpoints and sp.externally_accessible
+    if uses_external_chain:
+        ensure_chain(chains.external)
+
+    if not has_endpoints:
+        internal_verdict = external_verdict = f"goto {REJECT_CHAIN}"
+    else:
+        internal_verdict = external_verdict = ""
+        if not has_internal:  # iTP Local with no local endpoint: drop ClusterIP traffic
+            internal_verdict = "drop"
+            no_local_internal += 1
+        if not has_external:  # eTP Local with no local endpoint: drop what is not short-circuited
+            external_verdict = "drop"
+            no_local_external += 1
+
+    port = sp.port
+    stores[CLUSTER_IPS].ensure(tx, sp.cluster_ip)
+    cip_key = f"{sp.cluster_ip} . {proto} . {port}"
+    if has_internal:
+        stores[SERVICE_IPS].ensure(tx, cip_key, f"goto {internal_chain}")
+    else:
+        stores[NO_ENDPOINT_SERVICES].ensure(tx, cip_key, internal_verdict, name)
+    for eip in sp.external_ips:
+        key = f"{eip} . {proto} . {port}"
+        if has_endpoints:
+            stores[SERVICE_IPS].ensure(tx, key, f"goto {chains.external}")
+        if not has_external:
+            stores[NO_ENDPOINT_SERVICES].ensure(tx, key, external_verdict, name)
+    # Source ranges are enforced in filter-prerouting, before DNAT, whatever the endpoints.
+    uses_fw_chain = bool(sp.load_balancer_vips) and bool(sp.load_balancer_source_ranges)
+    if uses_fw_chain:
+        ensure_chain(chains.firewall)
+    for vip in sp.load_balancer_vips:
+        key = f"{vip} . {proto} . {port}"
+        if has_endpoints:
+            stores[SERVICE_IPS].ensure(tx, key, f"goto {chains.external}")
+        if uses_fw_chain:
+            stores[FIREWALL_IPS].ensure(tx, key, f"goto {chains.firewall}")
+    if not has_external:
+        for vip in sp.load_balancer_vips:
+            stores[NO_ENDPOINT_SERVICES].ensure(tx, f"{vip} . {proto} . {port}", external_verdict, name)
+    if sp.node_port:
+        key = f"{proto} . {sp.node_port}"
+        # NodePorts are not subject to loadBalancerSourceRanges (they go to external-, never firewall-).
+        if has_endpoints:
+            stores[SERVICE_NODEPORTS].ensure(tx, key, f"goto {chains.external}")
+        if not has_external:
+            stores[NO_ENDPOINT_NODEPORTS].ensure(tx, key, external_verdict, name)
+
+    footprint = ServiceFootprint(
+        chains=frozenset(chains_used), affinity_sets=frozenset(affinity_sets),
+        elements=frozenset((store.name, key) for store in stores.values() for key in store.written),
+        service_ports=1, endpoints=len(eps), no_local_internal=no_local_internal, no_local_external=no_local_external,
+        health_check_node_ports=frozenset({(sp.service_key, sp.health_check_node_port)}
+                                          if sp.health_check_node_port else ()))
+    if skip:
+        return footprint
+    if has_internal:
+        match = f"{ip_x} daddr {sp.cluster_ip} {proto} dport {port}"
+        if config.masquerade_all:
+            tx.add_rule(internal_chain, f"{match} jump {MARK_MASQ}")
+        elif detector is not None:
+            # Off-cluster traffic to a ClusterIP (a static route to any node) may bounce off-node.
+            tx.add_rule(internal_chain, f"{match} {detector[1]} jump {MARK_MASQ}")
+    if uses_external_chain:
+        if not sp.external_policy_local:
+            # Cluster policy may cross nodes: always masquerade.
+            tx.add_rule(chains.external, f"jump {MARK_MASQ}")
+        else:
+            if detector is not None:
+                # Pod -> external IP is treated as if it went out to the load balancer and back.
+                tx.add_rule(chains.external, f"{detector[0]} goto {chains.cluster}", "short-circuit pod traffic")
+            # Host traffic has a local source address (maybe the LB IP itself): masquerade it.
+            tx.add_rule(chains.external, f"fib saddr type local jump {MARK_MASQ}", "masquerade local traffic")
+            tx.add_rule(chains.external, f"fib saddr type local goto {chains.cluster}",
+                        "short-circuit local traffic")
+        if has_external:
+            tx.add_rule(chains.external, f"goto {external_policy_chain}")
+    if uses_fw_chain:
+        sources: list[str] = []
+        allow_from_node = False
+        node_ip = ctx.node_ip
+        for cidr in sp.load_balancer_source_ranges:
+            if sources:
+                sources.append(",")
+            sources.append(cidr)
+            net = parse_cidr_sloppy(cidr)
+            allow_from_node = allow_from_node or (node_ip is not None and net is not None
+                                                  and node_ip.version == net.version and node_ip in net)
+        if allow_from_node:
+            # A VIP bound locally loops node -> VIP traffic back with the VIP as source.
+            for vip in sp.load_balancer_vips:
+                sources += [",", vip]
+        tx.add_rule(chains.firewall, f"{ip_x} saddr != {{ {' '.join(sources)} }} drop")
+    if affinity:
         for ep in reachable:
-            chain = ep_chain[ep.endpoint]
-            # Hairpin: a pod reaching itself through its Service must be SNATed.
-            tx.add_rule(chain, f"{ip_x} saddr {ep.ip} jump {MARK_MASQ}")
-            if affinity:
-                tx.add_rule(chain, f"update @{AFFINITY_PREFIX}{chain[len(ENDPOINT_PREFIX):]} {{ {ip_x} saddr }}")
-            tx.add_rule(chain, f"meta l4proto {proto} dnat to {ep.endpoint}")
-
-    # Stale chains cannot be deleted at once: before Linux 6.2 the kernel notices only a little
-    # later that a deleted map element no longer references a chain. Flush now, delete later.
-    stale = sorted(c for c in existing_chains if is_service_chain(c) and c not in active)
-    for chain in stale:
-        tx.verb("flush", "chain", chain)
-    for name in sorted(s for s in existing_sets if is_affinity_set(s) and s not in active_affinity):
-        tx.verb("delete", "set", name)
-    for name, _ in TRACKED:
-        stores[name].cleanup(tx)
-
-    text = "".join(line + "\n" for line in tx.lines)
-    return NftRuleset(
-        text=text, full_sync=full, active_chains=frozenset(active), active_affinity_sets=frozenset(active_affinity),
-        stale_chains=tuple(stale), elements={name: dict(store.elements) for name, store in stores.items()},
-        operations=len(tx.lines), service_ports=len(svc_ports), services_written=written,
-        endpoints_total=endpoints_total, no_local_endpoints_internal=no_local_internal,
-        no_local_endpoints_external=no_local_external,
-        health_check_node_ports=tuple(sorted({(sp.service_key, sp.health_check_node_port)
-                                              for sp in svc_ports if sp.health_check_node_port})))
+            # Affinity is per client IP and service port, whichever service IP was used.
+            tx.add_set("set", AFFINITY_PREFIX + ep_chain[ep.endpoint][len(ENDPOINT_PREFIX):], ctx.addr,
+                       flags="dynamic,timeout", timeout=sp.sticky_max_age_seconds)
+    if uses_cluster_chain:
+        _write_dispatch(tx, sp, chains.cluster, cluster, ep_chain, ip_x)
+    if uses_local_chain:
+        _write_dispatch(tx, sp, chains.local, local, ep_chain, ip_x)
+    for ep in reachable:
+        chain = ep_chain[ep.endpoint]
+        # Hairpin: a pod reaching itself through its Service must be SNATed.
+        tx.add_rule(chain, f"{ip_x} saddr {ep.ip} jump {MARK_MASQ}")
+        if affinity:
+            tx.add_rule(chain, f"update @{AFFINITY_PREFIX}{chain[len(ENDPOINT_PREFIX):]} {{ {ip_x} saddr }}")
+        tx.add_rule(chain, f"meta l4proto {proto} dnat to {ep.endpoint}")
+    return footprint
 
 
 def _write_dispatch(tx: _Transaction, sp: ServicePortInfo, chain: str, endpoints: Sequence[EndpointInfo],

@@ -1,0 +1,182 @@
+"""The fast way to apply a transaction: libnftables (Debian's libnftables1) in the agent's own process.
+
+`nft -f` costs a process (`ip netns exec` + `nft`) per sync; libnftables is the same parser and
+the same all-or-nothing batch without it. The library talks netlink from the calling thread's
+network namespace, so each `LibNftApplier` owns one thread that enters the node's namespace once
+(setns(2) affects that thread only) and makes every library call; the rest of the agent stays
+where it is. The thread lives in the agent's process, so it dies with the agent and holds nothing
+outside it; `close()` ends it earlier. Before each transaction the thread checks that it is still
+in the namespace the name points at (a lab that recreated the namespace gets a fresh thread).
+
+What it does not save with nft 1.0.6 (Debian 12): each transaction reloads nft's cache of the
+table's chains and sets, because 1.0.6 keeps a cache only while the kernel's generation id is the
+one it read, and its own commit bumps it (later nft releases accept genid + 1). That reload is
+proportional to the table (~0.3-0.6 s at 10k Services); `nft -f` pays it too, plus the process.
+
+The listings (`existing`, `listed`) and the cleanup run rarely (full syncs, start) and stay with
+`nft` (NftApplier). `nft_applier()` picks this applier when the library loads, `nft -f` otherwise.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import ctypes
+import ctypes.util
+import logging
+import os
+import threading
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+from ..apply import ApplyError
+from .apply import NftApplier, _nft_error
+
+log = logging.getLogger(__name__)
+
+LIBRARY = "libnftables.so.1"
+NETNS_DIR = Path("/run/netns")  # where `ip netns add` names namespaces
+CLONE_NEWNET = 0x40000000
+
+
+class LibraryUnavailable(RuntimeError):
+    """libnftables (or setns) cannot be used here: use `nft -f`."""
+
+
+def _load() -> ctypes.CDLL:
+    try:
+        lib = ctypes.CDLL(LIBRARY)
+    except OSError as exc:
+        raise LibraryUnavailable(f"{LIBRARY}: {exc}") from exc
+    lib.nft_ctx_new.restype = ctypes.c_void_p
+    lib.nft_ctx_new.argtypes = [ctypes.c_uint32]
+    lib.nft_ctx_free.restype = None
+    lib.nft_ctx_free.argtypes = [ctypes.c_void_p]
+    lib.nft_ctx_buffer_output.argtypes = [ctypes.c_void_p]
+    lib.nft_ctx_buffer_error.argtypes = [ctypes.c_void_p]
+    lib.nft_ctx_get_output_buffer.restype = ctypes.c_char_p
+    lib.nft_ctx_get_output_buffer.argtypes = [ctypes.c_void_p]
+    lib.nft_ctx_get_error_buffer.restype = ctypes.c_char_p
+    lib.nft_ctx_get_error_buffer.argtypes = [ctypes.c_void_p]
+    lib.nft_run_cmd_from_buffer.argtypes = [ctypes.c_void_p, ctypes.c_char_p]
+    return lib
+
+
+_libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
+
+
+def _netns_inode(netns: str | None) -> int:
+    """The namespace the name points at now (the current thread's when None)."""
+    path = NETNS_DIR / netns if netns is not None else Path("/proc/thread-self/ns/net")
+    try:
+        return os.stat(path).st_ino
+    except OSError as exc:
+        raise ApplyError(f"network namespace {netns}: {exc}") from exc
+
+
+class _Worker:
+    """One thread inside `netns`, holding one libnftables context; every call goes through it."""
+
+    def __init__(self, lib: ctypes.CDLL, netns: str | None) -> None:
+        self.lib = lib
+        self.netns = netns
+        self.ctx: int | None = None
+        self.inode = 0
+        self.pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix=f"libnft-{netns or 'host'}")
+        try:
+            # Fails here (not at the first sync) if the namespace cannot be entered.
+            self.pool.submit(self._enter).result()
+        except BaseException:
+            self.pool.shutdown(wait=True)
+            raise
+
+    def _enter(self) -> None:
+        """In the worker thread: enter the namespace and make the context there."""
+        if self.netns is not None:
+            try:
+                fd = os.open(NETNS_DIR / self.netns, os.O_RDONLY | os.O_CLOEXEC)
+            except OSError as exc:
+                raise LibraryUnavailable(f"network namespace {self.netns}: {exc}") from exc
+            try:
+                if _libc.setns(fd, CLONE_NEWNET) != 0:
+                    err = ctypes.get_errno()
+                    raise LibraryUnavailable(f"setns {self.netns}: {os.strerror(err)}")
+            finally:
+                os.close(fd)
+        self.inode = _netns_inode(None)
+        ctx = self.lib.nft_ctx_new(0)  # NFT_CTX_DEFAULT
+        if not ctx:
+            raise LibraryUnavailable("nft_ctx_new failed")
+        self.lib.nft_ctx_buffer_output(ctx)  # nothing reaches the agent's stdout/stderr
+        self.lib.nft_ctx_buffer_error(ctx)
+        self.ctx = ctx
+
+    def run(self, text: bytes) -> tuple[int, str]:
+        """In the worker thread: one nft_run_cmd_from_buffer (one batch: all or nothing)."""
+        assert self.ctx is not None
+        code = self.lib.nft_run_cmd_from_buffer(self.ctx, text)
+        self.lib.nft_ctx_get_output_buffer(self.ctx)  # read to reset it
+        error = self.lib.nft_ctx_get_error_buffer(self.ctx) or b""
+        return code, error.decode(errors="replace")
+
+    def close(self) -> None:
+        def free() -> None:
+            if self.ctx is not None:
+                self.lib.nft_ctx_free(self.ctx)
+                self.ctx = None
+        try:
+            self.pool.submit(free).result()
+        finally:
+            self.pool.shutdown(wait=True)
+
+
+class LibNftApplier(NftApplier):
+    """NftApplier whose transactions go through libnftables in a thread inside the namespace."""
+
+    def __init__(self, netns: str | None, *, family: str = "ip") -> None:
+        super().__init__(netns, family=family)
+        self._lib = _load()
+        self._lock = threading.Lock()
+        # Made at the first transaction: the node's namespace may not exist yet when the agent is built.
+        self._worker: _Worker | None = None
+
+    def _current(self) -> _Worker:
+        """The worker, made again if the namespace's name now points at another namespace."""
+        with self._lock:
+            worker = self._worker
+            if worker is not None and (self.netns is None or _netns_inode(self.netns) == worker.inode):
+                return worker
+            if worker is not None:
+                log.info("network namespace %s was recreated: libnftables follows it", self.netns)
+                worker.close()
+            self._worker = None
+            try:
+                self._worker = _Worker(self._lib, self.netns)
+            except LibraryUnavailable as exc:
+                raise ApplyError(str(exc)) from exc
+            return self._worker
+
+    async def transact(self, transaction: str) -> None:
+        """One batch, as `nft -f -` applies it: the whole sync or nothing."""
+        self.transactions += 1
+        worker = self._current()  # a stat; a new thread only if the namespace was recreated
+        code, err = await asyncio.wrap_future(worker.pool.submit(worker.run, transaction.encode()))
+        if code != 0:
+            raise ApplyError(f"nft -f failed (libnftables, exit {code}): {_nft_error(err)}", exit_code=1)
+
+    def close(self) -> None:
+        """End the thread (it would end with the process anyway)."""
+        with self._lock:
+            if self._worker is not None:
+                self._worker.close()
+                self._worker = None
+
+
+def nft_applier(netns: str | None, *, family: str = "ip", library: bool = True) -> NftApplier:
+    """The applier for a node: libnftables in a thread inside its namespace when the library
+    loads and the namespace can be entered, `nft -f` otherwise (and with library=False)."""
+    if library:
+        try:
+            return LibNftApplier(netns, family=family)
+        except LibraryUnavailable as exc:
+            log.info("applying nftables transactions with nft -f: %s", exc)
+    return NftApplier(netns, family=family)
