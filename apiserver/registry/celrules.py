@@ -15,6 +15,8 @@ an iteration budget of 10,000 comprehension steps per evaluation that cannot be 
 * A rule that names `oldSelf` is a transition rule: run on update only where the old value exists
   (an item of a map-type list is matched by its keys), or always with `optionalOldSelf`, where `oldSelf`
   is an optional.
+* Ratcheting: on update, a rule that is not a transition rule and fails on a value the update left as it
+  was (or under an unchanged correlatable ancestor) is let through, as kube 1.30+ does (kube also warns).
 * Evaluation (`RuleTree.validate`): a rule that is false gives kube's field error: `<path>: Invalid value:
   "<schema type>": <message>` (the type, not the value: kube 1.32), or Forbidden/Required/Duplicate by
   `reason`, at `fieldPath` under the node when given; `messageExpression` replaces the message when it
@@ -449,29 +451,36 @@ class RuleTree:
     def validate(self, obj: Any, old: Any) -> list[FieldError]:
         """Every rule's field error for `obj` (and `old` on update: None on create)."""
         run = _Run()
-        self._validate(obj, old, "", run, root=True)
+        self._validate(obj, old, "", run, root=True, unchanged=old is not None and obj == old)
         return run.errors
 
-    def _validate(self, obj: Any, old: Any, path: str, run: _Run, *, root: bool) -> None:
+    def _validate(self, obj: Any, old: Any, path: str, run: _Run, *, root: bool, unchanged: bool) -> None:
+        """`old` is the correlated old value (None where there is none); `unchanged` says whether this
+        value, or its nearest correlatable ancestor, equals its old value (CRD validation ratcheting)."""
         if obj is None or run.evaluations < 0:
             return
         if self.rules:
-            _evaluate(self, obj, old, path, run, root=root)
+            _evaluate(self, obj, old, path, run, root=root, unchanged=unchanged)
         if isinstance(obj, dict):
             old_map = old if isinstance(old, dict) else {}
             for key, value in obj.items():
-                if key in self.properties:
-                    self.properties[key]._validate(value, old_map.get(key), _child(path, key), run, root=False)
-                elif self.additional is not None:
-                    self.additional._validate(value, old_map.get(key), f"{path}[{key}]", run, root=False)
+                child = self.properties.get(key, self.additional)
+                if child is None:
+                    continue
+                old_value = old_map.get(key)
+                child._validate(value, old_value, _child(path, key) if key in self.properties else f"{path}[{key}]",
+                                run, root=False, unchanged=old_value is not None and value == old_value)
         elif isinstance(obj, list) and self.items is not None:
             keys = self.schema.get("x-kubernetes-list-map-keys")
             olds: dict[Any, Any] = {}
-            if self.schema.get("x-kubernetes-list-type") == "map" and isinstance(keys, list) and isinstance(old, list):
+            correlatable = self.schema.get("x-kubernetes-list-type") == "map" and isinstance(keys, list)
+            if correlatable and isinstance(keys, list) and isinstance(old, list):
                 olds = {_map_list_key(item, keys): item for item in old}
             for i, item in enumerate(obj):
                 matched = olds.get(_map_list_key(item, keys)) if olds and isinstance(keys, list) else None
-                self.items._validate(item, matched, f"{path}[{i}]", run, root=False)
+                # Items of other lists have no old value; their errors ratchet with the list's.
+                same = (matched is not None and item == matched) if correlatable else unchanged
+                self.items._validate(item, matched, f"{path}[{i}]", run, root=False, unchanged=same)
 
 
 def build(schema: Any, *, root: bool = True) -> RuleTree | None:
@@ -546,7 +555,7 @@ def _eval(program: Any, data: dict[str, Any]) -> tuple[Any, str | None]:
     return result.value(), None
 
 
-def _evaluate(node: RuleTree, obj: Any, old: Any, path: str, run: _Run, *, root: bool) -> None:
+def _evaluate(node: RuleTree, obj: Any, old: Any, path: str, run: _Run, *, root: bool, unchanged: bool) -> None:
     shown = path if path else "<nil>"
     value = to_cel(root_value(obj) if root and isinstance(obj, dict) else obj, node.schema)
     old_value = (to_cel(root_value(old) if root and isinstance(old, dict) else old, node.schema)
@@ -582,6 +591,10 @@ def _evaluate(node: RuleTree, obj: Any, old: Any, path: str, run: _Run, *, root:
             run.errors.append(validation.invalid(shown, node.type_name, detail))
             continue
         if result is True:
+            continue
+        if unchanged and not rule.transition:
+            # Ratcheting (CRDValidationRatcheting, on by default since 1.30): a value the update did not
+            # change may keep failing a rule added since; kube turns the error into a warning.
             continue
         if not isinstance(result, bool):
             run.errors.append(validation.invalid(shown, node.type_name, "no such overload evaluating rule: "

@@ -201,6 +201,31 @@ def test_transition_rules_run_on_update_only(api: httpx.Client, widgets: str, gr
     assert "replicas may not shrink from 5 to 1" in status["message"]
 
 
+def test_a_rule_added_later_ratchets_values_the_update_leaves_alone(api: httpx.Client, widgets: str,
+                                                                     group: str) -> None:
+    """CRDValidationRatcheting (on by default since 1.30): an unchanged value may keep failing a new rule."""
+    stored = api.post(widgets, json=widget(group, owner="me", host="a.example")).json()
+    crd = api.get(f"{CRDS}/widgets.{group}").json()
+    crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["spec"]["properties"]["owner"][
+        "x-kubernetes-validations"] = [{"rule": "self.startsWith('team-')", "message": "owners are teams"}]
+    assert api.put(f"{CRDS}/widgets.{group}", json=crd).status_code == 200
+
+    def refused() -> dict[str, Any] | None:
+        answer = api.post(widgets, json=widget(group, "w2", owner="me"))
+        return answer.json() if answer.status_code == 422 else None
+    status = wait_for("the new rule", refused)
+    assert 'spec.owner: Invalid value: "string": owners are teams' in status["message"]
+    relabelled = copy.deepcopy(stored)
+    relabelled["metadata"]["labels"] = {"a": "b"}
+    relabelled["spec"]["host"] = "b.example"
+    answer = api.put(f"{widgets}/w1", json=relabelled)
+    assert answer.status_code == 200, answer.text  # spec.owner unchanged: ratcheted
+    changed = answer.json()
+    changed["spec"]["owner"] = "you"
+    status = assert_status(api.put(f"{widgets}/w1", json=changed), 422, "Invalid")
+    assert 'spec.owner: Invalid value: "string": owners are teams' in status["message"]
+
+
 # --- the definition ----------------------------------------------------------------------------------------
 
 ROOT = "spec.versions[0].schema.openAPIV3Schema"
@@ -336,8 +361,16 @@ def test_a_rule_over_its_iteration_budget_is_refused_with_kubes_cost_words(api: 
         api.delete(f"{CRDS}/{crd['metadata']['name']}")
 
 
-def test_an_object_with_more_rule_evaluations_than_the_budget_is_refused(api: httpx.Client, widgets: str,
+@pytest.fixture
+def patient(apiserver: str) -> Iterator[httpx.Client]:
+    """A client that waits for big bodies on a loaded machine (the answer is asserted, never its time)."""
+    with httpx.Client(base_url=apiserver, timeout=180) as slow:
+        yield slow
+
+
+def test_an_object_with_more_rule_evaluations_than_the_budget_is_refused(patient: httpx.Client, widgets: str,
                                                                          group: str) -> None:
+    api = patient
     limits = {f"k{i}": 1 for i in range(12_000)}
     status = assert_status(api.post(widgets, json=widget(group, limits=limits)), 422, "Invalid")
     assert ("validation failed due to running out of cost budget, no further validation rules will be run"
@@ -358,13 +391,14 @@ def _hostile_specs(seed: int) -> Iterator[dict[str, Any]]:
             yield {name: value}
     for _ in range(120):
         yield {rng.choice(fields): rng.choice(HOSTILE_VALUES) for _ in range(rng.randint(1, 5))}
-    yield {"host": "a" * 200_000 + "!"}  # RE2: linear
-    yield {"ports": list(range(200_000))}
+    yield {"host": "a" * 50_000 + "!"}  # RE2: linear
+    yield {"ports": list(range(50_000))}
     yield {"rules": [{"name": str(i), "weight": i} for i in range(3_000)]}
     yield {"limits": {str(i): -i for i in range(3_000)}}
 
 
-def test_hostile_objects_never_get_a_5xx(api: httpx.Client, widgets: str, group: str) -> None:
+def test_hostile_objects_never_get_a_5xx(patient: httpx.Client, widgets: str, group: str) -> None:
+    api = patient
     created = api.post(widgets, json=widget(group, "wbase", owner="o", rules=[{"name": "a", "weight": 1}]))
     assert created.status_code == 201, created.text
     stored = created.json()
