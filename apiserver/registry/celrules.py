@@ -36,7 +36,7 @@ import re
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
-from functools import cache
+from functools import cache, lru_cache
 from typing import Any
 
 from cel_expr_python import cel
@@ -125,7 +125,7 @@ def _type(signature: str) -> cel.Type:
     return _PRIMITIVES[signature]
 
 
-@cache
+@lru_cache(maxsize=256)  # bounded: a definition's author chooses how many distinct types there are
 def _env(self_type: str, old_self: str) -> cel.Env:
     """An environment with `self` of `self_type` and `oldSelf` as `old_self` says: "" (undeclared), "plain"
     (the same type), "dyn" (optionalOldSelf's optional, for the checker's words: cel-expr-python cannot
