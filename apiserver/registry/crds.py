@@ -27,6 +27,7 @@ from kubelab.models import CustomResourceDefinition, TypedObject
 from kubelab.validation import FieldError
 
 from ..storage import Txn
+from . import celrules
 from .strategy import Strategy
 
 CLEANUP_FINALIZER = "customresourcecleanup.apiextensions.k8s.io"
@@ -83,10 +84,13 @@ def validate_names(names: dict[str, Any], path: str) -> list[FieldError]:
     return errs
 
 
-def validate_schema(schema: dict[str, Any], path: str, *, root: bool = True) -> list[FieldError]:
+def validate_schema(schema: dict[str, Any], path: str, *, root: bool = True, uncorrelatable: str | None = None
+                    ) -> list[FieldError]:
     """The structural checks kubelab makes of an openAPIV3Schema: every specified field has a type (at
     the root too), types are OpenAPI v3's, uniqueItems is refused, properties and additionalProperties
-    exclude each other."""
+    exclude each other; then each node's x-kubernetes-validations (celrules.py), compiled when nothing else
+    is wrong at or below it. `uncorrelatable` is the list below which oldSelf has no old value to mean
+    (items of a list that is not a map-type list)."""
     errs: list[FieldError] = []
     typ = schema.get("type")
     int_or_string = schema.get("x-kubernetes-int-or-string") is True
@@ -110,14 +114,19 @@ def validate_schema(schema: dict[str, Any], path: str, *, root: bool = True) -> 
                                          "additionalProperties and properties are mutual exclusive"))
     for name, sub in props.items():
         if isinstance(sub, dict):
-            errs += validate_schema(sub, f"{path}.properties[{name}]", root=False)
+            errs += validate_schema(sub, f"{path}.properties[{name}]", root=False, uncorrelatable=uncorrelatable)
     if isinstance(additional, dict):
-        errs += validate_schema(additional, f"{path}.additionalProperties", root=False)
+        errs += validate_schema(additional, f"{path}.additionalProperties", root=False,
+                                uncorrelatable=uncorrelatable)
     items = schema.get("items")
     if isinstance(items, dict):
-        errs += validate_schema(items, f"{path}.items", root=False)
+        correlatable = schema.get("x-kubernetes-list-type") == "map"
+        errs += validate_schema(items, f"{path}.items", root=False,
+                                uncorrelatable=uncorrelatable or (None if correlatable else path))
     elif typ == "array":
         errs.append(validation.required(f"{path}.items", "must be specified"))
+    errs += celrules.definition_errors(schema, path, root=root, uncorrelatable=uncorrelatable,
+                                       compile_rules=not errs)
     return errs
 
 

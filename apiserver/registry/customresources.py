@@ -20,8 +20,12 @@ from kubelab.kinds import ResourceType
 from kubelab.models import CustomObject, TypedObject
 from kubelab.validation import FieldError
 
-from . import structural
+from . import celrules, structural
 from .strategy import Strategy
+
+# hasBlockingErr: CEL rules are not run on an object whose fields have the wrong types.
+_BLOCKED = FieldError("Invalid", "<nil>", None, "some validation rules were not checked because the object was "
+                                                "invalid; correct the existing errors to complete validation")
 
 
 def is_custom(rt: ResourceType) -> bool:
@@ -97,6 +101,7 @@ class CustomObjectStrategy(Strategy):
         self.storage_api_version = f"{rt.group}/{storage_version}"
         self.has_status = "status" in rt.subresources
         self.schema = schema  # the served version's openAPIV3Schema (structural.py)
+        self.rules = celrules.build(schema)  # its x-kubernetes-validations, compiled once
 
     def prune_unknown(self, body: dict[str, Any]) -> tuple[dict[str, Any], list[str]]:
         """Structural pruning: what the version's schema does not specify goes."""
@@ -111,12 +116,20 @@ class CustomObjectStrategy(Strategy):
     def _schema_errors(self, obj: TypedObject) -> list[FieldError]:
         return structural.validate(obj.to_dict(), self.schema) if self.schema is not None else []
 
+    def _rule_errors(self, errs: list[FieldError], new: TypedObject, old: TypedObject | None) -> list[FieldError]:
+        """The x-kubernetes-validations errors, after the schema's (transition rules see `old`)."""
+        if self.rules is None:
+            return errs
+        if any(e.type == "TypeInvalid" for e in errs):
+            return [*errs, _BLOCKED]
+        return errs + self.rules.validate(new.to_dict(), old.to_dict() if old is not None else None)
+
     def validate_create(self, obj: TypedObject) -> list[FieldError]:
-        return super().validate_create(obj) + self._schema_errors(obj)
+        return self._rule_errors(super().validate_create(obj) + self._schema_errors(obj), obj, None)
 
     def validate_update(self, new: TypedObject, old: TypedObject, subresource: str | None = None
                         ) -> list[FieldError]:
-        return super().validate_update(new, old, subresource) + self._schema_errors(new)
+        return self._rule_errors(super().validate_update(new, old, subresource) + self._schema_errors(new), new, old)
 
     def prepare_create(self, obj: TypedObject) -> None:
         super().prepare_create(obj)
