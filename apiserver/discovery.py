@@ -16,6 +16,7 @@ from typing import Any
 import orjson
 
 from kubelab import __version__, schema
+from kubelab.customresources import by_priority
 from kubelab.kinds import ResourceType
 
 KUBE_MAJOR, KUBE_MINOR = "1", "32"
@@ -51,13 +52,15 @@ def api_group_list(resources: Iterable[ResourceType]) -> dict[str, Any]:
                 versions.append(rt.version)
     items = []
     for group, versions in groups.items():
-        gvs = [{"groupVersion": f"{group}/{v}", "version": v} for v in versions]
+        gvs = [{"groupVersion": f"{group}/{v}", "version": v} for v in by_priority(versions)]
         items.append({"name": group, "versions": gvs, "preferredVersion": gvs[0]})
     return {"kind": "APIGroupList", "apiVersion": "v1", "groups": items}
 
 
 def api_group(group: str, resources: Iterable[ResourceType]) -> dict[str, Any] | None:
-    versions = sorted({rt.version for rt in resources if rt.group == group})
+    # Preferred first, in kube's version priority (a CRD's group sorts its versions so; the built-in groups'
+    # registration order is the same: autoscaling/v2 before v1).
+    versions = by_priority(list({rt.version for rt in resources if rt.group == group}))
     if not versions:
         return None
     gvs = [{"groupVersion": f"{group}/{v}", "version": v} for v in versions]
