@@ -38,7 +38,7 @@ from kubelab.customresources import (
 from kubelab.kinds import ResourceType
 from kubelab.selectors import parse_field_selector, parse_label_selector
 
-from . import errors, printcolumns, tables
+from . import errors, managedfields, printcolumns, tables
 from .conversion import rewrite_api_version
 from .registry import Registry
 from .registry.crds import CLEANUP_FINALIZER, with_condition
@@ -169,9 +169,13 @@ class CustomResources:
         stored = stored_as(crd) if crd is not None and after else None
         for rt in before:
             conversions.unregister(rt)
+            managedfields.unregister_schema(managedfields.type_name(rt))
         for rt in after:
-            strategies[rt] = CustomObjectStrategy(rt, schema=version_schema(crd or {}, rt.version),
+            schema = version_schema(crd or {}, rt.version)
+            strategies[rt] = CustomObjectStrategy(rt, schema=schema,
                                                   deprecation_warning=deprecation_warning(crd or {}, rt.version))
+            # Server-side apply merges and tracks fields by the version's list and map types.
+            managedfields.register_schema(managedfields.type_name(rt), schema)
             tables.register(rt, *printcolumns.printer(version_field(crd or {}, rt.version,
                                                                     "additionalPrinterColumns")))
             if stored is not None:

@@ -460,7 +460,7 @@ class Registry:
         for key in ("metadata", "spec", "status"):
             if isinstance(data.get(key), dict):
                 before.setdefault(key, {})
-        entries = managedfields.track_update(rt.kind, before, data, managedfields.decode_entries(raw),
+        entries = managedfields.track_update(managedfields.type_name(rt), before, data, managedfields.decode_entries(raw),
                                              manager=manager, api_version=rt.api_version,
                                              subresource=subresource or "", now=timeutil.rfc3339())
         new.metadata.managed_fields = managedfields.encode_entries(entries)

@@ -578,9 +578,11 @@ CUSTOM_PATCH_TYPES = tuple(t for t in PATCH_TYPES if t != STRATEGIC_MERGE_PATCH)
 
 def _apply_merge(rt: ResourceType) -> Any:
     """How apply merges a configuration into the live object: by the kind's patch strategies for built-in
-    kinds; for custom objects, maps merge and lists are atomic (a schema without x-kubernetes-list-type)."""
+    kinds; for custom objects by the version's structural schema (x-kubernetes-list-type, -list-map-keys,
+    -map-type), as structured-merge-diff merges them."""
     if is_custom(rt):
-        return lambda live, cfg: apply_patch("application/merge-patch+json", live, cfg, rt.kind)
+        type_name = managedfields.type_name(rt)
+        return lambda live, cfg: managedfields.merge(live, cfg, type_name)
     return lambda live, cfg: strategic_merge_patch(live, cfg, rt.kind)
 
 
@@ -610,7 +612,7 @@ async def server_side_apply(request: Request, target: Target, config: Any, dry_r
     def applied(current: dict[str, Any] | None) -> dict[str, Any]:
         entries = managedfields.decode_entries(((current or {}).get("metadata") or {}).get("managedFields"))
         try:
-            return managedfields.apply(rt.kind, current, config, entries, manager=manager, api_version=rt.api_version,
+            return managedfields.apply(managedfields.type_name(rt), current, config, entries, manager=manager, api_version=rt.api_version,
                                        force=q.get("force") == "true", now=timeutil.rfc3339(),
                                        merge=_apply_merge(rt),
                                        subresource=subresource)
