@@ -104,7 +104,10 @@ class CustomObjectStrategy(Strategy):
             structural.apply_defaults(_extra(obj), self.schema)
 
     def _schema_errors(self, obj: TypedObject) -> list[FieldError]:
-        return structural.validate(obj.to_dict(), self.schema) if self.schema is not None else []
+        if self.schema is None:
+            return []
+        data = obj.to_dict()
+        return structural.validate(data, self.schema) + structural.list_type_errors(data, self.schema)
 
     def validate_create(self, obj: TypedObject) -> list[FieldError]:
         return super().validate_create(obj) + self._schema_errors(obj)

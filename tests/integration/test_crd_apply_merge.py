@@ -141,3 +141,42 @@ def test_kubectl_server_side_applies_of_two_managers_merge_and_conflict(
                     manifest("three.json", {"ports": [{"name": "grpc", "protocol": "TCP", "port": 9090}, {"name": "http", "protocol": "TCP", "port": 81}]}))
     assert clash.returncode != 0
     assert 'conflict with "team-one": .spec.ports[name="http",protocol="TCP"].port' in clash.stderr
+
+
+def test_duplicate_set_items_and_map_keys_are_refused_in_kubes_words(api: httpx.Client, mixers: str) -> None:
+    # apiextensions' ValidateListSetsAndMaps: each repeated value once, at its second index.
+    refused = assert_status(apply(api, mixers, "alice", {
+        "tags": ["a", "b", "a", "a", "b"],
+        "ports": [{"name": "http", "protocol": "TCP"}, {"name": "http", "protocol": "TCP", "port": 1}],
+        "routes": {"web": [{"path": "/"}, {"path": "/"}]}}), 422, "Invalid")
+    assert sorted(c["field"] for c in refused["details"]["causes"]) == [
+        "spec.ports[1]", "spec.routes[web][1]", "spec.tags[2]", "spec.tags[4]"]
+    messages = {c["field"]: c["message"] for c in refused["details"]["causes"]}
+    assert messages["spec.tags[2]"] == 'Duplicate value: "a"'
+    assert messages["spec.ports[1]"] == 'Duplicate value: map[string]interface {}{"name":"http", "protocol":"TCP"}'
+    assert api.get(f"{mixers}/m").status_code == 404  # nothing was created
+
+
+HOSTILE: list[Any] = [
+    {"ports": "http"}, {"ports": ["http", 80]}, {"ports": [None, None]}, {"ports": [{"name": 1, "protocol": "TCP"}]},
+    {"ports": [{}, {}]}, {"ports": [{"name": "a", "protocol": "TCP", "hosts": [1, 1, "1"]}]},
+    {"tags": [{"a": 1}, {"a": 1}]}, {"tags": [1, 1.0, True, "1"]}, {"tags": [None, None]},
+    {"selector": ["x"]}, {"selector": {"a": None}}, {"settings": {"a": {"b": "c"}}}, {"routes": {"w": "x"}},
+    {"routes": {"w": [{"path": "/"}, "x"]}}, {"args": {"a": "b"}}, {"pinned": [["x"], ["x"]]},
+    {"ports": [{"name": "é\u0000", "protocol": "TCP"}] * 3}, {"tags": ["x"] * 2000},
+]
+
+
+def test_hostile_applies_never_get_a_5xx_and_change_nothing_they_fail(api: httpx.Client, mixers: str) -> None:
+    assert apply(api, mixers, "owner", {"tags": ["keep"]}).status_code == 201
+    before = api.get(f"{mixers}/m").json()
+    for spec in HOSTILE:
+        for manager in ("owner", "other"):
+            resp = apply(api, mixers, manager, spec)
+            assert resp.status_code < 500, (spec, resp.text)
+            if resp.status_code >= 400:
+                assert resp.json()["kind"] == "Status"
+                assert api.get(f"{mixers}/m").json()["metadata"]["resourceVersion"] == \
+                    before["metadata"]["resourceVersion"], spec
+            else:
+                before = resp.json()
