@@ -16,6 +16,7 @@ import httpx
 import pytest
 from apitools import assert_status, unique_name
 from kubectltools import Kubectl, wait_for
+from kubernetes import client
 
 CRDS = "/apis/apiextensions.k8s.io/v1/customresourcedefinitions"
 APPLY = {"Content-Type": "application/apply-patch+yaml"}
@@ -180,3 +181,24 @@ def test_hostile_applies_never_get_a_5xx_and_change_nothing_they_fail(api: httpx
                     before["metadata"]["resourceVersion"], spec
             else:
                 before = resp.json()
+
+
+def test_the_python_client_applies_as_two_managers(apiserver: str, mixers: str) -> None:
+    group, version = mixers.split("/apis/")[1].split("/namespaces")[0].split("/")
+    with client.ApiClient(client.Configuration(host=apiserver)) as api_client:
+        objects = client.CustomObjectsApi(api_client)
+
+        def apply_as(manager: str, name: str, port: int) -> Any:
+            body = {"apiVersion": f"{group}/{version}", "kind": "Mixer", "metadata": {"name": "m"},
+                    "spec": {"ports": [{"name": name, "protocol": "TCP", "port": port}]}}
+            return objects.patch_namespaced_custom_object(group, version, "default", "mixers", "m", body,
+                                                          field_manager=manager,
+                                                          _content_type="application/apply-patch+yaml")
+
+        apply_as("one", "http", 80)
+        merged = apply_as("two", "grpc", 9090)
+        assert [(p["name"], p["port"]) for p in merged["spec"]["ports"]] == [("http", 80), ("grpc", 9090)]
+        with pytest.raises(client.ApiException) as refused:
+            apply_as("two", "http", 81)
+        assert refused.value.status == 409
+        assert '.spec.ports[name=\\"http\\",protocol=\\"TCP\\"].port' in str(refused.value.body)
