@@ -26,18 +26,20 @@ from typing import Any
 from kubelab import kinds, timeutil
 from kubelab.customresources import (
     condition,
+    deprecation_warning,
     is_condition_true,
     served_types,
     spec_of,
     storage_type,
-    storage_version,
+    stored_as,
     version_field,
     version_schema,
 )
 from kubelab.kinds import ResourceType
 from kubelab.selectors import parse_field_selector, parse_label_selector
 
-from . import errors, printcolumns, tables
+from . import errors, managedfields, printcolumns, tables
+from .conversion import rewrite_api_version
 from .registry import Registry
 from .registry.crds import CLEANUP_FINALIZER, with_condition
 from .registry.customresources import CustomObjectStrategy
@@ -134,6 +136,7 @@ class CustomResources:
         self.on_change = on_change
         self.crds: dict[str, dict[str, Any]] = {}
         self._served: dict[str, tuple[ResourceType, ...]] = {}
+        self._stored: dict[str, ResourceType] = {}  # what each served definition's versions are stored as
         self._terminating: set[str] = set()  # storage paths of definitions marked for deletion
         self._queue: asyncio.Queue[str] = asyncio.Queue()
         self._queued: set[str] = set()
@@ -162,13 +165,26 @@ class CustomResources:
                 self._terminating.discard(rt_store.storage_path)
         if before == after:
             return
-        strategies = self.registry.strategies
-        version = storage_version(spec_of(crd)) if crd is not None else ""
+        strategies, conversions = self.registry.strategies, self.registry.conversions
+        stored = stored_as(crd) if crd is not None and after else None
+        for rt in before:
+            conversions.unregister(rt)
+            managedfields.unregister_schema(managedfields.type_name(rt))
         for rt in after:
-            strategies[rt] = CustomObjectStrategy(rt, storage_version=version,
-                                                  schema=version_schema(crd or {}, rt.version))
+            schema = version_schema(crd or {}, rt.version)
+            strategies[rt] = CustomObjectStrategy(rt, schema=schema,
+                                                  deprecation_warning=deprecation_warning(crd or {}, rt.version))
+            # Server-side apply merges and tracks fields by the version's list and map types.
+            managedfields.register_schema(managedfields.type_name(rt), schema)
             tables.register(rt, *printcolumns.printer(version_field(crd or {}, rt.version,
                                                                     "additionalPrinterColumns")))
+            if stored is not None:
+                # Conversion strategy None: every served version, the storage one too, is the stored object
+                # with its apiVersion rewritten (conversion.py), kept under the storage version's prefix.
+                conversions.register(rewrite_api_version(rt, stored))
+        before_stored = self._stored.pop(name, None)
+        if stored is not None:
+            self._stored[name] = stored
         if after:
             self._served[name] = after
         else:
@@ -178,8 +194,11 @@ class CustomResources:
             if rt not in after:
                 strategies.pop(rt, None)
                 tables.unregister(rt)
-                if self.registry.cacher is not None:
-                    self.registry.cacher.forget(rt)
+        if self.registry.cacher is not None:
+            # The watch cache is the storage version's (Registry.storage_of): a moved storage version, or a
+            # definition no longer served, ends the old one's watchers.
+            for rt in {*before, *([before_stored] if before_stored else [])} - {*after, stored}:
+                self.registry.cacher.forget(rt)
         log.info("custom resource %s now served as %s", name, [rt.group_version for rt in after] or "nothing")
 
     # --- running -------------------------------------------------------------------------------
@@ -280,7 +299,7 @@ class CustomResources:
         """The strategy the cleanup's registry calls need: the resource may not be served (never Established),
         or stop being served while the cleanup runs (its definition went through another run)."""
         if rt not in self.registry.strategies:
-            self.registry.strategies[rt] = CustomObjectStrategy(rt, storage_version=storage_version(spec_of(crd)))
+            self.registry.strategies[rt] = CustomObjectStrategy(rt)
 
     async def _finalize(self, name: str, crd: dict[str, Any]) -> bool:
         """The finalizer controller: delete every object of the definition, then drop the finalizer."""

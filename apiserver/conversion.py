@@ -20,7 +20,9 @@ non-storage versions goes through storage. The registry (registry/store.py) appl
   `involvedObject.name` in v1), as kube's per-version field label conversion funcs do.
 
 A version whose strategy is None (a CRD's `conversion: {strategy: None}`) only rewrites apiVersion:
-`rewrite_api_version` builds that pair. Conversion functions must round-trip (from_storage(to_storage(x))
+`rewrite_api_version` builds that pair. A CRD registers every served version so, its storage version too
+(served from itself: an object written before the storage version moved is stored in the old one until it
+is written again, as in kube, and is still served in the version asked for). Conversion functions must round-trip (from_storage(to_storage(x))
 == x for every valid x of the served version): a no-op update is detected by comparing the converted
 object with what is stored, and a write must not lose what another version's reader relies on.
 """
@@ -44,19 +46,28 @@ class ServedVersion:
     storage: ResourceType
     to_storage: Convert
     from_storage: Convert
+    # Whether labels and field labels read the same on the stored object as on the served one (true of an
+    # apiVersion rewrite): then the watch cache's stored objects can be selected and paged as they are.
+    same_selectors: bool = False
 
 
 def rewrite_api_version(served: ResourceType, storage: ResourceType) -> ServedVersion:
     """A conversion that changes nothing but apiVersion (and kind, should the two differ): what a CRD's
     `strategy: None` does (apiextensions-apiserver's nopConverter sets the apiVersion on each object)."""
 
+    def rewrite(obj: dict[str, Any], target: ResourceType) -> dict[str, Any]:
+        # The object itself when it already is the target's: no copy, and a watch line stays shared.
+        if obj.get("apiVersion") == target.api_version and obj.get("kind") == target.kind:
+            return obj
+        return {**obj, "apiVersion": target.api_version, "kind": target.kind}
+
     def to_storage(obj: dict[str, Any]) -> dict[str, Any]:
-        return {**obj, "apiVersion": storage.api_version, "kind": storage.kind}
+        return rewrite(obj, storage)
 
     def from_storage(obj: dict[str, Any]) -> dict[str, Any]:
-        return {**obj, "apiVersion": served.api_version, "kind": served.kind}
+        return rewrite(obj, served)
 
-    return ServedVersion(served, storage, to_storage, from_storage)
+    return ServedVersion(served, storage, to_storage, from_storage, same_selectors=True)
 
 
 class Conversions:
@@ -69,7 +80,10 @@ class Conversions:
             self.register(version)
 
     def register(self, version: ServedVersion) -> None:
-        if version.storage in self._versions:
+        """Serve `version.served` from `version.storage`. The storage kind may register itself too (a CRD's
+        storage version rewrites objects stored under an earlier storage version), never from another."""
+        below = self._versions.get(version.storage)
+        if below is not None and below.storage != version.storage:
             raise ValueError(f"{version.storage.group_resource} is itself served from another storage")
         self._versions[version.served] = version
 
@@ -97,6 +111,11 @@ class Conversions:
         """The stored -> served function of `rt`, or None when its objects are served as stored."""
         version = self._versions.get(rt)
         return version.from_storage if version is not None else None
+
+    def selects_stored(self, rt: ResourceType) -> bool:
+        """Whether `rt`'s selectors may be matched on stored objects (served as stored, or only rewritten)."""
+        version = self._versions.get(rt)
+        return version is None or version.same_selectors
 
     def convert(self, obj: dict[str, Any], source: ResourceType, target: ResourceType) -> dict[str, Any]:
         """An object of `source`'s version as `target`'s (both served from the same storage), through the

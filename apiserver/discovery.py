@@ -10,13 +10,13 @@ from __future__ import annotations
 import functools
 import hashlib
 import platform
-import re
 from collections.abc import Iterable
 from typing import Any
 
 import orjson
 
 from kubelab import __version__, schema
+from kubelab.customresources import by_priority
 from kubelab.kinds import ResourceType
 
 from .bootstrap import API_VERSION_PRIORITIES
@@ -45,9 +45,6 @@ def api_versions(server_address: str) -> dict[str, Any]:
             "serverAddressByClientCIDRs": [{"clientCIDR": "0.0.0.0/0", "serverAddress": server_address}]}
 
 
-# kube-apiserver's kubeVersionRegex: v1, v2beta1, v1alpha3 are "kube versions"; anything else is not.
-_KUBE_VERSION = re.compile(r"v([0-9]+)(?:(alpha|beta)([0-9]+))?")
-_STABILITY = {None: 0, "beta": 1, "alpha": 2}  # GA sorts first, then beta, then alpha
 # Where a group without an APIService priority sorts: a CustomResourceDefinition's group is registered
 # with GroupPriorityMinimum 1000 and VersionPriority 100 (kube-aggregator's crdregistration controller),
 # the same for every version, so its versions sort as kube-like versions.
@@ -55,15 +52,6 @@ CUSTOM_GROUP_PRIORITY, CUSTOM_VERSION_PRIORITY = 1000, 100
 # kube-aggregator lists its own group first, with no APIService for it ("it's good to be king"), and gives
 # it 18000 in the aggregated document.
 AGGREGATOR_PRIORITY = {"apiregistration.k8s.io/v1": (18000, 15)}
-
-
-def version_order(version: str) -> tuple[int, int, int, int, str]:
-    """Sort key of version.CompareKubeAwareVersionStrings, first = preferred: kube versions before the
-    rest; GA, then beta, then alpha; a higher major, then a higher minor first; the rest by name."""
-    match = _KUBE_VERSION.fullmatch(version)
-    if match is None:
-        return (1, 0, 0, 0, version)
-    return (0, _STABILITY[match[2]], -int(match[1]), -int(match[3] or 0), "")
 
 
 def group_versions(resources: Iterable[ResourceType]) -> list[tuple[str, list[str]]]:
@@ -81,7 +69,8 @@ def group_versions(resources: Iterable[ResourceType]) -> list[tuple[str, list[st
                                                                                 CUSTOM_VERSION_PRIORITY)
 
     ordered = sorted(found, key=lambda g: (-max(priority(g, v)[0] for v in found[g]), g))
-    return [(g, sorted(found[g], key=lambda v: (-priority(g, v)[1], version_order(v)))) for g in ordered]
+    # By versionPriority, ties in kube's version order (a stable sort over by_priority's).
+    return [(g, sorted(by_priority(list(found[g])), key=lambda v: -priority(g, v)[1])) for g in ordered]
 
 
 def api_group_list(resources: Iterable[ResourceType]) -> dict[str, Any]:

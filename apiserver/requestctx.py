@@ -18,6 +18,11 @@ def start() -> list[str]:
     return collected
 
 
+def collected() -> list[str]:
+    """The warnings this request has recorded so far."""
+    return list(_warnings.get() or [])
+
+
 def warn(message: str) -> None:
     collected = _warnings.get()
     if collected is not None and message not in collected:

@@ -1,9 +1,11 @@
 """Custom-object creates/s against pod creates/s through the same `kubelab apiserver` (issue 23's benchmark).
 
 A private etcd and the API server in its own process; one CustomResourceDefinition (a namespaced kind with a
-structural schema, so each create is pruned, defaulted and validated), then N pods and N custom objects
-created alternately in rounds of 500 at the same concurrency, so load on the machine hits both alike.
-Prints one JSON document with both rates, their ratio and the API server's CPU per create.
+structural schema, so each create is pruned, defaulted and validated, and whose `env` is a keyed list the
+field manager tracks item by item), served as v1 (storage) and v1beta1; then N pods, N custom objects
+through v1 and N through v1beta1 (stored as v1 through the conversion layer) created in turn in rounds of
+500 at the same concurrency, so load on the machine hits each alike. Prints one JSON document with the
+rates, the ratios to pods and the API server's CPU per create.
 
     .venv/bin/python bench/custom_resources.py            # 4,000 of each
     .venv/bin/python bench/custom_resources.py --quick    # 1,000 of each
@@ -23,7 +25,8 @@ GROUP = "bench.example.com"
 CRDS = "/apis/apiextensions.k8s.io/v1/customresourcedefinitions"
 SCHEMA = {"type": "object", "properties": {"spec": {"type": "object", "properties": {
     "image": {"type": "string", "maxLength": 200}, "replicas": {"type": "integer", "minimum": 0, "default": 1},
-    "port": {"x-kubernetes-int-or-string": True}, "env": {"type": "array", "items": {"type": "object",
+    "port": {"x-kubernetes-int-or-string": True}, "env": {"type": "array", "x-kubernetes-list-type": "map",
+    "x-kubernetes-list-map-keys": ["name"], "items": {"type": "object", "required": ["name"],
     "properties": {"name": {"type": "string"}, "value": {"type": "string"}}}}}}}}
 
 
@@ -32,10 +35,14 @@ def pod(i: int) -> dict[str, Any]:
             "spec": {"nodeName": "phantom-node", "containers": [{"name": "app", "image": "nginx:1.25"}]}}
 
 
-def webapp(i: int) -> dict[str, Any]:
-    return {"apiVersion": f"{GROUP}/v1", "kind": "WebApp", "metadata": {"name": f"app-{i:06}",
-                                                                        "labels": {"app": "bench"}},
+def webapp(i: int, version: str = "v1") -> dict[str, Any]:
+    return {"apiVersion": f"{GROUP}/{version}", "kind": "WebApp",
+            "metadata": {"name": f"app-{version}-{i:06}", "labels": {"app": "bench"}},
             "spec": {"image": "nginx:1.25", "port": 80, "env": [{"name": "A", "value": "b"}]}}
+
+
+def webapp_v1beta1(i: int) -> dict[str, Any]:
+    return webapp(i, "v1beta1")
 
 
 async def measure(server: str, pid: int, count: int, concurrency: int) -> dict[str, Any]:
@@ -45,15 +52,21 @@ async def measure(server: str, pid: int, count: int, concurrency: int) -> dict[s
                "metadata": {"name": f"webapps.{GROUP}"},
                "spec": {"group": GROUP, "scope": "Namespaced", "names": {"plural": "webapps", "kind": "WebApp"},
                         "versions": [{"name": "v1", "served": True, "storage": True,
+                                      "schema": {"openAPIV3Schema": SCHEMA}},
+                                     {"name": "v1beta1", "served": True, "storage": False,
                                       "schema": {"openAPIV3Schema": SCHEMA}}]}}
         (await http.post(CRDS, json=crd)).raise_for_status()
-        while (await http.get(f"/apis/{GROUP}/v1/namespaces/default/webapps")).status_code != 200:
-            await asyncio.sleep(0.1)
-        spent = {"pods": [0.0, 0.0], "webapps": [0.0, 0.0]}  # wall seconds, API server CPU seconds
+        for version in ("v1", "v1beta1"):
+            while (await http.get(f"/apis/{GROUP}/{version}/namespaces/default/webapps")).status_code != 200:
+                await asyncio.sleep(0.1)
+        # wall seconds, API server CPU seconds
+        spent = {"pods": [0.0, 0.0], "webapps": [0.0, 0.0], "webapps_v1beta1": [0.0, 0.0]}
         for start in range(0, count, 500):
             batch = range(start, min(start + 500, count))
             for what, path, body in (("pods", "/api/v1/namespaces/default/pods", pod),
-                                     ("webapps", f"/apis/{GROUP}/v1/namespaces/default/webapps", webapp)):
+                                     ("webapps", f"/apis/{GROUP}/v1/namespaces/default/webapps", webapp),
+                                     ("webapps_v1beta1", f"/apis/{GROUP}/v1beta1/namespaces/default/webapps",
+                                      webapp_v1beta1)):
                 async def create(i: int, path: str = path, body: Any = body) -> None:
                     (await http.post(path, json=body(i))).raise_for_status()
                 cpu = cpu_seconds(pid)
@@ -62,9 +75,12 @@ async def measure(server: str, pid: int, count: int, concurrency: int) -> dict[s
     rates = {what: round(count / wall, 1) for what, (wall, _) in spent.items()}
     return {"count": count, "concurrency": concurrency, "pod_creates_per_s": rates["pods"],
             "custom_object_creates_per_s": rates["webapps"],
+            "custom_object_v1beta1_creates_per_s": rates["webapps_v1beta1"],
             "ratio_custom_to_pod": round(rates["webapps"] / rates["pods"], 2),
+            "ratio_custom_v1beta1_to_pod": round(rates["webapps_v1beta1"] / rates["pods"], 2),
             "apiserver_cpu_ms_per_pod_create": round(1000 * spent["pods"][1] / count, 2),
-            "apiserver_cpu_ms_per_custom_create": round(1000 * spent["webapps"][1] / count, 2)}
+            "apiserver_cpu_ms_per_custom_create": round(1000 * spent["webapps"][1] / count, 2),
+            "apiserver_cpu_ms_per_custom_v1beta1_create": round(1000 * spent["webapps_v1beta1"][1] / count, 2)}
 
 
 def main() -> None:

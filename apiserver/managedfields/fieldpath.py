@@ -12,6 +12,7 @@ not named here is atomic (a leaf), a dict not named here is granular. Pure funct
 
 from __future__ import annotations
 
+import copy
 import heapq
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
@@ -83,11 +84,97 @@ STRIPPED: frozenset[Path] = frozenset({
 })
 
 
+class SchemaRules:
+    """A custom kind's merge rules, read from its version's structural schema as structured-merge-diff reads
+    the type apiextensions builds from it: an array is `x-kubernetes-list-type` map (keyed by
+    `x-kubernetes-list-map-keys`), set, or atomic (also when it says nothing); an object is atomic only with
+    `x-kubernetes-map-type: atomic` (granular otherwise). Schema paths are field names (list items add none),
+    map keys of `additionalProperties` included; a path the schema does not reach has the default rules."""
+
+    def __init__(self, schema: dict[str, Any]) -> None:
+        self.schema = schema
+        self._nodes: dict[SchemaPath, dict[str, Any] | None] = {}
+
+    def node(self, spath: SchemaPath) -> dict[str, Any] | None:
+        if spath not in self._nodes:
+            self._nodes[spath] = self._walk(spath)
+        return self._nodes[spath]
+
+    def _walk(self, spath: SchemaPath) -> dict[str, Any] | None:
+        node: Any = self.schema
+        for name in spath:
+            while isinstance(node, dict) and node.get("type") == "array":
+                node = node.get("items")  # an item of a list is reached by no field name
+            if not isinstance(node, dict):
+                return None
+            properties = node.get("properties")
+            if isinstance(properties, dict) and name in properties:
+                node = properties[name]
+            elif isinstance(node.get("additionalProperties"), dict):
+                node = node["additionalProperties"]
+            else:
+                return None
+        return node if isinstance(node, dict) else None
+
+    def _list_type(self, spath: SchemaPath) -> str | None:
+        node = self.node(spath)
+        if node is None or node.get("type") != "array":
+            return None
+        found = node.get("x-kubernetes-list-type")
+        return found if isinstance(found, str) else None
+
+    def list_keys(self, spath: SchemaPath) -> tuple[str, ...] | None:
+        node = self.node(spath)
+        keys = node.get("x-kubernetes-list-map-keys") if node is not None else None
+        if self._list_type(spath) != "map" or not isinstance(keys, list) or not keys:
+            return None
+        return tuple(str(k) for k in keys)
+
+    def is_set(self, spath: SchemaPath) -> bool:
+        return self._list_type(spath) == "set"
+
+    def is_atomic(self, spath: SchemaPath) -> bool:
+        node = self.node(spath)
+        return node is not None and node.get("x-kubernetes-map-type") == "atomic"
+
+
+# The custom kinds' rules, by the type name the registry gives them (custom_type_name): registered while a
+# definition's version is served (apiserver/apiextensions.py), as the built-in kinds' tables above are fixed.
+_CUSTOM: dict[str, SchemaRules] = {}
+
+
+def custom_type_name(api_version: str, kind: str) -> str:
+    """The name a custom kind's version goes by here: never a built-in kind's (it holds a "/")."""
+    return f"{api_version}/{kind}"
+
+
+def register_schema(type_name: str, schema: dict[str, Any] | None) -> None:
+    """Merge `type_name`'s objects by `schema` (None: maps granular, lists atomic)."""
+    _CUSTOM[type_name] = SchemaRules(schema or {})
+
+
+def unregister_schema(type_name: str) -> None:
+    _CUSTOM.pop(type_name, None)
+
+
 def list_keys(kind: str, spath: SchemaPath) -> tuple[str, ...] | None:
+    rules = _CUSTOM.get(kind)
+    if rules is not None:
+        return rules.list_keys(spath) or COMMON_LIST_KEYS.get(spath)
     return LIST_KEYS.get(kind, {}).get(spath) or COMMON_LIST_KEYS.get(spath)
 
 
+def is_set(kind: str, spath: SchemaPath) -> bool:
+    rules = _CUSTOM.get(kind)
+    if rules is not None:
+        return rules.is_set(spath) or spath == ("metadata", "finalizers")
+    return spath in SET_LISTS
+
+
 def is_atomic(kind: str, spath: SchemaPath) -> bool:
+    rules = _CUSTOM.get(kind)
+    if rules is not None:
+        return rules.is_atomic(spath)
     return spath in ATOMIC.get(kind, ())
 
 
@@ -105,7 +192,7 @@ def item_element(kind: str, spath: SchemaPath, item: Any) -> str | None:
             return None
         key = {k: item.get(k, KEY_DEFAULTS.get(k)) for k in keys if k in item or k in KEY_DEFAULTS}
         return "k:" + _json(key)
-    if spath in SET_LISTS:
+    if is_set(kind, spath):
         return "v:" + _json(item)
     return None
 
@@ -146,7 +233,7 @@ def _is_leaf(value: Any, kind: str, spath: SchemaPath) -> bool:
     if isinstance(value, dict):
         return is_atomic(kind, spath)
     if isinstance(value, list):
-        return list_keys(kind, spath) is None and spath not in SET_LISTS
+        return list_keys(kind, spath) is None and not is_set(kind, spath)
     return True
 
 
@@ -295,6 +382,81 @@ def owns_at_or_below(owned: Iterable[Path], path: Path) -> bool:
     """Whether `owned` holds `path` itself or a path below it (EnsureNamedFieldsAreMembers: owning a
     field keeps the fields that contain it)."""
     return any(p[:len(path)] == path for p in owned)
+
+
+# --- merging an applied configuration -------------------------------------------------------------
+
+def merge(live: dict[str, Any], config: dict[str, Any], kind: str) -> dict[str, Any]:
+    """structured-merge-diff's merge of an applied configuration into the live object, by the kind's rules:
+    granular maps merge key by key (a null in the configuration takes the key out, as for every apply here),
+    associative and set lists item by item (see _merge_items for the order), atomic maps and lists and
+    scalars are replaced. A new object; neither argument is changed."""
+    merged = _merge(live, config, kind, ())
+    return merged if isinstance(merged, dict) else {}
+
+
+def _merge(live: Any, config: Any, kind: str, spath: SchemaPath) -> Any:
+    if isinstance(config, dict) and isinstance(live, dict) and not is_atomic(kind, spath):
+        out = dict(live)
+        for key, value in config.items():
+            if value is None:
+                out.pop(key, None)
+            else:
+                out[key] = _merge(live.get(key, _MISSING), value, kind, spath + (key,))
+        return out
+    if isinstance(config, list) and isinstance(live, list) and not _is_leaf(config, kind, spath):
+        merged = _merge_items(live, config, kind, spath)
+        if merged is not None:
+            return merged
+    return copy.deepcopy(config)
+
+
+def _merge_items(live: list[Any], config: list[Any], kind: str, spath: SchemaPath) -> list[Any] | None:
+    """An associative or set list merged in structured-merge-diff's order: the live items stay where they are,
+    the configuration's items come in its order, an item in both where the configuration puts it relative to
+    the other shared ones. None when an item has no key (the list is then replaced whole)."""
+    l_order = [item_element(kind, spath, item) for item in live]
+    r_order = [item_element(kind, spath, item) for item in config]
+    if None in l_order or None in r_order:
+        return None
+    l_items = {e: item for e, item in zip(l_order, live, strict=True) if e is not None}
+    r_items = {e: item for e, item in zip(r_order, config, strict=True) if e is not None}
+    shared = iter([e for e in r_items if e in l_items])
+    next_shared = next(shared, None)
+    out: list[Any] = []
+    done: set[str] = set()
+    li = ri = 0
+    while li < len(l_order) or ri < len(r_order):
+        if li < len(l_order):
+            element = l_order[li]
+            assert element is not None
+            if element in done:
+                li += 1
+                continue
+            if ri < len(r_order) and element == r_order[ri]:
+                out.append(_merge(l_items[element], r_items[element], kind, spath))
+                done.add(element)
+                li, ri = li + 1, ri + 1
+                next_shared = next(shared, None) if next_shared == element else next_shared
+                continue
+            if element not in r_items:
+                out.append(copy.deepcopy(l_items[element]))
+                done.add(element)
+                li += 1
+                continue
+            if ri >= len(r_order) or (next_shared is not None and next_shared != element):
+                li += 1  # a shared item the configuration places later: it comes with it
+                continue
+        element = r_order[ri]
+        assert element is not None
+        ri += 1
+        if element in done:
+            continue
+        out.append(_merge(l_items.get(element, _MISSING), r_items[element], kind, spath))
+        done.add(element)
+        if next_shared == element:
+            next_shared = next(shared, None)
+    return out
 
 
 # --- FieldsV1 ------------------------------------------------------------------------------------

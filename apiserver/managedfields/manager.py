@@ -13,8 +13,8 @@ The algorithms are structured-merge-diff's (merge.Updater) on JSON dicts:
   step with what it applied.
 
 Simplified against kube-apiserver: one API version per kind (no conversion of field sets), a merge
-that is the strategic merge patch (associative lists merge by their patchMergeKey, not by all their
-list-map keys), and "created as a whole" markers (`.`) for nested structs an update adds, where
+that is, for built-in kinds, the strategic merge patch (associative lists merge by their patchMergeKey, not
+by all their list-map keys; custom kinds merge by their schema's list and map types, fieldpath.merge), and "created as a whole" markers (`.`) for nested structs an update adds, where
 kube-apiserver compares against the Go type's zero value, in which non-pointer structs already exist
 (the registry treats metadata, spec and status so). Applies to the status subresource are not
 supported (the status strategy keeps the stored metadata, managedFields included).

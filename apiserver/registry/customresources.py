@@ -6,8 +6,9 @@ subresource a main write keeps the stored status and a status write changes stat
 stored in the definition's storage version.
 
 Versions: a definition's versions all use conversion strategy None, under which a version change is the
-apiVersion alone. `as_version` is that conversion, kept here in one place so that the general conversion
-layer (one storage served in several versions, as events.k8s.io needs) can take its place.
+apiVersion alone. The strategy sees objects in the version it serves; the registry's conversion layer
+(apiserver/conversion.py, `rewrite_api_version`) stores them in the storage version and serves them back in
+any served version, as it does for events.k8s.io/v1.
 """
 
 from __future__ import annotations
@@ -31,13 +32,6 @@ _BLOCKED = FieldError("Invalid", "<nil>", None, "some validation rules were not 
 def is_custom(rt: ResourceType) -> bool:
     """Whether `rt` is a kind a CustomResourceDefinition defines (stored under /registry/<group>/<plural>/)."""
     return bool(rt.storage_name)
-
-
-def as_version(obj: dict[str, Any], rt: ResourceType) -> dict[str, Any]:
-    """`obj` (as stored) as the version `rt` serves: conversion strategy None changes apiVersion only."""
-    if obj.get("apiVersion") == rt.api_version:
-        return obj
-    return {**obj, "apiVersion": rt.api_version}
 
 
 def _scale_paths(rt: ResourceType) -> dict[str, Any]:
@@ -96,12 +90,13 @@ def _content(obj: TypedObject, *, without_status: bool) -> dict[str, Any]:
 
 
 class CustomObjectStrategy(Strategy):
-    def __init__(self, rt: ResourceType, *, storage_version: str, schema: dict[str, Any] | None = None) -> None:
+    def __init__(self, rt: ResourceType, *, schema: dict[str, Any] | None = None,
+                 deprecation_warning: str | None = None) -> None:
         super().__init__(rt)
-        self.storage_api_version = f"{rt.group}/{storage_version}"
         self.has_status = "status" in rt.subresources
         self.schema = schema  # the served version's openAPIV3Schema (structural.py)
         self.rules = celrules.build(schema)  # its x-kubernetes-validations, compiled once
+        self.deprecation_warning = deprecation_warning
 
     def prune_unknown(self, body: dict[str, Any]) -> tuple[dict[str, Any], list[str]]:
         """Structural pruning: what the version's schema does not specify goes."""
@@ -114,7 +109,10 @@ class CustomObjectStrategy(Strategy):
             structural.apply_defaults(_extra(obj), self.schema)
 
     def _schema_errors(self, obj: TypedObject) -> list[FieldError]:
-        return structural.validate(obj.to_dict(), self.schema) if self.schema is not None else []
+        if self.schema is None:
+            return []
+        data = obj.to_dict()
+        return structural.validate(data, self.schema) + structural.list_type_errors(data, self.schema)
 
     def _rule_errors(self, errs: list[FieldError], new: TypedObject, old: TypedObject | None) -> list[FieldError]:
         """The x-kubernetes-validations errors, after the schema's (transition rules see `old`)."""
@@ -133,7 +131,7 @@ class CustomObjectStrategy(Strategy):
 
     def prepare_create(self, obj: TypedObject) -> None:
         super().prepare_create(obj)
-        obj.api_version = self.storage_api_version
+        obj.api_version = self.rt.api_version
         obj.metadata.generation = 1
         if self.has_status:
             # With the status subresource, status is written only through it.
@@ -146,7 +144,7 @@ class CustomObjectStrategy(Strategy):
         nm.generate_name = om.generate_name if nm.generate_name is None else nm.generate_name
         nm.namespace = om.namespace
         new.kind = self.rt.kind
-        new.api_version = self.storage_api_version
+        new.api_version = self.rt.api_version
         nm.generation = om.generation or 1
         if subresource == "status":
             # A status write changes status only (ResetObjectMetaForStatus and the spec kept).

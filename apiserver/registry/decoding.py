@@ -13,6 +13,7 @@ so kubelab rebuilds them from the pydantic error and the model's annotations.
 from __future__ import annotations
 
 import base64
+import dataclasses
 import types
 import typing
 from typing import Any
@@ -20,7 +21,7 @@ from typing import Any
 import orjson
 import pydantic
 
-from kubelab import kinds
+from kubelab import kinds, validation
 from kubelab.kinds import ResourceType
 
 from .. import errors, gojson
@@ -71,8 +72,25 @@ def check_kind(rt: ResourceType, body: Any) -> dict[str, Any]:
     if kind is not None or api_version is not None:
         data_gv, data_kind = api_version or rt.api_version, kind or rt.kind
         if (data_gv, data_kind) != (rt.api_version, rt.kind):
+            if rt.storage_name:
+                raise custom_mismatch(rt, str(data_gv), str(data_kind), body)
             raise kind_mismatch(rt, str(data_gv), str(data_kind))
     return body
+
+
+def custom_mismatch(rt: ResourceType, api_version: str, kind: str, body: dict[str, Any]) -> errors.StatusError:
+    """A custom object's body of another version or kind than the URL's. apiextensions decodes any
+    apiVersion and kind into an unstructured object (no scheme to say "no kind is registered"); the handler
+    then refuses another group/version (AcceptsGroupVersion), and the validator's ValidateTypeMeta another
+    kind (kube's TestForProperValidationErrors: `SomethingElse.mygroup.example.com "foo" is invalid: kind:
+    Invalid value: "SomethingElse": must be WishIHadChosenNoxu`)."""
+    if api_version != rt.api_version:
+        return errors.bad_request(f"the API version in the data ({api_version}) does not match the expected "
+                                  f"API version ({rt.api_version})")
+    meta = body.get("metadata")
+    name = meta.get("name") if isinstance(meta, dict) else None
+    return errors.invalid(dataclasses.replace(rt, kind=kind), name if isinstance(name, str) else "",
+                          [validation.invalid("kind", kind, f"must be {rt.kind}")])
 
 
 def to_model(rt: ResourceType, body: dict[str, Any]) -> Any:

@@ -320,9 +320,11 @@ class Registry:
           they are one snapshot, as with pages read from etcd alone. Continuations and exact resourceVersions
           are not the cache's (the caller reads etcd)."""
         assert self.cacher is not None
-        if self.conversions.viewer(rt) is not None:
+        view = self.conversions.viewer(rt)
+        if not self.conversions.selects_stored(rt):
             # A version converted from its storage (events.k8s.io/v1): selectors and pages are on the served
-            # objects, which the cache does not hold; etcd answers (the cache serves its watches).
+            # objects, which the cache does not hold; etcd answers (the cache serves its watches). A version
+            # that only rewrites apiVersion (a CRD's strategy None) selects the same on stored objects.
             return None
         cache = self.cacher.cache(self.storage_of(rt))
         reliable = await self.cacher.progress_reliable()  # the first call starts etcd's version check
@@ -344,6 +346,8 @@ class Registry:
         listed = cache.list(prefix, matches, limit)
         if listed is None:
             return None
+        if view is not None:
+            listed.items = [view(item) for item in listed.items]
         if not listed.last_key:
             return ListPage(listed.items, listed.revision, size=listed.size)
         token = continuetoken.encode(listed.last_key + "\x00", prefix, listed.revision)
@@ -452,7 +456,7 @@ class Registry:
         for key in ("metadata", "spec", "status"):
             if isinstance(data.get(key), dict):
                 before.setdefault(key, {})
-        entries = managedfields.track_update(rt.kind, before, data, managedfields.decode_entries(raw),
+        entries = managedfields.track_update(managedfields.type_name(rt), before, data, managedfields.decode_entries(raw),
                                              manager=manager, api_version=rt.api_version,
                                              subresource=subresource or "", now=timeutil.rfc3339())
         new.metadata.managed_fields = managedfields.encode_entries(entries)
@@ -854,8 +858,12 @@ class Registry:
 
 def _served_event(event: WatchEvent, view: Callable[[dict[str, Any]], dict[str, Any]]) -> WatchEvent:
     """A watch event of a converted version: its object converted, its JSON line its own (the stored
-    version's line, shared by that version's watchers, does not serve this one)."""
-    return WatchEvent(event.type, view(event.object), event.key, event.revision, event.size)
+    version's line, shared by that version's watchers, does not serve this one). An object the view leaves
+    as it is (a CRD's storage version, rewritten only when stored under an older one) keeps the shared line."""
+    served = view(event.object)
+    if served is event.object:
+        return event
+    return WatchEvent(event.type, served, event.key, event.revision, event.size)
 
 
 __all__ = ["Registry", "Txn", "WatchEvent"]

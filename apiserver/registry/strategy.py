@@ -76,6 +76,9 @@ class Strategy:
     # write left them out (ReplicaSetStatus.Replicas: `{"replicas": 0}`). The attributes that are 0 then;
     # None: the kind's status is left as written (Pod, Node, Namespace: their strategies fill it).
     status_zero: tuple[str, ...] | None = None
+    # The `Warning: 299` text every request to this version gets, when the version is deprecated (a CRD
+    # version's deprecationWarning or apiextensions' default); None: no warning.
+    deprecation_warning: str | None = None
 
     def __init__(self, rt: ResourceType) -> None:
         self.rt = rt

@@ -18,6 +18,7 @@ from __future__ import annotations
 import base64
 import copy
 import ipaddress
+import json
 import re
 import uuid
 from datetime import datetime
@@ -139,6 +140,84 @@ def validate(obj: dict[str, Any], schema: dict[str, Any]) -> list[FieldError]:
     root = {**schema, "properties": {k: v for k, v in _props(schema).items() if k not in _ROOT_FIELDS}}
     root["required"] = [r for r in schema.get("required") or [] if r not in _ROOT_FIELDS]
     return _validate(body, root, "")
+
+
+def list_type_errors(obj: dict[str, Any], schema: dict[str, Any]) -> list[FieldError]:
+    """apiextensions' ValidateListSetsAndMaps, run after the schema's own checks: the items of an
+    `x-kubernetes-list-type: set` array are unique, and so are the keys (`x-kubernetes-list-map-keys`) of a
+    `map` array's items, which must be objects; each value seen again is reported once, at its second index
+    (`spec.tags[2]: Duplicate value: "a"`, `spec.ports[1]: Duplicate value: {"name":"http"}`)."""
+    return _list_types(obj, schema, "")
+
+
+def _list_types(value: Any, schema: Any, path: str) -> list[FieldError]:
+    if not isinstance(schema, dict):
+        return []
+    errs: list[FieldError] = []
+    if isinstance(value, dict):
+        extra = schema.get("additionalProperties")
+        props = _props(schema)
+        for key, child in value.items():
+            if isinstance(extra, dict):
+                errs += _list_types(child, extra, f"{path}[{key}]")
+            if key in props:
+                errs += _list_types(child, props[key], f"{path}.{key}" if path else key)
+    elif isinstance(value, list):
+        kind = schema.get("x-kubernetes-list-type")
+        if kind == "set":
+            errs += [FieldError("Duplicate", f"{path}[{i}]", _bad_value(value[i])) for i in _repeated(value)]
+        elif kind == "map":
+            errs += _map_list_errors(value, schema, path)
+        for i, item in enumerate(value):
+            errs += _list_types(item, schema.get("items"), f"{path}[{i}]")
+    return errs
+
+
+def _map_list_errors(items: list[Any], schema: dict[str, Any], path: str) -> list[FieldError]:
+    for i, item in enumerate(items):
+        if item is not None and not isinstance(item, dict):
+            return [validation.invalid(f"{path}[{i}]", item, "must be an object for an array of list-type map")]
+    names = [str(k) for k in schema.get("x-kubernetes-list-map-keys") or []]
+    keys = [{name: item[name] for name in names if name in item} if isinstance(item, dict) else {}
+            for item in items]
+    return [FieldError("Duplicate", f"{path}[{i}]", _bad_value(keys[i])) for i in _repeated(keys)]
+
+
+def _bad_value(value: Any) -> Any:
+    """A duplicate as field.Error prints it: scalars plainly, maps and lists with Go's `%#v` of unstructured
+    values (`map[string]interface {}{"name":"http", "port":80}`)."""
+    return validation.GoLiteral(_go_sharp_v(value)) if isinstance(value, dict | list) else value
+
+
+def _go_sharp_v(value: Any) -> str:
+    if isinstance(value, dict):
+        inner = ", ".join(f"{validation.go_quote(str(k))}:{_go_sharp_v(value[k])}" for k in sorted(value))
+        return "map[string]interface {}{" + inner + "}"
+    if isinstance(value, list):
+        return "[]interface {}{" + ", ".join(_go_sharp_v(v) for v in value) + "}"
+    if value is None:
+        return "interface {}(nil)"
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, str):
+        return validation.go_quote(value)
+    if isinstance(value, float):
+        text = repr(value)
+        return text.removesuffix(".0")
+    return str(value)
+
+
+def _repeated(values: list[Any]) -> list[int]:
+    """The index of each value's second appearance, in order (validateListSet). Values compare as Go's
+    unstructured ones do: by their JSON, so 1 and 1.0 and true differ."""
+    seen: dict[str, int] = {}
+    found: list[int] = []
+    for i, value in enumerate(values):
+        text = json.dumps(value, sort_keys=True, separators=(",", ":"))
+        seen[text] = seen.get(text, 0) + 1
+        if seen[text] == 2:
+            found.append(i)
+    return found
 
 
 def _validate(value: Any, schema: Any, path: str) -> list[FieldError]:

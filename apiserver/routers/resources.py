@@ -43,7 +43,7 @@ from ..managedfields.fieldpath import path_string
 from ..patch import PATCH_TYPES, apply_patch, strategic_merge_patch
 from ..registry import Registry, decoding
 from ..registry.apps import scale_of
-from ..registry.customresources import as_version, custom_scale, is_custom, with_replicas
+from ..registry.customresources import custom_scale, is_custom, with_replicas
 from ..registry.pods import bind
 from ..registry.store import parse_resource_version
 from ..requestinfo import RequestInfo
@@ -235,6 +235,7 @@ async def dispatch(request: Request, info: RequestInfo) -> Response:
             if info.group == metrics_api.GROUP:  # served from the kubelets, not stored (metrics_api.py)
                 return await metrics_api.serve(request, info)
             target = resolve(request, info)
+            _warn_if_deprecated(request, target)
             admit = admission.of(request.scope)
             if admit is not None:
                 await admit(request, info)
@@ -243,6 +244,11 @@ async def dispatch(request: Request, info: RequestInfo) -> Response:
                 response.headers.append(name, value)
         except Exception as exc:  # noqa: BLE001 - every failure is answered with its Status (logged if unexpected)
             response = codecs.error_response(request, exc)
+            if target is not None:
+                # Warnings recorded before the failure go out with it, as kube's recorder writes them with
+                # whatever response follows (a deprecated version's warning comes with its 404s too).
+                for name, value in requestctx.warning_headers(requestctx.collected()):
+                    response.headers.append(name, value)
         code = response.status_code
         if isinstance(response, StreamingResponse) and metrics is not None:
             # A watch is observed when its stream ends, as kube-apiserver observes it.
@@ -253,6 +259,14 @@ async def dispatch(request: Request, info: RequestInfo) -> Response:
     finally:
         if metrics is not None:
             _observe(metrics, request, target, info, code, time.perf_counter() - start)
+
+
+def _warn_if_deprecated(request: Request, target: Target) -> None:
+    """A request to a deprecated version is served with its warning (apiextensions' crdHandler adds a CRD
+    version's deprecationWarning, or its default text, to every request of that version)."""
+    strategy = _registry(request).strategies.get(target.rt)
+    if strategy is not None and strategy.deprecation_warning:
+        requestctx.warn(strategy.deprecation_warning)
 
 
 def _observe(metrics: Any, request: Request, target: Target | None, info: RequestInfo, code: int,
@@ -348,9 +362,9 @@ async def get_object(request: Request, target: Target) -> Response:
         return codecs.respond(request, _scale_of(target, obj))
     if _table_requested(request):
         rv = (obj.get("metadata") or {}).get("resourceVersion", "")
-        return codecs.respond(request, tables.table(target.rt, [_out(target, obj)], rv,
+        return codecs.respond(request, tables.table(target.rt, [obj], rv,
                                                     include_object=listoptions.include_object(request.query_params)))
-    return codecs.respond(request, _out(target, obj))
+    return codecs.respond(request, obj)
 
 
 def _scale_of(target: Target, obj: dict[str, Any]) -> dict[str, Any]:
@@ -358,12 +372,6 @@ def _scale_of(target: Target, obj: dict[str, Any]) -> dict[str, Any]:
     if is_custom(target.rt):
         return custom_scale(obj, target.rt)
     return scale_of(obj, (target.rt.api_version, target.rt.kind))
-
-
-def _out(target: Target, obj: dict[str, Any]) -> dict[str, Any]:
-    """An object as the version the request named: a custom object is stored in its definition's storage
-    version and served in any served version (customresources.as_version)."""
-    return as_version(obj, target.rt) if is_custom(target.rt) else obj
 
 
 def _list_options(request: Request, *, watch: bool) -> tuple[listoptions.ListOptions, Any, Any]:
@@ -381,8 +389,6 @@ def _list_options(request: Request, *, watch: bool) -> tuple[listoptions.ListOpt
 async def list_objects(request: Request, target: Target) -> Response:
     options, labels, fields = _list_options(request, watch=False)
     page = await _registry(request).list_page(target.rt, target.namespace, labels, fields, options)
-    if is_custom(target.rt):
-        page.items = [as_version(item, target.rt) for item in page.items]
     # ListMeta: continue and remainingItemCount only on a page with more after it (omitempty).
     meta: dict[str, Any] = {"resourceVersion": str(page.revision)}
     if page.continue_token:
@@ -426,22 +432,18 @@ async def watch(request: Request, target: Target) -> Response:
     metrics = getattr(request.app.state, "metrics", None)
     watcher = request.headers.get("user-agent") or "?"
     rt = target.rt
-    custom = is_custom(rt)
 
     async def stream() -> AsyncIterator[bytes]:
         first = True
         try:
             async with asyncio.timeout(deadline):
                 async for event in registry.watch(target.rt, target.namespace, resource_version, labels, fields):
-                    converted = custom and event.object.get("apiVersion") != rt.api_version
                     if as_table:
-                        obj: dict[str, Any] = as_version(event.object, rt) if converted else event.object
-                        rv = (obj.get("metadata") or {}).get("resourceVersion", "")
-                        obj = tables.table(target.rt, [obj], rv, include_object=include_object, with_columns=first)
+                        rv = (event.object.get("metadata") or {}).get("resourceVersion", "")
+                        obj = tables.table(target.rt, [event.object], rv, include_object=include_object,
+                                           with_columns=first)
                         first = False
                         line = codecs.encode_json({"type": event.type, "object": obj})
-                    elif converted:
-                        line = codecs.encode_json({"type": event.type, "object": as_version(event.object, rt)})
                     else:
                         line = event.line()  # encoded once for every watcher of this event
                     if recorder is not None and event.key:
@@ -488,7 +490,7 @@ async def create(request: Request, target: Target) -> Response:
         body = await saadmission.admit(_registry(request), target.namespace, body)
     obj = await _registry(request).create(target.rt, target.namespace, body, dry_run=_dry_run(request),
                                           manager=field_manager(request))
-    return codecs.respond(request, _out(target, obj), 201)
+    return codecs.respond(request, obj, 201)
 
 
 async def _rescale(request: Request, target: Target, replicas_of: Any, precondition: str | None = None
@@ -528,7 +530,7 @@ async def replace(request: Request, target: Target) -> Response:
     obj = await _registry(request).update(target.rt, target.namespace, target.name or "", body,
                                           subresource=target.subresource, dry_run=_dry_run(request),
                                           manager=field_manager(request))
-    return codecs.respond(request, _out(target, obj))
+    return codecs.respond(request, obj)
 
 
 async def patch(request: Request, target: Target) -> Response:
@@ -566,7 +568,7 @@ async def patch(request: Request, target: Target) -> Response:
     obj = await registry.guaranteed_update(rt, target.namespace, target.name or "", mutate,
                                            subresource=target.subresource, dry_run=dry_run,
                                            precondition=precondition, manager=field_manager(request))
-    return codecs.respond(request, _out(target, obj))
+    return codecs.respond(request, obj)
 
 
 APPLY_PATCH = "application/apply-patch+yaml"
@@ -576,9 +578,11 @@ CUSTOM_PATCH_TYPES = tuple(t for t in PATCH_TYPES if t != STRATEGIC_MERGE_PATCH)
 
 def _apply_merge(rt: ResourceType) -> Any:
     """How apply merges a configuration into the live object: by the kind's patch strategies for built-in
-    kinds; for custom objects, maps merge and lists are atomic (a schema without x-kubernetes-list-type)."""
+    kinds; for custom objects by the version's structural schema (x-kubernetes-list-type, -list-map-keys,
+    -map-type), as structured-merge-diff merges them."""
     if is_custom(rt):
-        return lambda live, cfg: apply_patch("application/merge-patch+json", live, cfg, rt.kind)
+        type_name = managedfields.type_name(rt)
+        return lambda live, cfg: managedfields.merge(live, cfg, type_name)
     return lambda live, cfg: strategic_merge_patch(live, cfg, rt.kind)
 
 
@@ -608,7 +612,7 @@ async def server_side_apply(request: Request, target: Target, config: Any, dry_r
     def applied(current: dict[str, Any] | None) -> dict[str, Any]:
         entries = managedfields.decode_entries(((current or {}).get("metadata") or {}).get("managedFields"))
         try:
-            return managedfields.apply(rt.kind, current, config, entries, manager=manager, api_version=rt.api_version,
+            return managedfields.apply(managedfields.type_name(rt), current, config, entries, manager=manager, api_version=rt.api_version,
                                        force=q.get("force") == "true", now=timeutil.rfc3339(),
                                        merge=_apply_merge(rt),
                                        subresource=subresource)
@@ -617,16 +621,16 @@ async def server_side_apply(request: Request, target: Target, config: Any, dry_r
                                                    for c in exc.conflicts]) from None
 
     try:
-        return codecs.respond(request, _out(target, await registry.guaranteed_update(
+        return codecs.respond(request, await registry.guaranteed_update(
             rt, target.namespace, name, applied, subresource=target.subresource, dry_run=dry_run,
-            precondition=precondition)))
+            precondition=precondition))
     except errors.StatusError as exc:
         if exc.code != 404 or target.subresource or exc.details is None or exc.details.get("name") != name:
             raise
     # Apply to an object that does not exist creates it, owned by the applier.
     obj = await registry.create(rt, target.namespace, await offload.run(offload.body_bytes(), applied, None),
                                 dry_run=dry_run)
-    return codecs.respond(request, _out(target, obj), 201)
+    return codecs.respond(request, obj, 201)
 
 
 def field_manager(request: Request) -> str:
@@ -698,7 +702,7 @@ async def delete(request: Request, target: Target) -> Response:
     obj = await _registry(request).delete(target.rt, target.namespace, target.name or "",
                                           preconditions=options.get("preconditions"),
                                           dry_run=bool(options.get("dryRun")), options=options)
-    return codecs.respond(request, _out(target, obj))
+    return codecs.respond(request, obj)
 
 
 async def delete_collection(request: Request, target: Target) -> Response:
@@ -712,8 +716,8 @@ async def delete_collection(request: Request, target: Target) -> Response:
     for item in items:
         meta = item.get("metadata") or {}
         try:
-            deleted.append(_out(target, await registry.delete(target.rt, meta.get("namespace"), meta.get("name", ""),
-                                                 dry_run=bool(options.get("dryRun")), options=options)))
+            deleted.append(await registry.delete(target.rt, meta.get("namespace"), meta.get("name", ""),
+                                                 dry_run=bool(options.get("dryRun")), options=options))
         except errors.StatusError as exc:
             if exc.code != 404:
                 raise

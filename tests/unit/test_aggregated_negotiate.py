@@ -8,7 +8,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from apiserver import aggregated, discovery
-from kubelab import kinds
+from kubelab import customresources, kinds
 
 V2 = "application/json;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList"
 
@@ -21,7 +21,7 @@ V2 = "application/json;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList"
     ("bar", "foo", True), ("version1", "version2", True), ("version1", "version10", True),
 ])
 def test_version_order_is_kubes(first: str, second: str, first_wins: bool) -> None:
-    assert (discovery.version_order(first) < discovery.version_order(second)) is first_wins
+    assert (customresources.version_priority(first) > customresources.version_priority(second)) is first_wins
 
 
 @given(st.text(max_size=200))
