@@ -7,17 +7,22 @@ a conflict requeues)."""
 from __future__ import annotations
 
 import logging
+from collections.abc import Iterable, Sequence
+from typing import Any
 
 from kubelab import kinds
 from kubelab.client import ApiClient, ApiError, Informer, NotFound, WorkQueue
 from kubelab.models import ClusterRole
 from kubelab.rbacaggregation import aggregated_rules
 
+from .queuecontroller import QueueController
+
 log = logging.getLogger(__name__)
 
 
-class ClusterRoleAggregationController:
+class ClusterRoleAggregationController(QueueController):
     name = "clusterrole-aggregation-controller"
+    max_workers = 1
 
     def __init__(self, api: ApiClient, roles: Informer[ClusterRole]) -> None:
         self.api = api
@@ -26,12 +31,15 @@ class ClusterRoleAggregationController:
         roles.add_handler(self._on_role)
 
     def _on_role(self, event: str, old: ClusterRole | None, new: ClusterRole | None) -> None:
-        self.enqueue_aggregated()
+        for key in self.initial_keys():
+            self.queue.add(key)
 
-    def enqueue_aggregated(self) -> None:
-        for role in self.roles.items():
-            if role.aggregation_rule is not None:
-                self.queue.add(role.metadata.name or "")
+    def caches(self) -> Sequence[Informer[Any]]:
+        return (self.roles,)
+
+    def initial_keys(self) -> Iterable[str]:
+        """Every aggregated ClusterRole (any role's change may change what they gather)."""
+        return [role.metadata.name or "" for role in self.roles.items() if role.aggregation_rule is not None]
 
     async def reconcile(self, name: str) -> None:
         role = self.roles.get(name)
@@ -52,7 +60,4 @@ class ClusterRoleAggregationController:
                 raise
             self.queue.add(name)  # written meanwhile: the watch brings the new version
 
-    async def run(self) -> None:
-        await self.roles.wait_synced()
-        self.enqueue_aggregated()
-        await self.queue.run_worker(self.reconcile)
+

@@ -10,7 +10,7 @@ tests move it instead of waiting for a schedule.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from datetime import datetime
 
 from kubelab import kinds, timeutil
@@ -21,11 +21,12 @@ from kubelab.models import CronJob, CronJobStatus, Job, OwnerReference
 from . import cronjobsync
 from .informers import SharedInformers
 from .ownership import controller_ref
+from .queuecontroller import QueueController
 
 log = logging.getLogger(__name__)
 
 
-class CronJobController:
+class CronJobController(QueueController):
     name = "cronjob-controller"
 
     def __init__(self, api: ApiClient, informers: SharedInformers, *, clock: Callable[[], datetime] = timeutil.now) -> None:
@@ -37,6 +38,9 @@ class CronJobController:
         self.events = EventRecorder(api, self.name)
         self.cronjobs.add_handler(self._on_cronjob)
         self.jobs.add_handler(self._on_job)
+
+    def initial_keys(self) -> Iterable[str]:
+        return list(self.cronjobs.cache)
 
     def _on_cronjob(self, event: str, old: CronJob | None, new: CronJob | None) -> None:
         self.queue.add((new or old).key)  # type: ignore[union-attr]

@@ -19,7 +19,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
@@ -42,6 +42,7 @@ from . import history
 from .expectations import Expectations
 from .informers import SharedInformers
 from .ownership import claim_all, controller_ref, new_controller_ref
+from .queuecontroller import QueueController
 from .replicaset import is_pod_available, slow_start_batches
 from .rollout import scaled_value
 from .statuswrite import write_status
@@ -341,7 +342,7 @@ def pod_for_node(ds: DaemonSet, node_name: str, revision_hash: str) -> dict[str,
 
 # --- the controller ----------------------------------------------------------------------------
 
-class DaemonSetController:
+class DaemonSetController(QueueController):
     name = "daemonset-controller"
 
     def __init__(self, api: ApiClient, informers: SharedInformers) -> None:
@@ -357,8 +358,8 @@ class DaemonSetController:
         informers.nodes.add_handler(self._on_node)
         informers.controllerrevisions.add_handler(self._on_revision)
 
-    def owners(self) -> list[DaemonSet]:
-        return list(self.daemonsets.items())
+    def initial_keys(self) -> Iterable[str]:
+        return [ds.key for ds in self.daemonsets.items()]
 
     def _on_daemonset(self, event: str, old: DaemonSet | None, new: DaemonSet | None) -> None:
         ds = new or old

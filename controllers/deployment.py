@@ -11,6 +11,7 @@ this module reads the informers' caches and writes the differences.
 from __future__ import annotations
 
 import logging
+from collections.abc import Iterable
 from typing import Any
 
 from kubelab import kinds, timeutil
@@ -22,11 +23,12 @@ from kubelab.selectors import SelectorError, selector_from_label_selector
 from . import rollout
 from .informers import SharedInformers
 from .ownership import claim_all, controller_ref, new_controller_ref
+from .queuecontroller import QueueController
 
 log = logging.getLogger(__name__)
 
 
-class DeploymentController:
+class DeploymentController(QueueController):
     name = "deployment-controller"
 
     def __init__(self, api: ApiClient, informers: SharedInformers) -> None:
@@ -39,6 +41,9 @@ class DeploymentController:
         self.deployments.add_handler(lambda e, old, new: self.queue.add((new or old).key))
         self.replicasets.add_handler(self._on_replicaset)
         informers.pods.add_handler(self._on_pod)
+
+    def initial_keys(self) -> Iterable[str]:
+        return [d.key for d in self.deployments.items()]
 
     # --- event handlers ------------------------------------------------------------------------
 

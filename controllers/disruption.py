@@ -14,16 +14,19 @@ for Deployments, ReplicaSets, StatefulSets, ReplicationControllers).
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import math
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
+from typing import Any
 
 from kubelab import kinds, timeutil
 from kubelab.client import ApiClient, ApiError, Conflict, Informer, NotFound, WorkQueue
 from kubelab.models import IntOrString, OwnerReference, Pod, PodDisruptionBudget, PodDisruptionBudgetStatus
 from kubelab.selectors import SelectorError, selector_from_label_selector
+
+from .queuecontroller import QueueController
 
 log = logging.getLogger(__name__)
 
@@ -144,7 +147,7 @@ def _same(a: PodDisruptionBudgetStatus | None, b: PodDisruptionBudgetStatus) -> 
     return a is not None and a.to_dict() == b.to_dict()
 
 
-class DisruptionController:
+class DisruptionController(QueueController):
     name = "disruption-controller"
 
     def __init__(self, api: ApiClient, pods: Informer[Pod], budgets: Informer[PodDisruptionBudget]) -> None:
@@ -166,14 +169,11 @@ class DisruptionController:
                 if selected_pods(pdb, [pod]):
                     self.queue.add(pdb.key)
 
-    async def run(self, workers: int = 2) -> None:
-        await self.pods.wait_synced()
-        await self.budgets.wait_synced()
-        for pdb in self.budgets.items():
-            self.queue.add(pdb.key)
-        async with asyncio.TaskGroup() as tg:
-            for _ in range(workers):
-                tg.create_task(self.queue.run_worker(self.reconcile), name=f"{self.name}-worker")
+    def caches(self) -> Sequence[Informer[Any]]:
+        return (self.pods, self.budgets)
+
+    def initial_keys(self) -> Iterable[str]:
+        return [pdb.key for pdb in self.budgets.items()]
 
     async def reconcile(self, key: str) -> None:
         pdb = self.budgets.get(key)

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import logging
 import math
+from collections.abc import Iterable
 
 from kubelab import kinds, wellknown
-from kubelab.client import ApiClient, NotFound
+from kubelab.client import ApiClient, NotFound, WorkQueue
 from kubelab.client.tracereport import TraceReporter
 from kubelab.models import (
     EndpointAddress,
@@ -20,8 +21,9 @@ from kubelab.models import (
 )
 from kubelab.selectors import selector_from_map
 
-from .informers import SharedInformers
+from .informers import SharedInformers, enqueue_services
 from .podutil import endpoint_hostname, endpoint_node_name, find_port, is_headless, should_include
+from .queuecontroller import QueueController
 from .triggertime import (
     CauseTracker,
     TriggerTimeTracker,
@@ -149,16 +151,23 @@ def _comparable(ep: Endpoints) -> tuple[object, object, object]:
     return subsets, labels, (ep.metadata.annotations or {}).get(OVER_CAPACITY)
 
 
-class EndpointsController:
+class EndpointsController(QueueController):
     name = "endpoints-controller"
 
-    def __init__(self, api: ApiClient, informers: SharedInformers) -> None:
+    def __init__(self, api: ApiClient, informers: SharedInformers, *, traces: TraceReporter | None = None) -> None:
         self.api = api
         self.informers = informers
         self.triggers = TriggerTimeTracker()
-        self.traces: TraceReporter | None = None  # set by the manager
+        self.traces = traces  # where each write's trace report goes (`kubelab trace`)
         self.causes = CauseTracker()  # which pod and Service changes each write reflects (kubelab trace)
-        informers.pods.add_handler(self._on_pod)
+        self.queue = WorkQueue(self.name)
+        informers.pods.add_handler(self._on_pod)  # before the queue's: a sync sees the deletion's cause
+        informers.endpoints.add_handler(enqueue_services(informers, self.queue))
+
+    def initial_keys(self) -> Iterable[str]:
+        # Endpoints too: those of deleted Services are removed.
+        return [*(svc.key for svc in self.informers.services.items()),
+                *(ep.key for ep in self.informers.endpoints.items())]
 
     def _on_pod(self, event: str, old: Pod | None, new: Pod | None) -> None:
         if new is None and old is not None:

@@ -8,10 +8,11 @@ from __future__ import annotations
 
 import ipaddress
 import logging
+from collections.abc import Iterable
 from typing import Any
 
 from kubelab import kinds, wellknown
-from kubelab.client import ApiClient, NotFound
+from kubelab.client import ApiClient, NotFound, WorkQueue
 from kubelab.client.tracereport import TraceReporter
 from kubelab.models import (
     Endpoint,
@@ -27,7 +28,7 @@ from kubelab.models import (
 )
 from kubelab.selectors import selector_from_map
 
-from .informers import SharedInformers
+from .informers import SharedInformers, enqueue_services
 from .podutil import (
     endpoint_hostname,
     endpoint_node_name,
@@ -36,6 +37,7 @@ from .podutil import (
     selects_pods,
     should_include,
 )
+from .queuecontroller import QueueController
 from .triggertime import (
     Cause,
     CauseTracker,
@@ -144,14 +146,15 @@ def _content(slice_: EndpointSlice) -> dict[str, Any]:
             "ownerReferences": meta.get("ownerReferences"), "addressType": data.get("addressType")}
 
 
-class EndpointSliceController:
+class EndpointSliceController(QueueController):
     name = "endpointslice-controller"
 
-    def __init__(self, api: ApiClient, informers: SharedInformers) -> None:
+    def __init__(self, api: ApiClient, informers: SharedInformers, *, traces: TraceReporter | None = None) -> None:
         self.api = api
         self.informers = informers
         self.triggers = TriggerTimeTracker()
-        self.traces: TraceReporter | None = None  # set by the manager
+        self.traces = traces  # where each write's trace report goes (`kubelab trace`)
+        self.queue = WorkQueue(self.name)
         self.causes = CauseTracker()  # which pod and Service changes each write reflects (kubelab trace)
         informers.pods.add_handler(self._on_pod)
         # endpointSliceTracker: the resourceVersion of every slice this controller wrote, by service key,
@@ -159,6 +162,12 @@ class EndpointSliceController:
         # second slice for the same endpoints). The slice's own event enqueues the service again.
         self._written: dict[str, dict[str, int]] = {}
         informers.slices.add_handler(self._on_slice)
+        informers.slices.add_handler(enqueue_services(informers, self.queue))
+
+    def initial_keys(self) -> Iterable[str]:
+        # Endpoints too, as the Endpoints controller queues them (a Service's key either way).
+        return [*(svc.key for svc in self.informers.services.items()),
+                *(ep.key for ep in self.informers.endpoints.items())]
 
     def _on_pod(self, event: str, old: Pod | None, new: Pod | None) -> None:
         if new is None and old is not None:

@@ -5,8 +5,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from kubelab import kinds
-from kubelab.client import ApiClient, Informer
+from kubelab import kinds, wellknown
+from kubelab.client import ApiClient, Informer, WorkQueue
+from kubelab.client.informer import Handler
 from kubelab.models import (
     ConfigMap,
     ControllerRevision,
@@ -92,3 +93,31 @@ class SharedInformers:
             if selector_from_map(svc.spec.selector).matches(pod.metadata.labels):
                 keys.append(svc.key)
         return keys
+
+
+def enqueue_services(informers: SharedInformers, queue: WorkQueue) -> Handler:
+    """The queue of a controller keyed by Service (Endpoints, EndpointSlices): a Service's own events, and
+    a pod's for every Service selecting it before or after the change, put the Service's key on `queue`.
+    Returns the handler for the objects the controller owns (Endpoints, or EndpointSlices by their
+    kubernetes.io/service-name label), to register on that informer."""
+    def on_service(event: str, old: Service | None, new: Service | None) -> None:
+        queue.add((new or old).key)  # type: ignore[union-attr]
+
+    def on_pod(event: str, old: Pod | None, new: Pod | None) -> None:
+        keys = set()
+        for pod in (old, new):
+            if pod is not None:
+                keys.update(informers.services_selecting(pod))
+        for key in keys:
+            queue.add(key)
+
+    def on_owned(event: str, old: Any, new: Any) -> None:
+        obj = new or old
+        service = (obj.metadata.labels or {}).get(wellknown.SERVICE_NAME) if obj.kind == "EndpointSlice" \
+            else obj.metadata.name
+        if service:
+            queue.add(f"{obj.metadata.namespace}/{service}")
+
+    informers.services.add_handler(on_service)
+    informers.pods.add_handler(on_pod)
+    return on_owned

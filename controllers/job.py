@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Iterable
 from datetime import timedelta
 from typing import Any
 
@@ -27,6 +28,7 @@ from . import jobpods, jobsync
 from .expectations import Expectations
 from .informers import SharedInformers
 from .ownership import SMP, claim_all, controller_ref
+from .queuecontroller import QueueController
 from .replicaset import slow_start_batches
 
 log = logging.getLogger(__name__)
@@ -46,7 +48,7 @@ def ttl_remaining(job: Job, now: Any) -> float | None:
     return None
 
 
-class JobController:
+class JobController(QueueController):
     name = "job-controller"
 
     def __init__(self, api: ApiClient, informers: SharedInformers) -> None:
@@ -59,6 +61,9 @@ class JobController:
         self.events = EventRecorder(api, self.name)
         self.jobs.add_handler(self._on_job)
         informers.pods.add_handler(self._on_pod)
+
+    def initial_keys(self) -> Iterable[str]:
+        return list(self.jobs.cache)
 
     # handlers: enqueue, lower expectations
 

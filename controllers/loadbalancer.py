@@ -29,9 +29,11 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 
 from kubelab import addressing, kinds
-from kubelab.client import ApiClient, Informer, NotFound
+from kubelab.client import ApiClient, Informer, NotFound, WorkQueue
 from kubelab.events import EventRecorder
 from kubelab.models import LoadBalancerIngress, LoadBalancerStatus, Service, ServiceStatus
+
+from .queuecontroller import QueueController
 
 log = logging.getLogger(__name__)
 
@@ -152,19 +154,29 @@ def _current_ingress(service: Service) -> list[dict[str, object]]:
     return [i.to_dict() for i in ingress or []]
 
 
-class LoadBalancerController:
+class LoadBalancerController(QueueController):
     """reconcile("ns/name"): compute all assignments from the cache, write this Service's status if
-    it differs. Run it with one worker: assignments are computed from the cache, and a single writer
-    keeps two Services from being handed the same free address before the cache shows the first."""
+    it differs. One worker: assignments are computed from the cache, and a single writer keeps two
+    Services from being handed the same free address before the cache shows the first."""
 
     name = "loadbalancer-controller"
+    max_workers = 1
 
     def __init__(self, api: ApiClient, services: Informer[Service], pool: Pool) -> None:
         self.api = api
         self.services = services
         self.pool = pool
+        self.queue = WorkQueue(self.name)
         self.events = EventRecorder(api, "loadbalancer-controller")
         self._reported: dict[str, str] = {}  # key -> last "cannot allocate" message
+        services.add_handler(self._on_service)
+
+    def _on_service(self, event: str, old: Service | None, new: Service | None) -> None:
+        for key in self.keys_to_reconcile(old, new):
+            self.queue.add(key)
+
+    def initial_keys(self) -> Iterable[str]:
+        return [svc.key for svc in self.services.items()]
 
     def keys_to_reconcile(self, old: Service | None, new: Service | None) -> list[str]:
         """For a Service event: that Service, plus, when the event may have freed an address (a

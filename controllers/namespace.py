@@ -9,19 +9,23 @@ the namespace's /finalize subresource, which completes the deletion (kube's Name
 from __future__ import annotations
 
 import logging
+from collections.abc import Iterable, Sequence
 from typing import Any
 
 from kubelab import customresources, kinds
 from kubelab.client import ApiClient, ApiError, Informer, NotFound, WorkQueue
 from kubelab.models import Namespace
 
+from .queuecontroller import QueueController
+
 log = logging.getLogger(__name__)
 
 FINALIZER = "kubernetes"
 
 
-class NamespaceController:
+class NamespaceController(QueueController):
     name = "namespace-controller"
+    max_workers = 1
 
     def __init__(self, api: ApiClient, namespaces: Informer[Namespace], *, resources: tuple[Any, ...] | None = None,
                  recheck: float = 1.0) -> None:
@@ -79,9 +83,8 @@ class NamespaceController:
                 found.append(rt)
         return tuple(found)
 
-    async def run(self) -> None:
-        await self.namespaces.wait_synced()
-        for ns in self.namespaces.items():
-            if ns.metadata.deletion_timestamp:
-                self.queue.add(ns.metadata.name or "")
-        await self.queue.run_worker(self.reconcile)
+    def caches(self) -> Sequence[Informer[Any]]:
+        return (self.namespaces,)
+
+    def initial_keys(self) -> Iterable[str]:
+        return [ns.metadata.name or "" for ns in self.namespaces.items() if ns.metadata.deletion_timestamp]

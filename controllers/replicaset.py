@@ -13,7 +13,7 @@ import asyncio
 import functools
 import logging
 import math
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterable
 from datetime import datetime
 from typing import Any
 
@@ -26,6 +26,7 @@ from kubelab.selectors import SelectorError, selector_from_label_selector, selec
 from .expectations import Expectations
 from .informers import SharedInformers
 from .ownership import claim_all, controller_ref, new_controller_ref
+from .queuecontroller import QueueController
 
 log = logging.getLogger(__name__)
 
@@ -213,7 +214,7 @@ def pod_from_template(rs: ReplicaSet) -> dict[str, Any]:
 
 # --- the controller ----------------------------------------------------------------------------
 
-class ReplicaSetController:
+class ReplicaSetController(QueueController):
     """`owners` is what it controls: the ReplicaSet informer, or a view of another kind's informer that
     shows ReplicaSets (the ReplicationController manager's, replicationcontroller.py); `rt` and `kind`
     name that kind in the writes and ownerReferences."""
@@ -233,6 +234,9 @@ class ReplicaSetController:
         self.events = EventRecorder(api, self.name)
         self.replicasets.add_handler(self._on_replicaset)
         informers.pods.add_handler(self._on_pod)
+
+    def initial_keys(self) -> Iterable[str]:
+        return [rs.key for rs in self.replicasets.items()]
 
     # event handlers: they only enqueue, and lower expectations
 

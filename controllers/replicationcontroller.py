@@ -84,9 +84,6 @@ class ReplicationManager(ReplicaSetController):
     def __init__(self, api: ApiClient, informers: SharedInformers) -> None:
         super().__init__(api, informers, owners=ReplicaSetView(informers.replicationcontrollers))
 
-    def owners(self) -> list[ReplicaSet]:
-        return list(self.replicasets.items())
-
     def stored(self, rs: ReplicaSet) -> Any:
         return as_replicationcontroller(rs)
 

@@ -11,10 +11,14 @@ namespace being deleted is left alone.
 from __future__ import annotations
 
 import logging
+from collections.abc import Iterable, Sequence
+from typing import Any
 
 from kubelab import kinds
 from kubelab.client import AlreadyExists, ApiClient, ApiError, Informer, NotFound, WorkQueue
 from kubelab.models import ConfigMap, Namespace
+
+from .queuecontroller import QueueController
 
 log = logging.getLogger(__name__)
 
@@ -35,8 +39,9 @@ def is_current(cm: ConfigMap, ca: str) -> bool:
     return cm.data == wanted_data(ca) and annotations.get(DESCRIPTION_ANNOTATION) == DESCRIPTION
 
 
-class RootCACertPublisher:
+class RootCACertPublisher(QueueController):
     name = "root-ca-cert-publisher"
+    max_workers = 1
 
     def __init__(self, api: ApiClient, namespaces: Informer[Namespace], configmaps: Informer[ConfigMap], *,
                  ca: str) -> None:
@@ -82,9 +87,8 @@ class RootCACertPublisher:
             if exc.code != 403:  # 403: the namespace is terminating (NamespaceLifecycle)
                 raise
 
-    async def run(self) -> None:
-        await self.namespaces.wait_synced()
-        await self.configmaps.wait_synced()
-        for ns in self.namespaces.items():
-            self.queue.add(ns.metadata.name or "")
-        await self.queue.run_worker(self.reconcile)
+    def caches(self) -> Sequence[Informer[Any]]:
+        return (self.namespaces, self.configmaps)
+
+    def initial_keys(self) -> Iterable[str]:
+        return [ns.metadata.name or "" for ns in self.namespaces.items()]

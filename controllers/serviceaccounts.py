@@ -9,18 +9,23 @@ server refuses new objects in it anyway).
 from __future__ import annotations
 
 import logging
+from collections.abc import Iterable, Sequence
+from typing import Any
 
 from kubelab import kinds
 from kubelab.client import AlreadyExists, ApiClient, ApiError, Informer, NotFound, WorkQueue
 from kubelab.models import Namespace, ServiceAccount
+
+from .queuecontroller import QueueController
 
 log = logging.getLogger(__name__)
 
 DEFAULT_ACCOUNTS = ("default",)  # kube-controller-manager's ServiceAccountsControllerOptions default
 
 
-class ServiceAccountsController:
+class ServiceAccountsController(QueueController):
     name = "serviceaccounts-controller"
+    max_workers = 1
 
     def __init__(self, api: ApiClient, namespaces: Informer[Namespace], accounts: Informer[ServiceAccount], *,
                  names: tuple[str, ...] = DEFAULT_ACCOUNTS) -> None:
@@ -60,9 +65,8 @@ class ServiceAccountsController:
                     return  # the namespace is terminating (NamespaceLifecycle)
                 raise
 
-    async def run(self) -> None:
-        await self.namespaces.wait_synced()
-        await self.accounts.wait_synced()
-        for ns in self.namespaces.items():
-            self.queue.add(ns.metadata.name or "")
-        await self.queue.run_worker(self.reconcile)
+    def caches(self) -> Sequence[Informer[Any]]:
+        return (self.namespaces, self.accounts)
+
+    def initial_keys(self) -> Iterable[str]:
+        return [ns.metadata.name or "" for ns in self.namespaces.items()]

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -31,6 +32,7 @@ from kubelab.selectors import SelectorError, selector_from_label_selector
 from . import history
 from .informers import SharedInformers
 from .ownership import claim_all, controller_ref, new_controller_ref
+from .queuecontroller import QueueController
 from .replicaset import is_pod_available
 from .statuswrite import write_status
 
@@ -211,7 +213,7 @@ def new_pod(sts: StatefulSet, ordinal: int, template: PodTemplateSpec | None, re
 
 # --- the controller ----------------------------------------------------------------------------
 
-class StatefulSetController:
+class StatefulSetController(QueueController):
     name = "statefulset-controller"
 
     def __init__(self, api: ApiClient, informers: SharedInformers) -> None:
@@ -223,8 +225,8 @@ class StatefulSetController:
         self.statefulsets.add_handler(lambda e, old, new: self.queue.add((new or old).key))
         informers.pods.add_handler(self._on_pod)
 
-    def owners(self) -> list[StatefulSet]:
-        return list(self.statefulsets.items())
+    def initial_keys(self) -> Iterable[str]:
+        return [sts.key for sts in self.statefulsets.items()]
 
     def _on_pod(self, event: str, old: Pod | None, new: Pod | None) -> None:
         for pod in (old, new):

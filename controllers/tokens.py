@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import base64
 import logging
+from collections.abc import Iterable, Sequence
 from typing import Any
 
 from cryptography.hazmat.primitives.asymmetric import ec
@@ -25,6 +26,8 @@ from cryptography.hazmat.primitives.asymmetric import ec
 from kubelab import kinds, satokenkey
 from kubelab.client import ApiClient, Conflict, Informer, NotFound, WorkQueue
 from kubelab.models import Secret, ServiceAccount
+
+from .queuecontroller import QueueController
 
 log = logging.getLogger(__name__)
 
@@ -74,8 +77,9 @@ def needed_update(secret: dict[str, Any], account: dict[str, Any], *, key: ec.El
     return {**secret, "metadata": {**meta, "annotations": annotations}, "data": data}
 
 
-class TokensController:
+class TokensController(QueueController):
     name = "tokens-controller"
+    max_workers = 1
 
     def __init__(self, api: ApiClient, secrets: Informer[Secret], accounts: Informer[ServiceAccount], *,
                  key: ec.EllipticCurvePrivateKey, root_ca: str | None = None) -> None:
@@ -144,10 +148,9 @@ class TokensController:
         except NotFound:
             return
 
-    async def run(self) -> None:
-        await self.secrets.wait_synced()
-        await self.accounts.wait_synced()
-        for secret in self.secrets.items():
-            if secret.type == TOKEN_TYPE:
-                self.queue.add(f"{secret.metadata.namespace}/{secret.metadata.name}")
-        await self.queue.run_worker(self.reconcile)
+    def caches(self) -> Sequence[Informer[Any]]:
+        return (self.secrets, self.accounts)
+
+    def initial_keys(self) -> Iterable[str]:
+        return [f"{secret.metadata.namespace}/{secret.metadata.name}" for secret in self.secrets.items()
+                if secret.type == TOKEN_TYPE]
