@@ -3,7 +3,7 @@ PYTHON ?= python3
 VENV ?= .venv
 ARGS ?=
 
-.PHONY: up test bench lint venv system-deps clean
+.PHONY: up test bench lint venv system-deps clean client-suites
 
 $(VENV)/.installed: pyproject.toml
 	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "kubelab needs Python >= 3.11")'
@@ -55,6 +55,11 @@ lint: venv
 	$(VENV)/bin/pip install --quiet -e '.[test,lint]'
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/mypy --strict kubelab launcher apiserver scheduler controllers proxyagent kubeletstub clusterdns
+
+# kr8s's own test suite, unchanged, against a fresh `kubelab up` (root; downloads the sdist and the suite's test
+# dependencies from PyPI, about ten minutes): not part of `make test`. See scripts/client-suites.sh.
+client-suites: venv
+	bash scripts/client-suites.sh
 
 clean:
 	rm -rf $(VENV) .kubelab .pytest_cache

@@ -108,6 +108,7 @@ class WebSocketPortForward:
     async def run(self) -> None:
         receiver: asyncio.Task[None] | None = None
         forwards: list[asyncio.Task[None]] = []
+        every_forward: asyncio.Future[Any] | None = None
         try:
             for index, port in enumerate(self.ports):
                 await self.send(2 * index, channels.port_prefix(port))
@@ -115,14 +116,18 @@ class WebSocketPortForward:
             receiver = asyncio.create_task(self._receive(), name="portforward-receive")
             forwards = [asyncio.create_task(self._forward(i, p), name=f"portforward-{p}")
                         for i, p in enumerate(self.ports)]
-            waiters: list[asyncio.Future[Any]] = [receiver, asyncio.gather(*forwards)]
+            every_forward = asyncio.gather(*forwards)
+            waiters: list[asyncio.Future[Any]] = [receiver, every_forward]
             await asyncio.wait(waiters, return_when=asyncio.FIRST_COMPLETED)
         except (ConnectionClosed, WebSocketError, ConnectionError):
             pass
         finally:
             for task in (*forwards, *([receiver] if receiver else [])):
                 task.cancel()
-            await asyncio.gather(*forwards, *([receiver] if receiver else []), return_exceptions=True)
+            # The gather too is awaited here: when the client ends the session first, its forwards end
+            # cancelled and the gather holds that CancelledError; left unretrieved, the loop reports it.
+            await asyncio.gather(*forwards, *([receiver] if receiver else []),
+                                 *([every_forward] if every_forward else []), return_exceptions=True)
             for writer in list(self._writers.values()):
                 writer.close()
             await self.ws.close()
