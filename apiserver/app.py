@@ -20,7 +20,7 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 from kubelab import addressing, kinds, tokenfile
 from kubelab.kinds import ResourceType
 
-from . import authz, codecs, errors, identitylease, requestinfo, satokens, strconv
+from . import authz, codecs, endpointreconciler, errors, identitylease, requestinfo, satokens, strconv
 from .apiextensions import CustomResources
 from .auth import AuthMiddleware
 from .bootstrap import bootstrap
@@ -90,6 +90,12 @@ class Config:
     identity_hostname: str | None = None
     identity_lease_renew_interval: float = identitylease.RENEW_INTERVAL
     identity_lease_gc_period: float = identitylease.GC_PERIOD
+    # kube-apiserver's --endpoint-reconciler-type: "lease" (its default: every API server of the cluster is an
+    # endpoint of the kubernetes Service while its master lease lives, endpointreconciler.py) or "none"
+    # (this server leaves the Service's endpoints alone); with the lease TTL and reconcile interval.
+    endpoint_reconciler_type: str = "lease"
+    endpoint_reconciler_ttl: int = endpointreconciler.TTL
+    endpoint_reconciler_interval: float = endpointreconciler.INTERVAL
 
 
 class ApiServer:
@@ -179,7 +185,15 @@ def create_app(config: Config) -> ASGIApp:
         await _bootstrap_retrying(lambda: bootstrap(
             registry, advertise_ip=config.advertise_ip, port=config.port, service_ip=service_ip,
             group_versions=[rt.group_version for rt in (*config.resources, *kinds.METRICS)],
-            service_cidr=config.service_cidr if kinds.SERVICECIDRS in config.resources else None))
+            service_cidr=config.service_cidr if kinds.SERVICECIDRS in config.resources else None,
+            endpoints=False))
+        # The kubernetes Service's endpoints: the first pass before serving, so they name this server at once.
+        reconciler = None
+        if config.endpoint_reconciler_type == "lease":
+            reconciler = endpointreconciler.LeaseEndpointReconciler(
+                registry, storage, (config.advertise_ip, config.port), ttl=config.endpoint_reconciler_ttl,
+                interval=config.endpoint_reconciler_interval)
+            await _bootstrap_retrying(reconciler.reconcile)
         app.state.counts.prime(config.resources)
         # The kinds CustomResourceDefinitions define join the served resources once Established.
         custom = app.state.custom_resources = CustomResources(
@@ -192,12 +206,20 @@ def create_app(config: Config) -> ASGIApp:
         app.state.identity_lease = identity
         heartbeats = [asyncio.create_task(identity.keep(), name="apiserver-identity-lease"),
                       asyncio.create_task(identity.collect_forever(), name="apiserver-identity-lease-gc")]
+        if reconciler is not None:
+            heartbeats.append(asyncio.create_task(reconciler.run(), name="apiserver-endpoint-reconciler"))
         try:
             yield
         finally:
             for task in heartbeats:
                 task.cancel()
             await asyncio.gather(*heartbeats, return_exceptions=True)
+            if reconciler is not None:  # kube's RemoveEndpoints on shutdown: the others need not wait for the TTL
+                try:
+                    async with asyncio.timeout(5):
+                        await reconciler.remove()
+                except Exception as exc:  # noqa: BLE001 - etcd away: the lease expires after its TTL instead
+                    log.warning("unable to remove this API server from the kubernetes service's endpoints: %s", exc)
             await custom.stop()
             await app.state.counts.stop()
             await policy_source.stop()

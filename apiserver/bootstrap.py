@@ -41,13 +41,17 @@ AUTOMANAGED_LABEL = "kube-aggregator.kubernetes.io/automanaged"
 
 
 async def bootstrap(registry: Registry, *, advertise_ip: str, port: int, service_ip: str,
-                    group_versions: Iterable[str] = (), service_cidr: str | None = None) -> None:
+                    group_versions: Iterable[str] = (), service_cidr: str | None = None,
+                    endpoints: bool = True) -> None:
+    """`endpoints=False`: the Service's endpoints are left to the endpoint reconciler (endpointreconciler.py),
+    which kube-apiserver runs beside these hooks."""
     for name in SYSTEM_NAMESPACES:
         await registry.ensure(kinds.NAMESPACES, {"metadata": {"name": name}})
     if service_cidr is not None:
         await _reconcile_service_cidr(registry, service_cidr)
     await _reconcile_service(registry, service_ip, port)
-    await _reconcile_endpoints(registry, advertise_ip, port)
+    if endpoints:
+        await _reconcile_endpoints(registry, advertise_ip, port)
     await _reconcile_apiservices(registry, group_versions)
     await reconcile_rbac(registry)
 

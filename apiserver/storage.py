@@ -579,6 +579,17 @@ class Storage:
     async def delete_raw(self, key: str) -> None:
         await self._call(self.client.delete(key.encode()))
 
+    async def put_expiring(self, key: str, value: bytes, ttl: int) -> None:
+        """Write `value` under a fresh lease of `ttl` seconds: etcd deletes the key unless it is written
+        again before then (kube's storage with a TTL, as the master leases of the endpoint reconciler use it)."""
+        lease = await self._call(self.client.lease(ttl), ("grant", "lease"))
+        await self._call(self.client.put(key.encode(), value, lease=int(lease.id)))
+
+    async def list_raw(self, prefix: str) -> builtins.list[tuple[str, bytes]]:
+        """Every key under `prefix` with its undecoded value, in key order."""
+        result = await self._call(self.client.get_prefix(prefix.encode()))
+        return [(kv.key.decode(), bytes(kv.value)) for kv in result]
+
     async def compact(self, revision: int) -> None:
         await self._call(self.client.compact(revision, physical=True))
 

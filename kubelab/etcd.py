@@ -103,6 +103,10 @@ class Etcd:
     process: subprocess.Popen[bytes] | None = field(default=None, repr=False)
     name: str = "kubelab"
     tls: EtcdTLS | None = None
+    # A member of a cluster (etcdcluster.py): every member's `name=peer URL`, and the cluster's token. Empty:
+    # a cluster of this one member.
+    initial_cluster: str = ""
+    initial_cluster_token: str = ""
     _log_start: int = field(default=0, repr=False)
 
     @property
@@ -142,6 +146,13 @@ class Etcd:
                     raise
         raise EtcdError(f"etcd did not start in {PORT_ATTEMPTS} attempts; see {self.log_path}")
 
+    def launch(self) -> None:
+        """Start etcd without waiting for it (a cluster member is healthy only once a quorum of members
+        runs: etcdcluster.py launches them all, then waits). DataDirInUse as `start`."""
+        self.binary = self.binary or find_etcd()
+        self._take_over_data_dir()
+        self._launch()
+
     @property
     def log_path(self) -> Path:
         return self.data_dir.parent / f"{self.data_dir.name}.log"
@@ -155,9 +166,11 @@ class Etcd:
         argv = [self.binary, "--name", self.name, "--data-dir", str(self.data_dir),
                 "--listen-client-urls", self.url, "--advertise-client-urls", self.url,
                 "--listen-peer-urls", self.peer_url, "--initial-advertise-peer-urls", self.peer_url,
-                "--initial-cluster", f"{self.name}={self.peer_url}",
+                "--initial-cluster", self.initial_cluster or f"{self.name}={self.peer_url}",
                 "--quota-backend-bytes", str(8 * 1024**3),
                 "--auto-compaction-mode", "revision", "--auto-compaction-retention", "100000"]
+        if self.initial_cluster_token:
+            argv += ["--initial-cluster-token", self.initial_cluster_token]
         if self.tls is not None:
             # Clients and peers alike must show a certificate of the lab CA (kubeadm's etcd flags).
             for prefix in ("", "peer-"):

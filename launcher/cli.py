@@ -60,7 +60,8 @@ def cmd_up(args: argparse.Namespace) -> int:
                         token_auth_file=Path(args.token_auth_file) if args.token_auth_file else None,
                         authorization_modes=args.authorization_mode, etcd_cafile=_path(args.etcd_cafile),
                         etcd_certfile=_path(args.etcd_certfile),
-                        etcd_keyfile=_path(args.etcd_keyfile))
+                        etcd_keyfile=_path(args.etcd_keyfile), apiservers=args.apiservers,
+                        etcd_members=args.etcd_members)
     if _unreadable_etcd_files(args, "up"):
         return 2
     _warn_if_open(args.listen, args.token_auth_file)
@@ -169,7 +170,9 @@ def cmd_apiserver(args: argparse.Namespace) -> int:
                                 disable_admission_plugins=disabled,
                                 kubelet_client_certificate=args.kubelet_client_certificate,
                                 kubelet_client_key=args.kubelet_client_key,
-                                kubelet_certificate_authority=args.kubelet_certificate_authority))
+                                kubelet_certificate_authority=args.kubelet_certificate_authority,
+                                identity_hostname=args.identity_hostname or None,
+                                endpoint_reconciler_type=args.endpoint_reconciler_type))
     except TokenFileError as exc:
         print(f"kubelab apiserver: {exc}", file=sys.stderr)
         return 2
@@ -223,6 +226,14 @@ def _non_negative(text: str) -> int:
 
     if not is_ascii_digits(text):
         raise argparse.ArgumentTypeError(f"not a non-negative integer: {text!r}")
+    return int(text)
+
+
+def _positive(text: str) -> int:
+    from kubelab.validation import is_ascii_digits
+
+    if not is_ascii_digits(text) or int(text) < 1:
+        raise argparse.ArgumentTypeError(f"not a positive integer: {text!r}")
     return int(text)
 
 
@@ -627,6 +638,12 @@ def cmd_status(args: argparse.Namespace) -> int:
     except httpx.HTTPError as exc:
         print(f"apiserver   {state['server']} (unreachable: {exc})")
         return 1
+    for other in (state.get("servers") or [])[1:]:  # `kubelab up --apiservers N`: the others on the same etcd
+        try:
+            answer = httpx.get(f"{other}/readyz", timeout=5, verify=verify)
+            print(f"apiserver   {other} ({'ready' if answer.status_code == 200 else 'NOT ready: ' + answer.text})")
+        except httpx.HTTPError as exc:
+            print(f"apiserver   {other} (unreachable: {exc})")
     dns = state.get("dns") or {}
     if dns.get("listen"):
         print(f"dns         {dns['listen']} (kube-system/kube-dns {addressing.CLUSTER_DNS_IP})")
@@ -1038,6 +1055,12 @@ def build_parser() -> argparse.ArgumentParser:
                    help=AUTHORIZATION_MODE_HELP)
     p.add_argument("--event-ttl", type=_event_ttl, default="1h", metavar="DURATION",
                    help="how long the API server keeps an event after its last write (default 1h)")
+    p.add_argument("--apiservers", type=_positive, default=1, metavar="N",
+                   help="run N API servers on the one etcd (cluster): the first in this process at --listen, the "
+                        "others as `kubelab apiserver` processes on the next ports; all are endpoints of the "
+                        "kubernetes Service, the kubeconfig names the first (default 1)")
+    p.add_argument("--etcd-members", type=_positive, default=1, metavar="M",
+                   help="the private etcd as a cluster of M members (3 keeps working with one down; default 1)")
     _add_serving_flags(p)
     _etcd_tls_args(p)
     p.set_defaults(func=cmd_up)
@@ -1074,6 +1097,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--kubelet-client-key", metavar="FILE", help="the private key of --kubelet-client-certificate")
     p.add_argument("--kubelet-certificate-authority", metavar="FILE",
                    help="the CA kubelets' serving certificates must chain to (default: not checked, as kube)")
+    p.add_argument("--endpoint-reconciler-type", choices=["lease", "none"], default="lease",
+                   help="lease: this server is an endpoint of the kubernetes Service while its master lease (15 s) "
+                        "lives; none: it leaves the Service's endpoints alone (default lease, as kube)")
+    p.add_argument("--identity-hostname", metavar="NAME",
+                   help="the hostname this server's identity Lease is named after (default: this machine's; "
+                        "several API servers on one machine each need their own)")
     p.set_defaults(func=cmd_apiserver)
 
     for name, func, text in (("scheduler", cmd_scheduler, "run only the scheduler"),

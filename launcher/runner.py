@@ -27,6 +27,7 @@ from typing import Any, NoReturn
 from kubelab import addressing, kubeconfig
 from kubelab import pki as pki_files
 from kubelab.etcd import Etcd
+from kubelab.etcdcluster import EtcdCluster
 
 log = logging.getLogger("kubelab")
 
@@ -66,6 +67,10 @@ class UpOptions:
     etcd_cafile: Path | None = None
     etcd_certfile: Path | None = None
     etcd_keyfile: Path | None = None
+    # --apiservers N: API servers 2..N as `kubelab apiserver` processes on the same etcd (launcher/apiservers.py).
+    apiservers: int = 1
+    # --etcd-members M: the private etcd as an M-member cluster (kubelab/etcdcluster.py).
+    etcd_members: int = 1
 
 
 def split_listen(listen: str) -> tuple[str, int]:
@@ -118,12 +123,16 @@ async def up(options: UpOptions, *, ready: Callable[[dict[str, Any]], None] | No
     _refuse_second_cluster(data_dir)
     host, port = split_listen(options.listen)
     _preflight(options, host, port)
+    from . import apiservers
+
+    apiservers.refuse_taken_ports(host, apiservers.ports_after(port, options.apiservers))
     # With tokens the API serves HTTPS with a lab CA (kubelab/pki.py): kubectl sends tokens only over TLS.
     scheme = "https" if options.token_auth_file is not None else "http"
     server_url = f"{scheme}://{'127.0.0.1' if host in ('0.0.0.0', '') else host}:{port}"
     timer = Timer()
-    etcd: Etcd | None = None
+    etcd: Etcd | EtcdCluster | None = None
     lab = None
+    extras: list[apiservers.ExtraApiServer] = []
     try:
         tokens = None
         from kubelab.pki import ensure_lab_pki, ensure_service_account_key
@@ -147,6 +156,15 @@ async def up(options: UpOptions, *, ready: Callable[[dict[str, Any]], None] | No
         etcd_tls = (options.etcd_cafile, options.etcd_certfile, options.etcd_keyfile)
         if options.etcd_servers:
             etcd_servers = options.etcd_servers
+        elif options.etcd_members > 1:
+            etcd = EtcdCluster(data_dir / "etcd-cluster", size=options.etcd_members,
+                               tls=pki.etcd_tls() if tokens is not None else None)
+            await asyncio.to_thread(etcd.start)
+            etcd_servers = etcd.urls
+            if tokens is not None:
+                etcd_tls = (pki.ca_file, pki.etcd_client_cert_file, pki.etcd_client_key_file)
+            _log("etcd").info("ready: a cluster of %d members at %s (private, data in %s) [%s]", options.etcd_members,
+                              ",".join(etcd_servers), etcd.directory, timer)
         else:
             # With tokens, the private etcd too wants a certificate of the lab CA from its clients: without
             # one, any local user could read every Secret and token straight from its loopback port.
@@ -204,10 +222,28 @@ async def up(options: UpOptions, *, ready: Callable[[dict[str, Any]], None] | No
                     raise RuntimeError(f"the API server could not serve its private socket {private.path}")
                 await asyncio.sleep(0.01)
             _log("apiserver").info("ready at %s [%s]", server_url, timer)
+            if options.apiservers > 1:
+                await apiservers.start(apiservers.Flags(
+                    tuple(etcd_servers), host=host, advertise_address=advertise[0] if not netns else "127.0.0.1",
+                    authorization_modes=options.authorization_modes, event_ttl=options.event_ttl,
+                    service_account_key_file=str(sa_key),
+                    token_auth_file=str(options.token_auth_file.resolve()) if options.token_auth_file else None,
+                    tls_cert_file=str(tls.cert_file) if tls else None, tls_key_file=str(tls.key_file) if tls else None,
+                    ca_file=str(tls.ca_file) if tls else None, etcd_tls=(cafile, certfile, keyfile),
+                    kubelet_client_tls=(str(tls.kubelet_client_cert_file), str(tls.kubelet_client_key_file),
+                                        str(tls.ca_file)) if tls else None,
+                    # In the netns lab pods reach the API at the first server's lab address only.
+                    endpoint_reconciler_type="none" if netns else "lease"),
+                    count=options.apiservers, first_port=port, data_dir=data_dir, started=extras)
+                for extra in extras:
+                    _log(f"apiserver-{extra.index}").info("ready at %s (pid %d, log %s) [%s]", extra.url,
+                                                          extra.process.pid if extra.process else 0, extra.log_path,
+                                                          timer)
             config_path = kubeconfig.write(data_dir / "kubeconfig", server_url, token=tokens.admin if tokens else None,
                                            ca_file=tls.ca_file if tls else None)
             state: dict[str, Any] = {"pid": os.getpid(), "server": server_url, "kubeconfig": str(config_path),
                                      "dataplane": options.dataplane, "etcd": etcd_servers, "nodes": {}}
+            state["servers"] = [server_url, *(extra.url for extra in extras)]  # every API server, the first first
             if tls is not None:
                 state["ca"] = str(tls.ca_file)
             if options.dataplane == "netns":
@@ -259,12 +295,13 @@ async def up(options: UpOptions, *, ready: Callable[[dict[str, Any]], None] | No
                                                       *(t for _, t in extra_serving)), 5)
             private.remove()
     finally:
+        await apiservers.stop(extras)  # before etcd: each removes its master lease on the way out
         await _tear_down(lab, etcd)
         with contextlib.suppress(FileNotFoundError):
             (data_dir / STATE_FILE).unlink()
 
 
-async def _tear_down(lab: Any, etcd: Etcd | None) -> None:
+async def _tear_down(lab: Any, etcd: Etcd | EtcdCluster | None) -> None:
     """The dataplane and etcd, together (neither needs the other once the API server has stopped), each
     on a thread of its own: the default executor's threads may all still be busy with pod starts that
     the cancelled kubelets no longer wait for, and the teardown must not queue behind them. Bounded:

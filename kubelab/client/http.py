@@ -119,11 +119,11 @@ class ApiClient:
         return httpx.AsyncClient(base_url=self.server, headers=self._headers, timeout=self._timeout, limits=limits,
                                  verify=verify, transport=transport)
 
-    def _fail_over(self, failed: str) -> bool:
-        """`failed` could not be reached: move to the next API server, if there is another (requests in
-        flight on the old one finish or fail there). Several requests failing at once move it once.
-        Watches fail over by failing: the informer watches again from its last resourceVersion, now on
-        the next server, as a client behind a load balancer would."""
+    def _fail_over(self, failed: str, why: str = "cannot be reached") -> bool:
+        """`failed` could not be reached (or answered 503): move to the next API server, if there is another
+        (requests in flight on the old one finish or fail there). Several requests failing at once move it
+        once. Watches fail over by failing: the informer watches again from its last resourceVersion, now
+        on the next server, as a client behind a load balancer would."""
         if len(self.servers) < 2 or self._asgi is not None or self._uds is not None:
             return False
         if failed == self.server:
@@ -133,7 +133,7 @@ class ApiClient:
             if self._session is not None:
                 self._retired.append(self._session)
                 self._session = None
-            log.warning("API server %s cannot be reached: using %s", failed, self.server)
+            log.warning("API server %s %s: using %s", failed, why, self.server)
         return True
 
     async def close(self) -> None:
@@ -188,6 +188,7 @@ class ApiClient:
                       content_type: str = "application/json") -> Any:
         content = None if body is None else orjson.dumps(body)
         headers = {"Content-Type": content_type} if content is not None else None
+        unavailable = 0  # 503s answered, each by another server
         for attempt in range(MAX_RETRIES + 1):
             unreachable = 0
             while True:
@@ -204,6 +205,15 @@ class ApiClient:
                     # Sent, or every server tried: the caller decides (a write may have landed).
                     if not _not_sent(exc, fast=self._fast) or unreachable >= len(self.servers):
                         raise
+            # 503: that server cannot serve now (its etcd unreachable or without quorum, seen as "etcd is
+            # unavailable"): move to the next one. A read is asked there at once, each server once; a write
+            # is not sent again (it may have reached etcd before the error: the caller decides, as after a
+            # cut connection), but the caller's next request goes to the next server.
+            if status == 503 and self._fail_over(server, "answered 503"):
+                unavailable += 1
+                if method in SAFE_METHODS and unavailable < len(self.servers):
+                    continue
+                break
             # client-go's retry: a 429 with Retry-After was refused before any work was done (the API
             # server's in-flight limit); wait as told and send it again, up to 10 times.
             wait = _retry_after_seconds(retry_after)
@@ -330,6 +340,10 @@ class ApiClient:
                     yield line
             except httpx.TransportError:
                 self._fail_over(server)
+                raise
+            except ApiError as exc:
+                if exc.code == 503:  # the watch was refused by a server that cannot serve: the next one's turn
+                    self._fail_over(server, "answered 503")
                 raise
 
     async def _watch_lines(self, path: str, params: dict[str, Any]) -> AsyncGenerator[bytes | str, None]:

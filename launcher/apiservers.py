@@ -1,0 +1,143 @@
+"""The further API servers of `kubelab up --apiservers N`: N-1 `kubelab apiserver` processes beside the one
+`kubelab up` serves in its own process, on the same etcd (cluster), as kube runs several kube-apiservers
+on one etcd cluster.
+
+Each is a child process (it dies with `kubelab up`, kubelab/processes.py) listening on the next ports
+after `--listen` (8081, 8082, ... for the default 8080), with the same certificates, token file, service
+account key and authorization modes as the first, so a client may use any of them, and an identity of its
+own (`--identity-hostname <host>-apiserver-<i>`: kube derives the identity Lease's name from the
+hostname, and these share one host). Each keeps its master lease, so the `default/kubernetes` Service
+lists them all (apiserver/endpointreconciler.py); in the netns lab, where pods reach the API only at the
+lab address of the first, the others leave the Service's endpoints alone (`--endpoint-reconciler-type
+none`). Their output goes to `<data-dir>/apiserver-<i>.log`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import socket
+import ssl
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import httpx
+
+from kubelab.processes import spawn, stop_process
+
+START_TIMEOUT = 120.0  # a loaded machine: the first server's bootstrap retries etcd for up to 2 minutes too
+
+
+@dataclass(frozen=True)
+class Flags:
+    """What every further API server is started with (the first one's settings, as flags)."""
+
+    etcd_servers: tuple[str, ...]
+    host: str
+    advertise_address: str
+    authorization_modes: tuple[str, ...]
+    event_ttl: int
+    service_account_key_file: str
+    token_auth_file: str | None = None
+    tls_cert_file: str | None = None
+    tls_key_file: str | None = None
+    ca_file: str | None = None  # what clients check the serving certificate against
+    etcd_tls: tuple[str | None, str | None, str | None] = (None, None, None)
+    kubelet_client_tls: tuple[str, str, str] | None = None  # certificate, key, CA
+    endpoint_reconciler_type: str = "lease"
+
+
+@dataclass
+class ExtraApiServer:
+    index: int  # 2 for the second API server, ...
+    url: str
+    port: int
+    log_path: Path
+    process: subprocess.Popen[bytes] | None = field(default=None, repr=False)
+
+
+def ports_after(port: int, count: int) -> list[int]:
+    """The ports of the API servers after the first: the next `count - 1` ones. Pure."""
+    return [port + i for i in range(1, count)]
+
+
+def argv(flags: Flags, index: int, port: int, identity_hostname: str) -> list[str]:
+    """The `kubelab apiserver` command line of the index-th API server. Pure."""
+    out = [sys.executable, "-m", "kubelab", "apiserver", "--etcd-servers", ",".join(flags.etcd_servers),
+           "--listen", f"{flags.host}:{port}", "--advertise-address", flags.advertise_address,
+           "--authorization-mode", ",".join(flags.authorization_modes), "--event-ttl", f"{flags.event_ttl}s",
+           "--service-account-signing-key-file", flags.service_account_key_file,
+           "--identity-hostname", f"{identity_hostname}-apiserver-{index}",
+           "--endpoint-reconciler-type", flags.endpoint_reconciler_type]
+    if flags.token_auth_file:
+        out += ["--token-auth-file", flags.token_auth_file]
+    if flags.tls_cert_file and flags.tls_key_file:
+        out += ["--tls-cert-file", flags.tls_cert_file, "--tls-private-key-file", flags.tls_key_file]
+    for name, value in zip(("--etcd-cafile", "--etcd-certfile", "--etcd-keyfile"), flags.etcd_tls, strict=True):
+        if value:
+            out += [name, value]
+    if flags.kubelet_client_tls is not None:
+        cert, key, ca = flags.kubelet_client_tls
+        out += ["--kubelet-client-certificate", cert, "--kubelet-client-key", key,
+                "--kubelet-certificate-authority", ca]
+    return out
+
+
+def refuse_taken_ports(host: str, ports: list[int]) -> None:
+    """RuntimeError naming the first of `ports` another process listens on (checked before anything starts)."""
+    for port in ports:
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            try:
+                sock.bind((host, port))
+            except OSError:
+                raise RuntimeError(f"{host}:{port} is already in use; --apiservers N takes the N-1 ports after "
+                                   "--listen's: stop what holds it or pick another --listen port") from None
+
+
+def _launch(flags: Flags, index: int, port: int, data_dir: Path) -> ExtraApiServer:
+    scheme = "https" if flags.tls_cert_file else "http"
+    server = ExtraApiServer(index, f"{scheme}://{flags.advertise_address}:{port}", port,
+                            data_dir / f"apiserver-{index}.log")
+    with open(server.log_path, "ab") as log_file:
+        # Its own session: the terminal's Ctrl-C reaches `kubelab up`, which stops it in order (before etcd).
+        server.process = spawn(argv(flags, index, port, socket.gethostname()), stdout=log_file,
+                               stderr=subprocess.STDOUT, start_new_session=True)
+    return server
+
+
+def _wait_ready(server: ExtraApiServer, ca_file: str | None, timeout: float) -> None:
+    verify: ssl.SSLContext | bool = ssl.create_default_context(cafile=ca_file) if ca_file else True
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        assert server.process is not None
+        if server.process.poll() is not None:
+            raise RuntimeError(f"API server {server.index} ({server.url}) exited with code "
+                               f"{server.process.returncode}; see {server.log_path}")
+        try:
+            if httpx.get(f"{server.url}/readyz", timeout=2, verify=verify).status_code == 200:
+                return
+        except httpx.HTTPError:
+            pass
+        time.sleep(0.1)
+    raise RuntimeError(f"API server {server.index} ({server.url}) was not ready within {timeout:g}s; see "
+                       f"{server.log_path}")
+
+
+async def start(flags: Flags, *, count: int, first_port: int, data_dir: Path,
+                started: list[ExtraApiServer]) -> None:
+    """Start API servers 2..count and wait until each is ready. Each is appended to `started` as soon as
+    it runs, so the caller stops whatever did start, whatever fails."""
+    for index, port in enumerate(ports_after(first_port, count), start=2):
+        started.append(_launch(flags, index, port, data_dir))
+    for server in started:
+        await asyncio.to_thread(_wait_ready, server, flags.ca_file, START_TIMEOUT)
+
+
+async def stop(servers: list[ExtraApiServer]) -> None:
+    """SIGTERM every one (each removes its master lease: apiserver/endpointreconciler.py), SIGKILL after
+    the grace period; all at once."""
+    await asyncio.gather(*(asyncio.to_thread(stop_process, s.process, timeout=15.0) for s in servers),
+                         return_exceptions=True)
