@@ -4,9 +4,9 @@ and the argparse refusals of --apiservers/--etcd-members."""
 from __future__ import annotations
 
 import pytest
-from kubelab.cli import build_parser
 
 from launcher import apiservers
+from launcher.cli import build_parser
 
 
 def test_ports_follow_the_first() -> None:
