@@ -117,7 +117,8 @@ def test_first_list_is_from_the_cache_and_a_relist_after_410_starts_from_the_syn
                 finally:
                     await storage.close()
                 lists_before = len(lists_of_configmaps(tap))
-                await asyncio.to_thread(watched.start)  # same port: the tap reaches it again
+                # Same port: the tap reaches it again (a loaded machine may take minutes to start Python).
+                await asyncio.to_thread(watched.start, 240)
 
                 # Changes keep coming while the informer relists.
                 for i in range(5):
