@@ -543,7 +543,7 @@ async def _run_components(tg: asyncio.TaskGroup, options: UpOptions, api_socket:
     from kubeletstub.dataplane import NetnsDataplane, RenderDataplane
     from kubeletstub.kubelet import Kubelet
     from kubeletstub.node import NodeConfig
-    from proxyagent import ProxyAgent, ProxyConfig
+    from proxyagent import ProxyAgent, ProxyConfig, SharedProxyInformers
     from proxyagent.apply import IptablesApplier, RecordingApplier
     from proxyagent.metricserver import MetricsServer as ProxyMetricsServer
     from proxyagent.nftables.libnft import nft_applier
@@ -557,6 +557,11 @@ async def _run_components(tg: asyncio.TaskGroup, options: UpOptions, api_socket:
                         user_agent=f"kubelab-{agent}", fast_requests=True, app=app)
         clients.append(api)
         return api
+
+    # Every node's proxy agent is a handler on one Service and one EndpointSlice informer (one watch and
+    # one decode per change, not one per node); each keeps its own change tracking and syncs.
+    proxy_informers = SharedProxyInformers(client("proxy"))
+    tg.create_task(proxy_informers.run(), name="proxy-shared-informers")
 
     def make(node: _Node) -> tuple[Any, Any]:
         kubelet = Kubelet(client(f"kubelet-{node.name}"),
@@ -577,7 +582,8 @@ async def _run_components(tg: asyncio.TaskGroup, options: UpOptions, api_socket:
                            state_file=data_dir / "nodes" / node.name / ("nftables.rules" if nftables else "iptables.rules"),
                            proxy_mode=options.proxy_mode,
                            # In iptables mode too: it removes what nftables mode left (kube-proxy's platformCleanup).
-                           nft=nft_applier(node.dataplane.node_netns, library=nftables) if lab is not None else None)
+                           nft=nft_applier(node.dataplane.node_netns, library=nftables) if lab is not None else None,
+                           informers=proxy_informers)
         return kubelet, agent
 
     # Every component has its own metrics registry, served on a loopback port of its own (picked by the

@@ -6,7 +6,8 @@ It owns turning Services and EndpointSlices into iptables rules: the pure render
 objects and what changed (`changes.py`), when to sync (`runner.py`, the BoundedFrequencyRunner) and
 how (`proxier.py`: full or partial, stale chains, failures, the iptables canary), applying a payload
 with one `iptables-restore` in a node's network namespace (`apply.py`), kube-proxy's metrics
-(`metrics.py`, served by `metricserver.py`), and the informers feeding it all (`agent.py`). Pods,
+(`metrics.py`, served by `metricserver.py`), and the informers feeding it all (`agent.py`; shared by
+the agents of one process, `sharedinformers.py`). Pods,
 routes and namespaces are the kubelet stub's.
 """
 
@@ -15,5 +16,6 @@ from .metrics import ProxyMetrics
 from .nftproxier import NftProxier
 from .proxier import Proxier
 from .render import ProxyConfig, render
+from .sharedinformers import SharedProxyInformers
 
-__all__ = ["NftProxier", "Proxier", "ProxyAgent", "ProxyConfig", "ProxyMetrics", "render"]
+__all__ = ["NftProxier", "Proxier", "ProxyAgent", "ProxyConfig", "ProxyMetrics", "SharedProxyInformers", "render"]

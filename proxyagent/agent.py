@@ -3,7 +3,9 @@ ServiceConfig / EndpointSliceConfig handlers, cmd/kube-proxy/app/server.go).
 
 The informers list, then watch, and call the Proxier's handlers for every event; once both have
 listed, the Proxier syncs (fully) for the first time and from then on follows the changes. All
-sync decisions live in `proxier.py`; this module only wires the API to them.
+sync decisions live in `proxier.py`; this module only wires the API to them. The informers are the
+agent's own, or, for the agents of one process (`kubelab up`), shared by all of them
+(`sharedinformers.py`): one watch and one decode per event, each agent still its own handler.
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ from .nftables.apply import NftApplierLike
 from .nftproxier import NftProxier
 from .proxier import BURST_SYNCS, Proxier
 from .render import ProxyConfig, Ruleset
+from .sharedinformers import SharedProxyInformers
 
 log = logging.getLogger(__name__)
 
@@ -38,7 +41,8 @@ class ProxyAgent:
     def __init__(self, api: ApiClient, config: ProxyConfig, applier: Applier | None = None, *,
                  min_sync_period: float = 1.0, sync_period: float = 30.0, burst: int = BURST_SYNCS,
                  state_file: Path | None = None, metrics: ProxyMetrics | None = None,
-                 delta_sync: bool = False, proxy_mode: str = "iptables", nft: NftApplierLike | None = None) -> None:
+                 delta_sync: bool = False, proxy_mode: str = "iptables", nft: NftApplierLike | None = None,
+                 informers: SharedProxyInformers | None = None) -> None:
         if proxy_mode not in PROXY_MODES:
             raise ValueError(f"unknown proxy mode {proxy_mode!r} (one of {', '.join(PROXY_MODES)})")
         self.api = api
@@ -53,10 +57,17 @@ class ProxyAgent:
             self.proxier = Proxier(config, applier, min_sync_period=min_sync_period, sync_period=sync_period,
                                    burst=burst, state_file=state_file, metrics=metrics, delta_sync=delta_sync)
         name = config.node_name or "proxy"
-        self.services: Informer[Service] = Informer(api, kinds.SERVICES, name=f"proxy-{name}-services")
-        self.slices: Informer[EndpointSlice] = Informer(api, kinds.ENDPOINTSLICES, name=f"proxy-{name}-slices")
-        self.services.add_handler(self.proxier.on_service)
-        self.slices.add_handler(self.proxier.on_slice)
+        # `informers`: shared with the process's other agents, which run them; this agent subscribes
+        # while it runs. Otherwise its own, run by it.
+        self._shared = informers
+        if informers is not None:
+            self.services: Informer[Service] = informers.services
+            self.slices: Informer[EndpointSlice] = informers.slices
+        else:
+            self.services = Informer(api, kinds.SERVICES, name=f"proxy-{name}-services")
+            self.slices = Informer(api, kinds.ENDPOINTSLICES, name=f"proxy-{name}-slices")
+            self.services.add_handler(self.proxier.on_service)
+            self.slices.add_handler(self.proxier.on_slice)
         # Each applied sync is reported to the API server's trace ring (kubelab trace).
         self.traces = TraceReporter(api)
         self.proxier.revisions = self._revisions
@@ -111,12 +122,23 @@ class ProxyAgent:
 
     async def run(self) -> None:
         await self.cleanup_leftovers()
-        async with asyncio.TaskGroup() as tg:
-            tg.create_task(self.services.run(), name=f"{self.services.name}-informer")
-            tg.create_task(self.slices.run(), name=f"{self.slices.name}-informer")
-            tg.create_task(self.proxier.run(), name=f"proxy-{self.config.node_name or 'node'}")
-            tg.create_task(self.traces.run(), name=f"proxy-{self.config.node_name or 'node'}-traces")
-            await self.services.wait_synced()
-            self.proxier.on_services_synced()
-            await self.slices.wait_synced()
-            self.proxier.on_slices_synced()
+        if self._shared is not None:
+            # Told what the shared caches already hold, then every change, until this agent stops.
+            self.services.add_handler(self.proxier.on_service, replay=True)
+            self.slices.add_handler(self.proxier.on_slice, replay=True)
+        try:
+            async with asyncio.TaskGroup() as tg:
+                if self._shared is None:
+                    tg.create_task(self.services.run(), name=f"{self.services.name}-informer")
+                    tg.create_task(self.slices.run(), name=f"{self.slices.name}-informer")
+                tg.create_task(self.proxier.run(), name=f"proxy-{self.config.node_name or 'node'}")
+                tg.create_task(self.traces.run(), name=f"proxy-{self.config.node_name or 'node'}-traces")
+                await self.services.wait_synced()
+                self.proxier.on_services_synced()
+                await self.slices.wait_synced()
+                self.proxier.on_slices_synced()
+        finally:
+            if self._shared is not None:
+                self.services.remove_handler(self.proxier.on_service)
+                self.slices.remove_handler(self.proxier.on_slice)
+

@@ -54,3 +54,17 @@ class Expired(ApiError):
     @staticmethod
     def matches(code: int, reason: str) -> bool:
         return code == 410
+
+
+def resource_version_unavailable(exc: ApiError) -> bool:
+    """Whether a LIST's resourceVersion cannot be served: 410 Expired, or the server has not reached it
+    (504 with the ResourceVersionTooLarge cause, or older servers' "Too large resource version" message):
+    client-go's isExpiredError || isTooLargeResourceVersionError, after which the reflector lists with
+    resourceVersion="" instead."""
+    if isinstance(exc, Expired):
+        return True
+    causes = (exc.status.get("details") or {}).get("causes") if isinstance(exc.status.get("details"), dict) else None
+    if exc.code == 504 and any(isinstance(c, dict) and c.get("reason") == "ResourceVersionTooLarge"
+                               for c in causes or []):
+        return True
+    return exc.code in (500, 504) and "Too large resource version" in exc.message

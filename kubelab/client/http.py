@@ -252,10 +252,12 @@ class ApiClient:
         return self._decode(rt, await self.request("GET", rt.path(namespace, name)))
 
     async def list(self, rt: ResourceType, namespace: str | None = None, *, label_selector: str | None = None,
-                   field_selector: str | None = None, on_undecodable: Undecodable | None = None
-                   ) -> tuple[list[Any], str]:
+                   field_selector: str | None = None, on_undecodable: Undecodable | None = None,
+                   resource_version: str | None = None) -> tuple[list[Any], str]:
+        """`resource_version`: kube's LIST semantics: None or "" a consistent read, "0" whatever the server's
+        watch cache holds, N anything not older than N."""
         data = await self.request("GET", rt.path(namespace), params=_params(
-            labelSelector=label_selector, fieldSelector=field_selector))
+            labelSelector=label_selector, fieldSelector=field_selector, resourceVersion=resource_version))
         items = []
         for item in data.get("items") or []:
             try:

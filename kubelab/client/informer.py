@@ -1,8 +1,19 @@
 """Informer: list, then watch from the list's resourceVersion, keeping a local cache up to date.
 
-The loop is client-go's reflector: on 410 Gone it lists again at once; on any other error it backs off
-(800 ms doubling to 30 s) and resumes. The cache is updated before handlers are told, and handlers are
-plain functions that should only enqueue keys.
+The loop is client-go's reflector (tools/cache/reflector.go), and so are the resourceVersions it lists
+at (relistResourceVersion): the first LIST asks for resourceVersion "0", which the API server answers
+from its watch cache without a read of etcd, so a whole cluster's components starting at once cost the
+store nothing; a relist asks for the last resourceVersion the informer synced to (the list's, then each
+watch event's), which any server that has reached it may answer from its cache too, and which never
+takes the informer back in time; only when a server answers that version is unavailable (410 Expired,
+or not reached yet: 504 ResourceVersionTooLarge, as after a failover to a server of a restored etcd)
+does it list with "" (a consistent read), and then resumes the "not older than" lists after that
+list succeeds. A watch answered 410 relists at once from the last synced version; a watch that fails
+at the API (an ERROR event, a 4xx/5xx) relists after a back-off (800 ms doubling to 30 s), as
+ListAndWatch returning to its BackoffUntil does; a watch the transport cuts (server gone, stream cut)
+is retried from the last version after the back-off, without a list. The cache is updated before
+handlers are told, and handlers are plain functions that should only enqueue keys; a relist tells them
+what changed while the watch was away (ADDED/MODIFIED/DELETED against the cache), so none is lost.
 
 An object that does not fit its model (a field of the wrong type, written straight into etcd past the
 API server's decoding) is left out of the cache, as if deleted, and logged once; client-go would fail
@@ -20,7 +31,7 @@ from typing import Any, Generic, TypeVar
 
 from .. import models
 from ..kinds import ResourceType
-from .errors import Expired
+from .errors import ApiError, Expired, resource_version_unavailable
 from .http import ApiClient
 
 log = logging.getLogger(__name__)
@@ -43,13 +54,29 @@ class Informer(Generic[T]):
         self.name = name or rt.plural
         self.cache: dict[str, T] = {}
         self.resource_version = ""
+        # client-go's isLastSyncResourceVersionUnavailable: the last list's version was refused; list with "".
+        self._version_unavailable = False
         self._handlers: list[Handler] = []
         self._synced = asyncio.Event()
         # Objects left out because they do not fit the model: key -> the resourceVersion last logged.
         self.undecodable: dict[str, str] = {}
 
-    def add_handler(self, handler: Handler) -> None:
+    def add_handler(self, handler: Handler, *, replay: bool = False) -> None:
+        """`replay`: first tell `handler` every object the cache holds, as ADDED (client-go's
+        sharedIndexInformer.AddEventHandler for a handler that joins a running informer); nothing can
+        change the cache in between, so the handler misses no event and sees none twice."""
         self._handlers.append(handler)
+        if replay:
+            for obj in list(self.cache.values()):
+                try:
+                    handler("ADDED", None, obj)
+                except Exception:  # as _notify: a broken handler must not stop its caller
+                    log.exception("%s informer: handler failed on a replayed ADDED", self.name)
+
+    def remove_handler(self, handler: Handler) -> None:
+        """Stop telling `handler` (one added with add_handler; equal bound methods are the same handler)."""
+        if handler in self._handlers:
+            self._handlers.remove(handler)
 
     def has_synced(self) -> bool:
         return self._synced.is_set()
@@ -114,18 +141,39 @@ class Informer(Generic[T]):
         self.cache[key] = obj
         self._notify("ADDED" if old is None else "MODIFIED", old, obj)
 
+    def relist_resource_version(self) -> str:
+        """The resourceVersion the next LIST asks for (client-go's relistResourceVersion)."""
+        if self._version_unavailable:
+            return ""
+        return self.resource_version or "0"
+
+    async def _list(self) -> None:
+        try:
+            items, rv = await self._list_at(self.relist_resource_version())
+        except ApiError as exc:
+            if not resource_version_unavailable(exc):
+                raise
+            log.info("%s informer: resourceVersion %r unavailable (%s), listing with a consistent read",
+                     self.name, self.relist_resource_version(), exc.message)
+            self._version_unavailable = True
+            items, rv = await self._list_at("")
+        self._version_unavailable = False
+        self._replace(items)
+        self.resource_version = rv
+        self._synced.set()
+
+    async def _list_at(self, resource_version: str) -> tuple[list[T], str]:
+        return await self.api.list(self.rt, self.namespace, label_selector=self.label_selector,
+                                   field_selector=self.field_selector, on_undecodable=self._undecodable,
+                                   resource_version=resource_version)
+
     async def run(self) -> None:
         backoff = 0.8
         need_list = True
         while True:
             try:
                 if need_list:
-                    items, rv = await self.api.list(self.rt, self.namespace, label_selector=self.label_selector,
-                                                    field_selector=self.field_selector,
-                                                    on_undecodable=self._undecodable)
-                    self._replace(items)
-                    self.resource_version = rv
-                    self._synced.set()
+                    await self._list()
                     need_list = False
                     backoff = 0.8
                 # Servers end watches after timeoutSeconds; a jittered timeout spreads the re-watches.
@@ -141,10 +189,15 @@ class Informer(Generic[T]):
             except asyncio.CancelledError:
                 raise
             except Expired:
+                # client-go does not mark the version unavailable here: a LIST at it is answered with
+                # anything not older, so the relist first asks for the last synced version.
                 log.info("%s informer: resourceVersion %s expired, listing again", self.name,
                          self.resource_version)
                 need_list = True
             except Exception as exc:  # noqa: BLE001 - reflector semantics: back off and resume
+                # An answer from the API (an ERROR event, a refused watch or list) ends ListAndWatch in
+                # client-go, which lists again; a transport failure retries the watch.
+                need_list = need_list or (isinstance(exc, ApiError) and exc.code != 429)
                 log.warning("%s informer: %s; retrying in %.1fs", self.name, repr(exc), backoff)
                 await asyncio.sleep(backoff)
                 backoff = min(backoff * 2, 30.0)
