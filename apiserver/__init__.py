@@ -5,3 +5,7 @@ registry of kinds (defaults, validation, ClusterIP and NodePort allocation), pat
 streaming, discovery and the Tables kubectl prints. It knows nothing of scheduling, endpoints or
 iptables: those components are its clients.
 """
+
+# Before storage.py imports the etcd client: gRPC reads its fork-support setting when it is imported, and
+# kubelab's package turns it off (kubelab/__init__.py says why).
+import kubelab  # noqa: F401, E402
