@@ -676,19 +676,28 @@ def cmd_status(args: argparse.Namespace) -> int:
     return 0
 
 
-def cmd_iptables(args: argparse.Namespace) -> int:
+def _running_node(command: str, args: argparse.Namespace) -> tuple[dict[str, Any], dict[str, Any]] | None:
+    """The running cluster's state and the record of node `args.node`, or None after saying why not."""
     from .runner import read_state
 
-    data_dir = Path(args.data_dir)
     try:
-        state = read_state(data_dir)
+        state = read_state(Path(args.data_dir))
     except FileNotFoundError as exc:
-        print(f"kubelab iptables: {exc}", file=sys.stderr)
-        return 1
+        print(f"kubelab {command}: {exc}", file=sys.stderr)
+        return None
     node = state["nodes"].get(args.node)
     if node is None:
-        print(f"kubelab iptables: no node {args.node!r} (nodes: {', '.join(state['nodes'])})", file=sys.stderr)
+        print(f"kubelab {command}: no node {args.node!r} (nodes: {', '.join(state['nodes'])})", file=sys.stderr)
+        return None
+    return state, node
+
+
+def cmd_iptables(args: argparse.Namespace) -> int:
+    found = _running_node("iptables", args)
+    if found is None:
         return 1
+    state, node = found
+    data_dir = Path(args.data_dir)
     if state.get("dataplane") == "netns":
         argv = ["ip", "netns", "exec", node["netns"], "iptables-save"]
         if args.table:
@@ -711,18 +720,11 @@ def cmd_nftables(args: argparse.Namespace) -> int:
     """kubelab nftables NODE: `nft list table ip kube-proxy` in the node's namespace (netns lab), or
     the table the node's agent last left, as its model dumps it (render mode). Nodes whose agents
     run in iptables mode have no such table."""
-    from .runner import read_state
-
+    found = _running_node("nftables", args)
+    if found is None:
+        return 1
+    state, node = found
     data_dir = Path(args.data_dir)
-    try:
-        state = read_state(data_dir)
-    except FileNotFoundError as exc:
-        print(f"kubelab nftables: {exc}", file=sys.stderr)
-        return 1
-    node = state["nodes"].get(args.node)
-    if node is None:
-        print(f"kubelab nftables: no node {args.node!r} (nodes: {', '.join(state['nodes'])})", file=sys.stderr)
-        return 1
     if state.get("dataplane") == "netns":
         return subprocess.call(["ip", "netns", "exec", node["netns"], "nft", "list", "table", "ip", "kube-proxy"])
     path = data_dir / "nodes" / args.node / "nftables.rules"
