@@ -120,6 +120,7 @@ class View:
         self.pods: Informer[Pod] = Informer(api, kinds.PODS, name="ui-pods")
         self.nodes: Informer[Node] = Informer(api, kinds.NODES, name="ui-nodes")
         self.subscribers: set[Subscriber] = set()
+        self._parsed: dict[str, tuple[tuple[str, str], Callable[[str], list[dict[str, Any]]]]] = {}
         self.services.add_handler(lambda e, old, new: self._changed("services", (new or old).key))
         self.slices.add_handler(lambda e, old, new: self._changed("endpointslices", _slice_service(new or old)))
         self.pods.add_handler(lambda e, old, new: self._changed("pods", None))
@@ -192,7 +193,14 @@ class View:
         async def one(node: str) -> dict[str, dict[str, Any]]:
             try:
                 mode, text = await self.read_rules(node)
-                ports_of = _path_reader(mode, text)
+                cached = self._parsed.get(node)
+                if cached is not None and cached[0] == (mode, text):
+                    ports_of = cached[1]
+                else:
+                    # Parsed off the loop (tens of thousands of rules at 10k Services), and kept while the
+                    # node's rules stay the same text: opening another Service costs a read, not a parse.
+                    ports_of = await asyncio.to_thread(_path_reader, mode, text)
+                    self._parsed[node] = ((mode, text), ports_of)
             except Exception as exc:  # noqa: BLE001 - a node whose rules cannot be read says so, the others show
                 return {key: {"node": node, "mode": None, "error": str(exc), "ports": []} for key in keys}
             out = {}
