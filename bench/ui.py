@@ -6,7 +6,8 @@
 
 Measured from a client as the page asks: a search that matches everything (first page of 200), a search
 that matches one Service, the nodes-and-pods overview, and one Service's path on every node (each node's
-whole restored nat table read and parsed). Ten requests each; the median and the worst.
+whole restored nat table read and parsed). Ten requests each; the median and the worst. And the UI
+process's resident memory (VmRSS, VmHWM) once it has listed and watched everything and answered these.
 """
 
 from __future__ import annotations
@@ -93,6 +94,12 @@ def measure(ui: str, count: int) -> dict[str, Any]:
     return out
 
 
+def memory(pid: int) -> dict[str, float]:
+    """The UI process's resident memory now and at its peak, in MiB (/proc/PID/status)."""
+    fields = dict(line.split(":", 1) for line in Path(f"/proc/{pid}/status").read_text().splitlines() if ":" in line)
+    return {name: round(int(fields[name].split()[0]) / 1024, 1) for name in ("VmRSS", "VmHWM")}
+
+
 def run(count: int) -> dict[str, Any]:
     lab = Lab()
     data_dir = lab.base / "up"
@@ -107,7 +114,8 @@ def run(count: int) -> dict[str, Any]:
                                     "127.0.0.1:0"], stdout=subprocess.PIPE, text=True)
         assert ui_proc.stdout is not None
         ui = ui_proc.stdout.readline().split(": ", 1)[1].strip().rstrip("/")
-        result = {"services": count, "create_seconds": round(created, 1), **measure(ui, count)}
+        result = {"services": count, "create_seconds": round(created, 1), **measure(ui, count),
+                  "ui_memory_mib": memory(ui_proc.pid)}
         return result
     finally:
         if ui_proc is not None:

@@ -246,6 +246,7 @@ async def up(options: UpOptions, *, ready: Callable[[dict[str, Any]], None] | No
             state["servers"] = [server_url, *(extra.url for extra in extras)]  # every API server, the first first
             if tls is not None:
                 state["ca"] = str(tls.ca_file)
+            state["proxyMode"] = options.proxy_mode  # which rules `kubelab ui` reads on each node
             if options.dataplane == "netns":
                 assert lab_prefix is not None
                 lab = await _create_lab(data_dir, options, lab_prefix)

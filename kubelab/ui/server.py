@@ -14,10 +14,19 @@ What it serves (JSON under /ui/v1/, the page under /):
   time, so 10k Services stay a list to search, never one drawing;
 * `path?service=ns/name`: per node, that Service's entries -> KUBE-SVC -> each KUBE-SEP with its
   probability -> the DNAT destination, read from the node's rules now (rules.py), each destination
-  joined to its pod and the pod's node;
+  joined to its pod and the pod's node; on a node whose proxy runs nftables mode, the map elements ->
+  service chain -> `numgen random mod N vmap` -> each endpoint chain with its share 1/N (nft.py);
+* `pod?name=ns/name`: `kubelab explain pod` on the page: every node's scheduler verdict and scores
+  (scheduler/explain.py, handed in by the CLI: the core imports no component), and for each node how a
+  packet to each Service port that has this pod as an endpoint is handled there (the branch to it);
 * `trace?service=ns/name`: the Service's latest change (`kubelab trace`), for the waterfall;
-* `events`: a server-sent event stream, one message per batch of watch events (which kinds changed, which
-  Services), so the page re-reads what it shows when the cluster changes.
+* `events`: a server-sent event stream, one message per batch of changes (which kinds changed, which
+  Services, which nodes' rules), so the page re-reads what it shows when the cluster changes.
+
+When a node's rules change, the page hears it from the kernel, not from a timer: on the netns lab the
+UI runs `nft monitor` in every node's namespace (iptables 1.8 is nf_tables underneath, so it reports
+iptables-restore and `nft -f` alike) and says "node X's rules changed" as the agent's transaction lands;
+in render mode it watches the rules file the agent replaces at each sync.
 
 The static page (static/index.html, app.js, style.css) is plain files shipped in the package: nothing is
 built, nothing comes from npm.
@@ -27,9 +36,10 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import json
 import logging
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine
 from pathlib import Path
 from typing import Any
 
@@ -42,6 +52,7 @@ from .. import kinds, tracing, wellknown
 from ..client import ApiClient
 from ..client.informer import Informer
 from ..models import EndpointSlice, Node, Pod, Service
+from . import nft
 from .rules import parse_nat, service_path
 
 log = logging.getLogger(__name__)
@@ -50,9 +61,16 @@ STATIC = Path(__file__).parent / "static"
 STATIC_FILES = {"index.html": "text/html", "app.js": "text/javascript", "style.css": "text/css"}
 MAX_LIMIT = 500  # Services per page of the list
 MAX_KEYS_PER_EVENT = 200  # Services named in one event message; past it the page re-reads its list
-EVENT_BATCH_SECONDS = 0.2  # watch events arriving together go out as one message
+EVENT_BATCH_SECONDS = 0.05  # changes arriving together go out as one message
+RULES_FILE_POLL_SECONDS = 0.1  # render mode: how often the agent's rules file is stat()ed
+MONITOR_RESTART_SECONDS = 1.0  # a node's `nft monitor` that ended is started again after this
 
-RulesReader = Callable[[str], Awaitable[str]]
+# A node's rules as (proxy mode, text): iptables-save text, or `nft -j list table ip kube-proxy` JSON.
+RulesReader = Callable[[str], Awaitable[tuple[str, str]]]
+# Waits for the next change of a node's rules, calling back each time (runs until cancelled).
+RulesWatcher = Callable[[str, Callable[[], None]], Coroutine[Any, Any, None]]
+# scheduler/explain.py's explain() as a plain dict: (pod, nodes, pods) -> Explanation.
+PodExplainer = Callable[[Pod, list[Node], list[Pod]], dict[str, Any]]
 
 
 class Subscriber:
@@ -61,8 +79,14 @@ class Subscriber:
     def __init__(self) -> None:
         self.kinds: set[str] = set()
         self.services: set[str] = set()
+        self.nodes: set[str] = set()
         self.overflow = False
         self.wake = asyncio.Event()
+
+    def note_rules(self, node: str) -> None:
+        self.kinds.add("rules")
+        self.nodes.add(node)
+        self.wake.set()
 
     def note(self, kind: str, service: str | None) -> None:
         self.kinds.add(kind)
@@ -74,8 +98,9 @@ class Subscriber:
         self.wake.set()
 
     def take(self) -> dict[str, Any]:
-        message = {"kinds": sorted(self.kinds), "services": sorted(self.services), "overflow": self.overflow}
-        self.kinds, self.services, self.overflow = set(), set(), False
+        message = {"kinds": sorted(self.kinds), "services": sorted(self.services), "nodes": sorted(self.nodes),
+                   "overflow": self.overflow}
+        self.kinds, self.services, self.nodes, self.overflow = set(), set(), set(), False
         self.wake.clear()
         return message
 
@@ -83,15 +108,19 @@ class Subscriber:
 class View:
     """The UI's state: four informers and the nodes' rules readers."""
 
-    def __init__(self, api: ApiClient, *, nodes: list[str], read_rules: RulesReader) -> None:
+    def __init__(self, api: ApiClient, *, nodes: list[str], read_rules: RulesReader,
+                 watch_rules: RulesWatcher | None = None, explain_pod: PodExplainer | None = None) -> None:
         self.api = api
         self.node_names = nodes
         self.read_rules = read_rules
+        self.watch_rules = watch_rules
+        self.explain_pod = explain_pod
         self.services: Informer[Service] = Informer(api, kinds.SERVICES, name="ui-services")
         self.slices: Informer[EndpointSlice] = Informer(api, kinds.ENDPOINTSLICES, name="ui-slices")
         self.pods: Informer[Pod] = Informer(api, kinds.PODS, name="ui-pods")
         self.nodes: Informer[Node] = Informer(api, kinds.NODES, name="ui-nodes")
         self.subscribers: set[Subscriber] = set()
+        self._parsed: dict[str, tuple[tuple[str, str], Callable[[str], list[dict[str, Any]]]]] = {}
         self.services.add_handler(lambda e, old, new: self._changed("services", (new or old).key))
         self.slices.add_handler(lambda e, old, new: self._changed("endpointslices", _slice_service(new or old)))
         self.pods.add_handler(lambda e, old, new: self._changed("pods", None))
@@ -101,10 +130,18 @@ class View:
         for subscriber in self.subscribers:
             subscriber.note(kind, service)
 
+    def _rules_changed(self, node: str) -> None:
+        for subscriber in self.subscribers:
+            subscriber.note_rules(node)
+
     async def run(self) -> None:
         async with asyncio.TaskGroup() as tg:
             for informer in (self.services, self.slices, self.pods, self.nodes):
                 tg.create_task(informer.run(), name=informer.name)
+            if self.watch_rules is not None:
+                for node in self.node_names:
+                    tg.create_task(self.watch_rules(node, functools.partial(self._rules_changed, node)),
+                                   name=f"ui-rules-{node}")
 
     # --- answers (pure over the caches, except the rules) ---------------------------------------
 
@@ -139,34 +176,118 @@ class View:
         return {"total": len(self.services.cache), "matched": len(matched),
                 "items": [{**_service_summary(s), "endpoints": ready.get(s.key, 0)} for s in page]}
 
-    async def path(self, key: str) -> dict[str, Any] | None:
-        service = self.services.get(key)
-        if service is None:
-            return None
-        pods_by_ip = {}
+    def _pods_by_ip(self) -> dict[str, Pod]:
+        found = {}
         for pod in self.pods.items():
             for ip in {pod.status.pod_ip if pod.status else None,
                        *(p.ip for p in (pod.status.pod_ips if pod.status and pod.status.pod_ips else []))}:
                 if ip:
-                    pods_by_ip[ip] = pod
+                    found[ip] = pod
+        return found
 
-        async def one(node: str) -> dict[str, Any]:
+    async def _paths(self, keys: list[str]) -> dict[str, list[dict[str, Any]]]:
+        """Per Service key, per node: {"node", "mode", "error", "ports"} from each node's rules, read once
+        per node for all the keys; each branch's destination joined to its pod."""
+        pods_by_ip = self._pods_by_ip()
+
+        async def one(node: str) -> dict[str, dict[str, Any]]:
             try:
-                chains = parse_nat(await self.read_rules(node))
+                mode, text = await self.read_rules(node)
+                cached = self._parsed.get(node)
+                if cached is not None and cached[0] == (mode, text):
+                    ports_of = cached[1]
+                else:
+                    # Parsed off the loop (tens of thousands of rules at 10k Services), and kept while the
+                    # node's rules stay the same text: opening another Service costs a read, not a parse.
+                    ports_of = await asyncio.to_thread(_path_reader, mode, text)
+                    self._parsed[node] = ((mode, text), ports_of)
             except Exception as exc:  # noqa: BLE001 - a node whose rules cannot be read says so, the others show
-                return {"node": node, "error": str(exc), "ports": []}
-            ports = service_path(chains, key)
-            for port in ports:
-                for branch in port["branches"]:
-                    ip = (branch["destination"] or "").rsplit(":", 1)[0]
-                    pod = pods_by_ip.get(ip)
-                    branch["pod"] = None if pod is None else {
-                        "name": f"{pod.metadata.namespace}/{pod.metadata.name}",
-                        "node": pod.spec.node_name if pod.spec else None}
-            return {"node": node, "error": None, "ports": ports}
+                return {key: {"node": node, "mode": None, "error": str(exc), "ports": []} for key in keys}
+            out = {}
+            for key in keys:
+                ports = ports_of(key)
+                for port in ports:
+                    for branch in port["branches"]:
+                        pod = pods_by_ip.get(_host_of(branch["destination"] or ""))
+                        branch["pod"] = None if pod is None else {
+                            "name": f"{pod.metadata.namespace}/{pod.metadata.name}",
+                            "node": pod.spec.node_name if pod.spec else None}
+                out[key] = {"node": node, "mode": mode, "error": None, "ports": ports}
+            return out
 
-        nodes = await asyncio.gather(*(one(n) for n in self.node_names))
-        return {"service": _service_summary(service), "nodes": list(nodes)}
+        per_node = await asyncio.gather(*(one(n) for n in self.node_names))
+        return {key: [found[key] for found in per_node] for key in keys}
+
+    async def path(self, key: str) -> dict[str, Any] | None:
+        service = self.services.get(key)
+        if service is None:
+            return None
+        nodes = (await self._paths([key]))[key]
+        return {"service": _service_summary(service), "nodes": nodes}
+
+    async def pod(self, key: str) -> dict[str, Any] | None:
+        """`kubelab explain pod` for the page: the scheduler's verdict on every node, and on every node
+        how a packet to each Service port with this pod as an endpoint is handled (the branch to it)."""
+        pod = self.pods.get(key)
+        if pod is None:
+            return None
+        scheduling: dict[str, Any] | None = None
+        if self.explain_pod is not None:
+            # As `kubelab explain` lists them: the pods that still hold resources.
+            others = [p for p in self.pods.items() if not (p.status and p.status.phase in ("Succeeded", "Failed"))]
+            try:
+                scheduling = self.explain_pod(pod, list(self.nodes.items()), others)
+            except Exception as exc:  # noqa: BLE001 - the packet half still shows; say why this half does not
+                scheduling = {"error": str(exc)}
+        ips = {pod.status.pod_ip if pod.status else None,
+               *(p.ip for p in (pod.status.pod_ips if pod.status and pod.status.pod_ips else []))} - {None}
+        services = sorted({service for slice_ in self.slices.items()
+                           if (service := _slice_service(slice_)) is not None and _lists(slice_, pod, ips)})
+        paths = await self._paths(services)
+        reaching = []
+        for service in services:
+            rows = []
+            for found in paths[service]:
+                for port in found["ports"]:
+                    mine = [b for b in port["branches"] if _host_of(b["destination"] or "") in ips]
+                    rows.append({"node": found["node"], "mode": found["mode"], "port": port["port"],
+                                 "entries": port["entries"], "chain": port["chain"], "numgen": port.get("numgen"),
+                                 "branches": len(port["branches"]), "branch": mine[0] if mine else None})
+                if found["error"] or not found["ports"]:
+                    rows.append({"node": found["node"], "mode": found["mode"], "port": None, "entries": [],
+                                 "chain": None, "numgen": None, "branches": 0, "branch": None,
+                                 "error": found["error"] or "no rule of this Service on this node"})
+            reaching.append({"service": service, "rows": rows})
+        return {"pod": {**_pod_summary(pod), "node": pod.spec.node_name if pod.spec else None},
+                "scheduling": scheduling, "services": reaching}
+
+
+def _path_reader(mode: str, text: str) -> Callable[[str], list[dict[str, Any]]]:
+    """A node's rules parsed once, as a function from a Service key to its path on that node."""
+    if mode == "nftables":
+        table = nft.parse_table(text)
+        return lambda key: nft.service_path(table, key)
+    chains = parse_nat(text)
+    return lambda key: service_path(chains, key)
+
+
+def _lists(slice_: EndpointSlice, pod: Pod, ips: set[str | None]) -> bool:
+    """Whether the slice has an endpoint for this pod: by its targetRef, or by one of its addresses."""
+    for endpoint in slice_.endpoints or []:
+        ref = endpoint.target_ref
+        if ref is not None and ref.kind == "Pod" and ref.name == pod.metadata.name \
+                and slice_.metadata.namespace == pod.metadata.namespace:
+            return True
+        if ips & set(endpoint.addresses or []):
+            return True
+    return False
+
+
+def _host_of(destination: str) -> str:
+    """The address of a DNAT destination: "10.0.0.1:80" -> 10.0.0.1, "[fd00::1]:80" -> fd00::1."""
+    if destination.startswith("["):
+        return destination[1:].partition("]")[0]
+    return destination.rsplit(":", 1)[0] if destination.count(":") == 1 else destination
 
 
 def _slice_service(slice_: EndpointSlice | None) -> str | None:
@@ -218,6 +339,13 @@ def build_app(view: View) -> Starlette:
             return JSONResponse({"message": f"no Service {key!r}"}, status_code=404)
         return JSONResponse(found)
 
+    async def pod(request: Request) -> Response:
+        key = request.query_params.get("name") or ""
+        found = await view.pod(key)
+        if found is None:
+            return JSONResponse({"message": f"no pod {key!r}"}, status_code=404)
+        return JSONResponse(found)
+
     async def trace(request: Request) -> Response:
         key = request.query_params.get("service") or ""
         namespace, _, name = key.partition("/")
@@ -248,37 +376,87 @@ def build_app(view: View) -> Starlette:
 
     return Starlette(routes=[
         Route("/", page), Route("/static/{name}", page),
-        Route("/ui/v1/overview", overview), Route("/ui/v1/services", services), Route("/ui/v1/path", path),
+        Route("/ui/v1/overview", overview), Route("/ui/v1/services", services), Route("/ui/v1/path", path), Route("/ui/v1/pod", pod),
         Route("/ui/v1/trace", trace), Route("/ui/v1/events", events),
     ])
 
 
-def rules_reader(state: dict[str, Any], data_dir: Path) -> RulesReader:
-    """How to read a node's nat rules, as `kubelab iptables` does for this cluster's dataplane."""
-    nodes = state["nodes"]
+async def _run(*argv: str) -> str:
+    proc = await asyncio.create_subprocess_exec(*argv, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
+    out, err = await proc.communicate()
+    if proc.returncode != 0:
+        raise RuntimeError(f"{' '.join(argv[4:])} in {argv[3]}: {err.decode().strip()}")
+    return out.decode()
 
-    async def read(node: str) -> str:
+
+def rules_reader(state: dict[str, Any], data_dir: Path) -> RulesReader:
+    """How to read a node's rules, as `kubelab iptables` and `kubelab nftables` do for this cluster's
+    dataplane and proxy mode (cluster.json's proxyMode; iptables when absent, kube-proxy's default)."""
+    nodes = state["nodes"]
+    mode = state.get("proxyMode") or "iptables"
+
+    async def read(node: str) -> tuple[str, str]:
         if state.get("dataplane") == "netns":
-            proc = await asyncio.create_subprocess_exec(
-                "ip", "netns", "exec", nodes[node]["netns"], "iptables-save", "-t", "nat",
-                stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
-            out, err = await proc.communicate()
-            if proc.returncode != 0:
-                raise RuntimeError(f"iptables-save in {nodes[node]['netns']}: {err.decode().strip()}")
-            return out.decode()
+            netns = nodes[node]["netns"]
+            if mode == "nftables":
+                return mode, await _run("ip", "netns", "exec", netns, "nft", "-j", "list", "table", "ip", "kube-proxy")
+            return mode, await _run("ip", "netns", "exec", netns, "iptables-save", "-t", "nat")
+        if mode == "nftables":
+            raise RuntimeError("the nftables view reads the kernel's table (`nft -j list table ip kube-proxy`): "
+                               "it needs the netns dataplane")
         path = data_dir / "nodes" / node / "iptables.rules"
         if not path.exists():
             raise RuntimeError(f"node {node} has not synced yet")
-        return await asyncio.to_thread(path.read_text)
+        return mode, await asyncio.to_thread(path.read_text)
 
     return read
 
 
+def rules_watcher(state: dict[str, Any], data_dir: Path) -> RulesWatcher:
+    """How to hear that a node's rules changed. netns: `nft monitor` in the node's namespace, which the
+    kernel feeds each committed change (iptables 1.8's nf_tables backend included): any output is a
+    change. render: the rules file the agent replaces at each sync, by its mtime."""
+    nodes = state["nodes"]
+
+    async def monitor(node: str, changed: Callable[[], None]) -> None:
+        while True:
+            proc = await asyncio.create_subprocess_exec(
+                "ip", "netns", "exec", nodes[node]["netns"], "nft", "monitor",
+                stdin=asyncio.subprocess.DEVNULL, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.DEVNULL)
+            assert proc.stdout is not None
+            try:
+                # Chunks, not lines: one rule of a big vmap can be longer than a StreamReader line.
+                while await proc.stdout.read(1 << 16):
+                    changed()
+            finally:
+                if proc.returncode is None:
+                    proc.kill()
+                await asyncio.shield(proc.wait())
+            log.warning("nft monitor in %s ended (%s); starting it again", nodes[node]["netns"], proc.returncode)
+            changed()  # something may have changed while nobody listened
+            await asyncio.sleep(MONITOR_RESTART_SECONDS)
+
+    async def file(node: str, changed: Callable[[], None]) -> None:
+        path = data_dir / "nodes" / node / "iptables.rules"
+        last: int | None = None
+        while True:
+            with contextlib.suppress(FileNotFoundError):
+                mtime = path.stat().st_mtime_ns
+                if mtime != last:
+                    if last is not None:
+                        changed()
+                    last = mtime
+            await asyncio.sleep(RULES_FILE_POLL_SECONDS)
+
+    return monitor if state.get("dataplane") == "netns" else file
+
+
 async def serve(api: ApiClient, *, state: dict[str, Any], data_dir: Path, host: str, port: int,
-                on_ready: Callable[[int], None] | None = None) -> None:
+                on_ready: Callable[[int], None] | None = None, explain_pod: PodExplainer | None = None) -> None:
     import uvicorn
 
-    view = View(api, nodes=sorted(state["nodes"]), read_rules=rules_reader(state, data_dir))
+    view = View(api, nodes=sorted(state["nodes"]), read_rules=rules_reader(state, data_dir),
+                watch_rules=rules_watcher(state, data_dir), explain_pod=explain_pod)
     config = uvicorn.Config(build_app(view), host=host, port=port, log_level="warning", lifespan="off")
     server = uvicorn.Server(config)
     # Ctrl-C and SIGTERM cancel this task (run_until_interrupted), as `kubelab up` runs its servers.

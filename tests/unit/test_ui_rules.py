@@ -47,3 +47,16 @@ def test_a_service_is_matched_by_its_whole_name_only() -> None:
 
 def test_text_that_is_not_a_rule_is_skipped() -> None:
     assert parse_nat('*nat\n-A KUBE-SERVICES -m comment --comment "unterminated\n-A\nCOMMIT\n') == {}
+
+
+def test_rules_are_split_as_the_shell_splits_them() -> None:
+    # parse_nat splits with str.split for speed (shlex costs ~0.5 ms a line); it must give shlex's words.
+    import shlex
+
+    from kubelab.ui.rules import _words
+
+    lines = [*SAVED.splitlines(), '-A X -m comment --comment "a \\" quote" -j Y', '-A X -m comment --comment "" -j Y',
+             '-A X  -p tcp   -m comment --comment "ns/a:b -> [fd00::1]:80"  -j KUBE-SEP-Z', "-A X -j Y"]
+    for line in lines:
+        assert _words(line) == shlex.split(line), line
+    assert _words('-A X --comment "unterminated') is None
