@@ -8,4 +8,4 @@ iptables: those components are its clients.
 
 # Before storage.py imports the etcd client: gRPC reads its fork-support setting when it is imported, and
 # kubelab's package turns it off (kubelab/__init__.py says why).
-import kubelab  # noqa: F401, E402
+import kubelab  # noqa: F401
