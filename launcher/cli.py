@@ -1259,9 +1259,11 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("ui", help="a web page drawing each Service's path on every node, live",
                        description="Serve the page (kubelab/ui): nodes and their pods; a Service's entries -> "
-                                   "KUBE-SVC -> each KUBE-SEP with its probability -> its pod, read from every "
-                                   "node's real rules; the last change's trace. Read-only; an API client of the "
-                                   "`kubelab up` cluster in --data-dir.")
+                                   "KUBE-SVC -> each KUBE-SEP with its probability -> its pod (iptables mode), or "
+                                   "the service-ips element -> numgen vmap -> each endpoint chain (nftables mode), "
+                                   "read from every node's real rules and re-read when a node's rules change; the "
+                                   "last change's trace; `kubelab explain pod` for a clicked pod. Read-only; an API "
+                                   "client of the `kubelab up` cluster in --data-dir.")
     p.add_argument("--data-dir", default=DEFAULT_DATA_DIR, help="the `kubelab up` cluster to show (default .kubelab)")
     p.add_argument("--listen", default="127.0.0.1:8001",
                    help="HOST:PORT to serve the page on (default 127.0.0.1:8001; port 0 picks a free one)")
