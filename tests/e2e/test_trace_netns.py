@@ -34,7 +34,7 @@ def test_trace_of_the_seed_service_on_real_iptables(cluster: Cluster) -> None:
     assert order.index("endpoints written") < min(i for i, s in enumerate(order) if s == "rules applied")
     delivered = {s["component"] for s in steps if s["step"] == "delivered"}
     assert "kubelab-controllers" in delivered
-    assert {f"kubelab-proxy-{n}" for n in nodes} <= delivered
+    assert "kubelab-proxy" in delivered  # the nodes' agents share one watch per kind in `kubelab up`
     assert all(s["took"] is not None for s in steps if s["step"] == "rules applied")
     times = [s["sinceAccepted"] for s in steps]
     assert times == sorted(times)
