@@ -13,13 +13,15 @@ on the timings: a bound that only a hang would cross is the most they check.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import secrets
 import signal
 import subprocess
 import sys
-from collections.abc import Iterator, Sequence
+import time
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, TypeVar
@@ -251,3 +253,18 @@ def rules_difference(have: dict[tuple[str, str], list[str]], want: dict[tuple[st
         if have[key] != want[key]:
             problems.append(f"chain {key[0]}/{key[1]}: has {have[key]}, expected {want[key]}")
     return problems
+
+
+def configmap(name: str, value: str = "1") -> dict[str, Any]:
+    """The ConfigMap the fault tests write, one data key `v`."""
+    return {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": name}, "data": {"v": value}}
+
+
+async def until(what: str, check: Callable[[], bool], timeout: float = 60.0) -> float:
+    """Wait on the event loop until `check()` holds; how long it took (AssertionError after `timeout`)."""
+    start = time.monotonic()
+    while not check():
+        if time.monotonic() - start > timeout:
+            raise AssertionError(f"timed out waiting for {what}")
+        await asyncio.sleep(0.05)
+    return time.monotonic() - start

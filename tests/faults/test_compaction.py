@@ -13,7 +13,7 @@ from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 import httpx
-from faultkit import ApiServerProcess, Figures, OwnedEtcd
+from faultkit import ApiServerProcess, Figures, OwnedEtcd, configmap, until
 
 from apiserver.storage import Storage
 from kubelab import kinds
@@ -23,17 +23,6 @@ from kubelab.client.errors import Expired
 CM = "/api/v1/namespaces/default/configmaps"
 
 
-def configmap(name: str, value: str) -> dict[str, Any]:
-    return {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": name}, "data": {"v": value}}
-
-
-async def until(what: str, check: Callable[[], bool], timeout: float = 60.0) -> float:
-    start = time.monotonic()
-    while not check():
-        if time.monotonic() - start > timeout:
-            raise AssertionError(f"timed out waiting for {what}")
-        await asyncio.sleep(0.05)
-    return time.monotonic() - start
 
 
 def test_an_informer_relists_after_410(own_etcd: OwnedEtcd, apiserver_process: Callable[..., ApiServerProcess],

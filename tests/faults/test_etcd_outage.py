@@ -18,14 +18,11 @@ from typing import Any
 
 import httpx
 import pytest
-from faultkit import ApiServerProcess, Figures, OwnedEtcd
+from faultkit import ApiServerProcess, Figures, OwnedEtcd, configmap
 
 HANG_BOUND = 60.0  # seconds: far above the 10 s storage timeout; only a hang crosses it
 CM = "/api/v1/namespaces/default/configmaps"
 
-
-def configmap(name: str, value: str = "1") -> dict[str, Any]:
-    return {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": name}, "data": {"v": value}}
 
 
 async def timed(what: str, request: Callable[[], Any]) -> tuple[str, float, httpx.Response]:

@@ -13,14 +13,13 @@ seen on the wire by a real API server process in front of its own etcd (requestt
 from __future__ import annotations
 
 import asyncio
-import time
 from collections.abc import Callable, Iterator
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
 import httpx
 import pytest
-from faultkit import ApiServerProcess, OwnedEtcd
+from faultkit import ApiServerProcess, OwnedEtcd, configmap, until
 from requesttap import RequestTap
 
 from apiserver.storage import Storage
@@ -31,16 +30,6 @@ from kubelab.client.errors import resource_version_unavailable
 CM = "/api/v1/namespaces/default/configmaps"
 
 
-def configmap(name: str, value: str) -> dict[str, Any]:
-    return {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": name}, "data": {"v": value}}
-
-
-async def until(what: str, check: Callable[[], bool], timeout: float = 90.0) -> None:
-    start = time.monotonic()
-    while not check():
-        if time.monotonic() - start > timeout:
-            raise AssertionError(f"timed out waiting for {what}")
-        await asyncio.sleep(0.05)
 
 
 def lists_of_configmaps(tap: RequestTap) -> list[str | None]:
@@ -100,7 +89,7 @@ def test_first_list_is_from_the_cache_and_a_relist_after_410_starts_from_the_syn
                 for name in ("one", "two", "three"):
                     assert (await client.post(CM, json=configmap(name, "1"))).status_code == 201
                 await until("the informer to see three configmaps",
-                            lambda: {"one", "two", "three"} <= set(replay.state))
+                            lambda: {"one", "two", "three"} <= set(replay.state), timeout=90.0)
                 # The first LIST asked for "0": the watch cache's answer (kube: "Any").
                 assert lists_of_configmaps(tap)[:1] == ["0"], lists_of_configmaps(tap)
 
@@ -125,7 +114,7 @@ def test_first_list_is_from_the_cache_and_a_relist_after_410_starts_from_the_syn
                     assert (await client.post(CM, json=configmap(f"late-{i}", "1"))).status_code == 201
                 current = await api_state(client)
                 await until("the informer's handlers to have been told the API's state",
-                            lambda: replay.state == current)
+                            lambda: replay.state == current, timeout=90.0)
                 assert {o.metadata.name: o.metadata.resource_version for o in informer.items()} == current
         finally:
             task.cancel()
@@ -160,7 +149,7 @@ def test_a_list_at_a_version_the_server_has_not_reached_falls_back_to_a_consiste
         assert informer.relist_resource_version() == ahead
         task = asyncio.create_task(informer.run())
         try:
-            await until("the informer to list what the server holds", lambda: replay.state == current)
+            await until("the informer to list what the server holds", lambda: replay.state == current, timeout=90.0)
         finally:
             task.cancel()
             await asyncio.gather(task, return_exceptions=True)
