@@ -15,10 +15,12 @@ from typing import Any
 from kubelab import __version__, addressing
 from kubelab.gctune import tune_for_long_running
 
+from . import defaults
+
 # gRPC (under aetcd) logs a line at every fork() the netns dataplane makes; only its errors matter here.
 os.environ.setdefault("GRPC_VERBOSITY", "ERROR")
 
-DEFAULT_DATA_DIR = ".kubelab"
+DEFAULT_DATA_DIR = defaults.DATA_DIR
 SIGPIPE_EXIT = 141  # what a shell reports for a command killed by SIGPIPE (128 + 13)
 
 
@@ -388,6 +390,8 @@ def cmd_scheduler(args: argparse.Namespace) -> int:
     from kubelab.metricsserver import serve
     from scheduler import Scheduler
 
+    from .build import SchedulerOptions, build_scheduler
+
     if not _check_bind_address(args):
         return 2
 
@@ -397,7 +401,7 @@ def cmd_scheduler(args: argparse.Namespace) -> int:
         current: list[Scheduler] = []
 
         async def lead() -> None:
-            current[:] = [Scheduler(api, strategy=args.scoring)]
+            current[:] = [build_scheduler(api, SchedulerOptions(scoring=args.scoring))]
             await current[0].run()
 
         def exposition() -> bytes:
@@ -413,10 +417,11 @@ def cmd_scheduler(args: argparse.Namespace) -> int:
 
 
 def cmd_controllers(args: argparse.Namespace) -> int:
-    import controllers
     from kubelab import leaderelection as le
     from kubelab.client.queuemetrics import WorkQueueMetricsProvider
     from kubelab.metricsserver import serve
+
+    from .build import ControllersOptions, build_controllers
 
     if not _check_bind_address(args):
         return 2
@@ -431,11 +436,13 @@ def cmd_controllers(args: argparse.Namespace) -> int:
     async def run(api: Any, elector: Any) -> None:
         provider = WorkQueueMetricsProvider()
 
+        options = ControllersOptions(node_monitor_grace_period=args.node_monitor_grace_period,
+                                     lb_pool=args.lb_pool or None, root_ca=root_ca,
+                                     service_account_private_key_file=args.service_account_private_key_file,
+                                     terminated_pod_gc_threshold=args.terminated_pod_gc_threshold)
+
         async def lead() -> None:  # a fresh set of controllers each term
-            await controllers.run(api, node_monitor_grace_period=args.node_monitor_grace_period,
-                                  lb_pool=args.lb_pool or None, metrics=provider, root_ca=root_ca,
-                                  service_account_private_key_file=args.service_account_private_key_file,
-                                  terminated_pod_gc_threshold=args.terminated_pod_gc_threshold)
+            await build_controllers(api, options, metrics=provider)
 
         async with asyncio.TaskGroup() as tg:
             tg.create_task(_lead_or_run(elector, lead), name="controllers")
@@ -463,12 +470,9 @@ def cmd_dns(args: argparse.Namespace) -> int:
 
 
 def cmd_node(args: argparse.Namespace) -> int:
-    from kubeletstub.kubelet import Kubelet
-    from kubeletstub.node import NodeConfig
-    from proxyagent import ProxyAgent, ProxyConfig
-    from proxyagent.apply import IptablesApplier, RecordingApplier
     from proxyagent.metricserver import MetricsServer, split_bind_address
-    from proxyagent.nftables.libnft import nft_applier
+
+    from .build import NodeOptions, build_node
 
     index = args.index
     ip = args.node_ip or addressing.node_ip(index)
@@ -507,20 +511,17 @@ def cmd_node(args: argparse.Namespace) -> int:
         # nothing runs and the node's address is nobody's, so only with an explicit --kubelet-port.
         port = args.kubelet_port if args.kubelet_port is not None else \
             (addressing.KUBELET_PORT if args.dataplane == "host" else None)
-        config = NodeConfig(name=args.name, ip=ip, pod_cidr=cidr, cpu=args.cpu, memory=args.memory,
-                            max_pods=args.max_pods, kubelet_port=port, kubelet_address=args.kubelet_address,
-                            log_root=str(Path(args.data_dir) / "nodes" / args.name / "log" / "pods"),
-                            tls_cert_file=args.tls_cert_file, tls_private_key_file=args.tls_private_key_file,
-                            client_ca_file=args.client_ca_file)
-        applier = IptablesApplier(None, backend=args.iptables_backend) if args.iptables else RecordingApplier()
-        nftables = args.proxy_mode == "nftables"
-        rules_file = "nftables.rules" if nftables else "iptables.rules"
-        agent = ProxyAgent(api, ProxyConfig(node_name=args.name, node_ips=(ip,), cluster_cidr=args.cluster_cidr),
-                           applier, min_sync_period=args.min_sync_period, sync_period=args.sync_period,
-                           delta_sync=args.delta_sync, state_file=Path(args.data_dir) / "nodes" / args.name / rules_file,
-                           proxy_mode=args.proxy_mode, nft=nft_applier(None, library=nftables) if args.iptables else None)
+        options = NodeOptions(name=args.name, ip=ip, pod_cidr=cidr, data_dir=Path(args.data_dir), cpu=args.cpu,
+                              memory=args.memory, max_pods=args.max_pods, kubelet_port=port,
+                              kubelet_address=args.kubelet_address, tls_cert_file=args.tls_cert_file,
+                              tls_private_key_file=args.tls_private_key_file, client_ca_file=args.client_ca_file,
+                              cluster_cidr=args.cluster_cidr, apply_rules=args.iptables,
+                              iptables_backend=args.iptables_backend, proxy_mode=args.proxy_mode,
+                              min_sync_period=args.min_sync_period, sync_period=args.sync_period,
+                              delta_sync=args.delta_sync)
+        kubelet, agent = build_node(api, api, options, dataplane)
         async with asyncio.TaskGroup() as tg:
-            tg.create_task(Kubelet(api, config, dataplane).run(), name="kubelet")
+            tg.create_task(kubelet.run(), name="kubelet")
             tg.create_task(agent.run(), name="proxy")
             if metrics_address is not None:
                 server = MetricsServer(*metrics_address, metrics=agent.metrics_text, healthy=agent.is_healthy,
@@ -1026,9 +1027,9 @@ def build_parser() -> argparse.ArgumentParser:
                        description="Run etcd (private unless --etcd-servers), the API server, scheduler, controllers "
                                    "and N nodes (kubelet stub + proxy agent) in one process. Writes "
                                    "<data-dir>/kubeconfig. Ctrl-C stops everything and removes what it created.")
-    p.add_argument("--nodes", type=int, default=3, help="number of nodes (default 3)")
-    p.add_argument("--listen", type=_host_port, default="127.0.0.1:8080",
-                   help="API server address (default 127.0.0.1:8080)")
+    p.add_argument("--nodes", type=int, default=defaults.NODES, help=f"number of nodes (default {defaults.NODES})")
+    p.add_argument("--listen", type=_host_port, default=defaults.LISTEN,
+                   help=f"API server address (default {defaults.LISTEN})")
     p.add_argument("--etcd-servers", help="use this etcd (URL[,URL]) instead of starting a private one")
     p.add_argument("--data-dir", default=DEFAULT_DATA_DIR, help="state directory (default .kubelab)")
     p.add_argument("--dataplane", choices=["render", "netns"],
@@ -1036,16 +1037,16 @@ def build_parser() -> argparse.ArgumentParser:
                         "the pod's namespaces (root); render: rules are rendered, not applied, and containers' "
                         "commands run as plain processes on this host, without pod network, hostname or volumes "
                         "(default: netns as root, render otherwise)")
-    p.add_argument("--min-sync-period", type=float, default=1.0,
+    p.add_argument("--min-sync-period", type=float, default=defaults.MIN_SYNC_PERIOD,
                    help="proxy agents sync at most twice per this many seconds (kube-proxy: 1s)")
     p.add_argument("--delta-sync", action="store_true", help=DELTA_SYNC_HELP)
-    p.add_argument("--proxy-mode", choices=["iptables", "nftables"], default="iptables", help=PROXY_MODE_HELP)
-    p.add_argument("--node-cpu", default="4", help="each node's cpu capacity and allocatable (default 4)")
-    p.add_argument("--node-memory", default="8Gi", help="each node's memory capacity and allocatable (default 8Gi)")
-    p.add_argument("--node-max-pods", type=int, default=110, help="each node's pods capacity (default 110)")
-    p.add_argument("--node-monitor-grace-period", type=float, default=50.0,
+    p.add_argument("--proxy-mode", choices=defaults.PROXY_MODES, default=defaults.PROXY_MODE, help=PROXY_MODE_HELP)
+    p.add_argument("--node-cpu", default=defaults.NODE_CPU, help="each node's cpu capacity and allocatable (default 4)")
+    p.add_argument("--node-memory", default=defaults.NODE_MEMORY, help="each node's memory capacity and allocatable (default 8Gi)")
+    p.add_argument("--node-max-pods", type=int, default=defaults.NODE_MAX_PODS, help="each node's pods capacity (default 110)")
+    p.add_argument("--node-monitor-grace-period", type=float, default=defaults.NODE_MONITOR_GRACE_PERIOD,
                    help="seconds without a heartbeat before a node turns Ready=Unknown (kube: 50)")
-    p.add_argument("--lb-pool", default=addressing.LB_POOL,
+    p.add_argument("--lb-pool", default=defaults.LB_POOL,
                    help=f"addresses LoadBalancer Services get, FIRST-LAST or a CIDR (default {addressing.LB_POOL}; "
                         "'' turns the LoadBalancer controller off)")
     p.add_argument("--token-auth-file", metavar="FILE",
@@ -1053,9 +1054,9 @@ def build_parser() -> argparse.ArgumentParser:
                         "kubelab's own components and an admin are added to it when missing, and the admin's goes "
                         "into the kubeconfig. The API then serves HTTPS (kubectl sends tokens only over TLS) with a "
                         "CA and certificate made in <data-dir>/pki; the kubeconfig carries the CA")
-    p.add_argument("--authorization-mode", type=_authorization_modes, default="Node,RBAC", metavar="MODES",
+    p.add_argument("--authorization-mode", type=_authorization_modes, default=defaults.AUTHORIZATION_MODE, metavar="MODES",
                    help=AUTHORIZATION_MODE_HELP)
-    p.add_argument("--event-ttl", type=_event_ttl, default="1h", metavar="DURATION",
+    p.add_argument("--event-ttl", type=_event_ttl, default=defaults.EVENT_TTL, metavar="DURATION",
                    help="how long the API server keeps an event after its last write (default 1h)")
     p.add_argument("--apiservers", type=_positive, default=1, metavar="N",
                    help="run N API servers on the one etcd (cluster): the first in this process at --listen, the "
@@ -1069,8 +1070,8 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("apiserver", help="run only the API server")
     p.add_argument("--etcd-servers", required=True, help="etcd URL[,URL]")
-    p.add_argument("--listen", type=_host_port, default="127.0.0.1:8080",
-                   help="address to serve on (default 127.0.0.1:8080)")
+    p.add_argument("--listen", type=_host_port, default=defaults.LISTEN,
+                   help=f"address to serve on (default {defaults.LISTEN})")
     p.add_argument("--advertise-address", help="IP the kubernetes Service's endpoints point at")
     p.add_argument("--tls-cert-file", metavar="FILE",
                    help="serve HTTPS with this certificate (PEM, with its chain); kubectl sends tokens only over TLS")
@@ -1080,9 +1081,9 @@ def build_parser() -> argparse.ArgumentParser:
                         "carry `Authorization: Bearer <token>`; users system:node:<name> in group system:nodes may "
                         "write only what their kubelet needs; anonymous requests reach /healthz, /livez, /readyz "
                         "and /version only. Without it the API is open to whoever can reach it")
-    p.add_argument("--authorization-mode", type=_authorization_modes, default="Node,RBAC", metavar="MODES",
+    p.add_argument("--authorization-mode", type=_authorization_modes, default=defaults.AUTHORIZATION_MODE, metavar="MODES",
                    help=AUTHORIZATION_MODE_HELP)
-    p.add_argument("--event-ttl", type=_event_ttl, default="1h", metavar="DURATION",
+    p.add_argument("--event-ttl", type=_event_ttl, default=defaults.EVENT_TTL, metavar="DURATION",
                    help="how long an event is kept after its last write (kube-apiserver's --event-ttl; "
                         "default 1h; e.g. 30m, 90s)")
     p.add_argument("--service-account-signing-key-file", metavar="FILE",
@@ -1113,7 +1114,7 @@ def build_parser() -> argparse.ArgumentParser:
                                                               "collector, pod garbage collector, loadbalancer, "
                                                               "serviceaccounts, root CA publisher, ...)"))):
         p = sub.add_parser(name, help=text)
-        p.add_argument("--server", default="http://127.0.0.1:8080", help=SERVER_HELP)
+        p.add_argument("--server", default=defaults.SERVER, help=SERVER_HELP)
         _token_args(p)
         default_bind = SCHEDULER_BIND_ADDRESS if name == "scheduler" else CONTROLLERS_BIND_ADDRESS
         _leader_election_args(p, "kube-scheduler" if name == "scheduler" else "kube-controller-manager")
@@ -1121,12 +1122,12 @@ def build_parser() -> argparse.ArgumentParser:
                        help=f"serve Prometheus /metrics here, plain HTTP (default {default_bind}, kube-"
                             f"{'scheduler' if name == 'scheduler' else 'controller-manager'}'s port; empty: off)")
         if name == "scheduler":
-            p.add_argument("--scoring", choices=["LeastAllocated", "MostAllocated"], default="LeastAllocated",
+            p.add_argument("--scoring", choices=defaults.SCORING_STRATEGIES, default=defaults.SCORING,
                            help="NodeResourcesFit scoring strategy (default LeastAllocated)")
         else:
-            p.add_argument("--node-monitor-grace-period", type=float, default=50.0,
+            p.add_argument("--node-monitor-grace-period", type=float, default=defaults.NODE_MONITOR_GRACE_PERIOD,
                            help="seconds without a heartbeat before a node turns Ready=Unknown (kube: 50)")
-            p.add_argument("--lb-pool", default=addressing.LB_POOL,
+            p.add_argument("--lb-pool", default=defaults.LB_POOL,
                            help="addresses LoadBalancer Services get ('' turns the controller off)")
             p.add_argument("--root-ca-file", metavar="FILE",
                            help="the CA (PEM) of the API server's serving certificate, published in every "
@@ -1136,7 +1137,7 @@ def build_parser() -> argparse.ArgumentParser:
                            help="the API server's service account signing key (P-256, PEM): the token controller "
                                 "signs the tokens of kubernetes.io/service-account-token Secrets with it "
                                 "(kube-controller-manager's flag; without it such Secrets are not filled)")
-            p.add_argument("--terminated-pod-gc-threshold", type=int, default=12500, metavar="N",
+            p.add_argument("--terminated-pod-gc-threshold", type=int, default=defaults.TERMINATED_POD_GC_THRESHOLD, metavar="N",
                            help="terminated pods the pod garbage collector keeps before it deletes the oldest "
                                 "(kube's default 12500; 0 or less: never). Pods on deleted nodes and unscheduled "
                                 "terminating pods are collected whatever it is")
@@ -1144,14 +1145,14 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("node", help="run one node: kubelet stub + proxy agent")
     p.add_argument("--name", required=True, help="node name")
-    p.add_argument("--server", default="http://127.0.0.1:8080", help=SERVER_HELP)
+    p.add_argument("--server", default=defaults.SERVER, help=SERVER_HELP)
     _token_args(p)
     p.add_argument("--index", type=int, default=1, help="node number N: IP 10.240.0.(10+N), pods 10.244.N.0/24")
     p.add_argument("--node-ip", help="InternalIP (default from --index)")
     p.add_argument("--pod-cidr", help="pod CIDR (default from --index)")
-    p.add_argument("--cpu", default="4")
-    p.add_argument("--memory", default="8Gi")
-    p.add_argument("--max-pods", type=int, default=110)
+    p.add_argument("--cpu", default=defaults.NODE_CPU)
+    p.add_argument("--memory", default=defaults.NODE_MEMORY)
+    p.add_argument("--max-pods", type=int, default=defaults.NODE_MAX_PODS)
     p.add_argument("--cluster-cidr", default=addressing.POD_CIDR)
     p.add_argument("--iptables", action="store_true", help="apply rules with iptables-restore in this network "
                                                            "namespace (default: render only)")
@@ -1162,14 +1163,14 @@ def build_parser() -> argparse.ArgumentParser:
                         "--iptables)")
     p.add_argument("--iptables-backend", choices=["iptables", "iptables-nft", "iptables-legacy"], default="iptables",
                    help="iptables binaries to use with --iptables (default: the system's iptables alternative)")
-    p.add_argument("--min-sync-period", type=float, default=1.0,
+    p.add_argument("--min-sync-period", type=float, default=defaults.MIN_SYNC_PERIOD,
                    help="proxy syncs at most twice per this many seconds (kube-proxy: 1s)")
     p.add_argument("--delta-sync", action="store_true", help=DELTA_SYNC_HELP)
-    p.add_argument("--proxy-mode", choices=["iptables", "nftables"], default="iptables",
+    p.add_argument("--proxy-mode", choices=defaults.PROXY_MODES, default=defaults.PROXY_MODE,
                    help=PROXY_MODE_HELP + "; with --iptables, nftables mode applies its transactions with nft")
-    p.add_argument("--sync-period", type=float, default=30.0,
+    p.add_argument("--sync-period", type=float, default=defaults.SYNC_PERIOD,
                    help="proxy retry and iptables-monitor interval in seconds (kube-proxy: 30s)")
-    p.add_argument("--metrics-bind-address", default="127.0.0.1:10249", metavar="HOST:PORT",
+    p.add_argument("--metrics-bind-address", default=defaults.PROXY_METRICS_BIND_ADDRESS, metavar="HOST:PORT",
                    help="serve the proxy's /metrics and /healthz here (kube-proxy's default 127.0.0.1:10249; "
                         "empty: off)")
     p.add_argument("--kubelet-port", type=int, metavar="PORT",
@@ -1189,7 +1190,7 @@ def build_parser() -> argparse.ArgumentParser:
                                    "on UDP and TCP, and create the kube-dns Service (10.96.0.10) in kube-system. "
                                    "With --advertise-address its Endpoints point there, so pods reach this "
                                    "server through the ClusterIP. Names outside the domain are refused.")
-    p.add_argument("--server", default="http://127.0.0.1:8080", help=SERVER_HELP)
+    p.add_argument("--server", default=defaults.SERVER, help=SERVER_HELP)
     _token_args(p)
     p.add_argument("--listen", type=_host_port, default="0.0.0.0:53",
                    help="address to serve DNS on (default 0.0.0.0:53)")
@@ -1266,7 +1267,7 @@ def build_parser() -> argparse.ArgumentParser:
     where = p.add_mutually_exclusive_group()
     where.add_argument("--server", help="API server URL (default: the cluster `kubelab up` runs in --data-dir)")
     where.add_argument("--data-dir", default=DEFAULT_DATA_DIR)
-    p.add_argument("--scoring", choices=["LeastAllocated", "MostAllocated"], default="LeastAllocated",
+    p.add_argument("--scoring", choices=defaults.SCORING_STRATEGIES, default=defaults.SCORING,
                    help="NodeResourcesFit scoring strategy the scheduler runs with (default LeastAllocated)")
     p.set_defaults(func=cmd_explain)
 
@@ -1302,7 +1303,7 @@ def build_parser() -> argparse.ArgumentParser:
                         "are flushed and deleted (-X)")
     r.add_argument("--sort", action="store_true",
                    help="print in the canonical order kube-proxy's tests compare in, not in write order")
-    r.add_argument("--proxy-mode", choices=["iptables", "nftables"], default="iptables",
+    r.add_argument("--proxy-mode", choices=defaults.PROXY_MODES, default=defaults.PROXY_MODE,
                    help="which kube-proxy mode's rules to print (default iptables, as kube-proxy's): nftables "
                         "prints `nft -f` input for table ip/ip6 kube-proxy, honouring ServiceCIDR objects in the file")
     r.set_defaults(func=cmd_proxy_render)
