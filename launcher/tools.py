@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import json
 import os
 import subprocess
 import sys
@@ -13,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from kubelab import addressing
+from kubelab.client import ApiClient, ApiError, TransportError
 
 
 def _cluster_access(args: argparse.Namespace, command: str) -> tuple[str, str | None, str | None] | None:
@@ -32,11 +34,18 @@ def _cluster_access(args: argparse.Namespace, command: str) -> tuple[str, str | 
     return str(state["server"]), token_of(Path(state["kubeconfig"])), state.get("ca")
 
 
-def _verify(ca_file: str | None) -> Any:
-    """httpx's `verify` for a cluster: its own CA when it has one (`kubelab up` with tokens), else the system's."""
-    import ssl
+def _get(server: str, path: str, *, token: str | None, ca_file: str | None, timeout: float, agent: str,
+         params: dict[str, Any] | None = None) -> tuple[int, str]:
+    """One GET through kubelab/client from a synchronous tool: the answer's code and text, whatever the code
+    (ApiClient.get_raw). `ca_file`: the cluster's own CA when it has one (`kubelab up` with tokens), else
+    the system's trust store checks an https server. Raises TransportError when no answer came."""
 
-    return ssl.create_default_context(cafile=ca_file) if ca_file else True
+    async def get() -> tuple[int, str]:
+        async with ApiClient(server, token=token, user_agent=f"kubelab-{agent}", ca_file=ca_file,
+                             timeout=timeout) as api:
+            return await api.get_raw(path, params=params)
+
+    return asyncio.run(get())
 
 
 def cmd_exec(args: argparse.Namespace) -> int:
@@ -102,8 +111,6 @@ def cmd_pause_resume(args: argparse.Namespace) -> int:
 
 
 def cmd_status(args: argparse.Namespace) -> int:
-    import httpx
-
     from .runner import _pid_alive, control, read_state
 
     try:
@@ -121,23 +128,22 @@ def cmd_status(args: argparse.Namespace) -> int:
     from kubelab.kubeconfig import token_of
 
     token = token_of(Path(state["kubeconfig"]))
-    auth = {"Authorization": f"Bearer {token}"} if token else {}
-    verify = _verify(state.get("ca"))  # a cluster with tokens serves HTTPS with its own CA
+    ca = state.get("ca")  # a cluster with tokens serves HTTPS with its own CA
     try:
-        ready = httpx.get(f"{state['server']}/readyz", timeout=5, verify=verify)
-        print(f"apiserver   {state['server']} ({'ready' if ready.status_code == 200 else 'NOT ready: ' + ready.text})")
-        nodes = httpx.get(f"{state['server']}/api/v1/nodes", timeout=5, headers=auth, verify=verify).json().get(
-            "items", [])
-        pods = httpx.get(f"{state['server']}/api/v1/pods", timeout=5, headers=auth, verify=verify).json().get(
-            "items", [])
-    except httpx.HTTPError as exc:
+        code, text = _get(state["server"], "/readyz", token=None, ca_file=ca, timeout=5, agent="status")
+        print(f"apiserver   {state['server']} ({'ready' if code == 200 else 'NOT ready: ' + text})")
+        nodes = json.loads(_get(state["server"], "/api/v1/nodes", token=token, ca_file=ca, timeout=5,
+                                agent="status")[1]).get("items", [])
+        pods = json.loads(_get(state["server"], "/api/v1/pods", token=token, ca_file=ca, timeout=5,
+                               agent="status")[1]).get("items", [])
+    except TransportError as exc:
         print(f"apiserver   {state['server']} (unreachable: {exc})")
         return 1
     for other in (state.get("servers") or [])[1:]:  # `kubelab up --apiservers N`: the others on the same etcd
         try:
-            answer = httpx.get(f"{other}/readyz", timeout=5, verify=verify)
-            print(f"apiserver   {other} ({'ready' if answer.status_code == 200 else 'NOT ready: ' + answer.text})")
-        except httpx.HTTPError as exc:
+            code, text = _get(other, "/readyz", token=None, ca_file=ca, timeout=5, agent="status")
+            print(f"apiserver   {other} ({'ready' if code == 200 else 'NOT ready: ' + text})")
+        except TransportError as exc:
             print(f"apiserver   {other} (unreachable: {exc})")
     dns = state.get("dns") or {}
     if dns.get("listen"):
@@ -245,7 +251,6 @@ def _one_table(text: str, table: str) -> str:
 
 def cmd_ui(args: argparse.Namespace) -> int:
     """kubelab ui: the page of kubelab/ui/server.py for the cluster in --data-dir."""
-    from kubelab.client import ApiClient
     from kubelab.ui.server import serve
 
     from .runner import read_state, run_until_interrupted
@@ -279,8 +284,6 @@ def cmd_ui(args: argparse.Namespace) -> int:
 
 def cmd_trace(args: argparse.Namespace) -> int:
     """kubelab trace KIND/NAME: the latest change of an object, step by step (kubelab/tracing.py)."""
-    import httpx
-
     from kubelab import tracing
 
     kind, _, name = args.object.partition("/")
@@ -292,20 +295,18 @@ def cmd_trace(args: argparse.Namespace) -> int:
     if access is None:
         return 1
     server, token, ca = access
-    headers = {"Authorization": f"Bearer {token}"} if token else {}
     key = tracing.storage_key(rt, args.namespace, name)
     try:
-        resp = httpx.get(f"{server}{tracing.PATH}", params={"key": key}, headers=headers, timeout=10,
-                         verify=_verify(ca))
-    except httpx.HTTPError as exc:
+        code, text = _get(server, tracing.PATH, token=token, ca_file=ca, timeout=10, agent="trace",
+                          params={"key": key})
+    except TransportError as exc:
         print(f"kubelab trace: {server}: {exc}", file=sys.stderr)
         return 1
-    if resp.status_code != 200:
-        print(f"kubelab trace: {resp.status_code} {resp.text}", file=sys.stderr)
+    if code != 200:
+        print(f"kubelab trace: {code} {text}", file=sys.stderr)
         return 1
-    result = resp.json()
+    result = json.loads(text)
     if args.output == "json":
-        import json
         print(json.dumps(result, indent=2))
     else:
         print(tracing.render(result), end="")
@@ -314,10 +315,7 @@ def cmd_trace(args: argparse.Namespace) -> int:
 
 def cmd_explain(args: argparse.Namespace) -> int:
     """kubelab explain pod NAME: every node's filter verdict and scores for one pod (scheduler/explain.py)."""
-    import httpx
-
     from kubelab import kinds
-    from kubelab.client import ApiClient, ApiError
     from scheduler.explain import explain, render
 
     access = _cluster_access(args, "explain")
@@ -337,7 +335,7 @@ def cmd_explain(args: argparse.Namespace) -> int:
     except ApiError as exc:
         print(f"kubelab explain: {exc.message}", file=sys.stderr)
         return 1
-    except httpx.HTTPError as exc:
+    except TransportError as exc:
         print(f"kubelab explain: cannot reach the API server at {server}: {exc}", file=sys.stderr)
         return 1
     sys.stdout.write(render(explain(pod, nodes, pods, strategy=args.scoring)))
