@@ -14,7 +14,10 @@ from pathlib import Path
 from typing import Any
 
 from kubelab import addressing
-from kubelab.client import ApiClient, ApiError, TransportError
+
+# Each command imports the rest of what it uses when it runs, as the component commands do: `kubelab
+# iptables NODE` or `kubelab exec` should not pay for the client and its models (importing kubelab.client
+# is most of a second, several on a loaded machine).
 
 
 def _cluster_access(args: argparse.Namespace, command: str) -> tuple[str, str | None, str | None] | None:
@@ -39,6 +42,7 @@ def _get(server: str, path: str, *, token: str | None, ca_file: str | None, time
     """One GET through kubelab/client from a synchronous tool: the answer's code and text, whatever the code
     (ApiClient.get_raw). `ca_file`: the cluster's own CA when it has one (`kubelab up` with tokens), else
     the system's trust store checks an https server. Raises TransportError when no answer came."""
+    from kubelab.client import ApiClient
 
     async def get() -> tuple[int, str]:
         async with ApiClient(server, token=token, user_agent=f"kubelab-{agent}", ca_file=ca_file,
@@ -111,6 +115,8 @@ def cmd_pause_resume(args: argparse.Namespace) -> int:
 
 
 def cmd_status(args: argparse.Namespace) -> int:
+    from kubelab.client import TransportError
+
     from .runner import _pid_alive, control, read_state
 
     try:
@@ -251,6 +257,7 @@ def _one_table(text: str, table: str) -> str:
 
 def cmd_ui(args: argparse.Namespace) -> int:
     """kubelab ui: the page of kubelab/ui/server.py for the cluster in --data-dir."""
+    from kubelab.client import ApiClient
     from kubelab.ui.server import serve
 
     from .runner import read_state, run_until_interrupted
@@ -285,6 +292,7 @@ def cmd_ui(args: argparse.Namespace) -> int:
 def cmd_trace(args: argparse.Namespace) -> int:
     """kubelab trace KIND/NAME: the latest change of an object, step by step (kubelab/tracing.py)."""
     from kubelab import tracing
+    from kubelab.client import TransportError
 
     kind, _, name = args.object.partition("/")
     rt = tracing.resolve(kind) if name else None
@@ -316,6 +324,7 @@ def cmd_trace(args: argparse.Namespace) -> int:
 def cmd_explain(args: argparse.Namespace) -> int:
     """kubelab explain pod NAME: every node's filter verdict and scores for one pod (scheduler/explain.py)."""
     from kubelab import kinds
+    from kubelab.client import ApiClient, ApiError, TransportError
     from scheduler.explain import explain, render
 
     access = _cluster_access(args, "explain")
