@@ -7,28 +7,39 @@ import argparse
 import os
 import sys
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from kubelab.gctune import tune_for_long_running
 
 from . import defaults
 from .flagvalues import optional_path, server_list, serving_options, unreadable_etcd_files, warn_if_open
 
+if TYPE_CHECKING:  # runner.py (and its PKI and etcd modules) is imported when `up` runs, not by every command
+    from .runner import UpOptions
 
-def cmd_up(args: argparse.Namespace) -> int:
-    from .runner import UpOptions, exit_now, run_until_interrupted, up
+
+def up_options(args: argparse.Namespace) -> UpOptions:
+    """`kubelab up`'s flags as runner.UpOptions (the dataplane: netns as root, render otherwise)."""
+    from .runner import UpOptions
 
     dataplane = args.dataplane or ("netns" if os.geteuid() == 0 else "render")
-    options = UpOptions(nodes=args.nodes, listen=args.listen, etcd_servers=server_list(args.etcd_servers),
-                        data_dir=Path(args.data_dir), dataplane=dataplane, min_sync_period=args.min_sync_period,
-                        delta_sync=args.delta_sync, proxy_mode=args.proxy_mode, node_cpu=args.node_cpu, node_memory=args.node_memory,
-                        node_max_pods=args.node_max_pods, node_monitor_grace_period=args.node_monitor_grace_period,
-                        lb_pool=args.lb_pool or None, event_ttl=args.event_ttl, serving=serving_options(args),
-                        token_auth_file=Path(args.token_auth_file) if args.token_auth_file else None,
-                        authorization_modes=args.authorization_mode, etcd_cafile=optional_path(args.etcd_cafile),
-                        etcd_certfile=optional_path(args.etcd_certfile),
-                        etcd_keyfile=optional_path(args.etcd_keyfile), apiservers=args.apiservers,
-                        etcd_members=args.etcd_members)
+    return UpOptions(nodes=args.nodes, listen=args.listen, etcd_servers=server_list(args.etcd_servers),
+                     data_dir=Path(args.data_dir), dataplane=dataplane, min_sync_period=args.min_sync_period,
+                     delta_sync=args.delta_sync, proxy_mode=args.proxy_mode, node_cpu=args.node_cpu,
+                     node_memory=args.node_memory, node_max_pods=args.node_max_pods,
+                     node_monitor_grace_period=args.node_monitor_grace_period, lb_pool=args.lb_pool or None,
+                     event_ttl=args.event_ttl, serving=serving_options(args),
+                     token_auth_file=Path(args.token_auth_file) if args.token_auth_file else None,
+                     authorization_modes=args.authorization_mode, etcd_cafile=optional_path(args.etcd_cafile),
+                     etcd_certfile=optional_path(args.etcd_certfile), etcd_keyfile=optional_path(args.etcd_keyfile),
+                     apiservers=args.apiservers, etcd_members=args.etcd_members)
+
+
+def cmd_up(args: argparse.Namespace) -> int:
+    from .runner import exit_now, run_until_interrupted, up
+
+    options = up_options(args)
+    dataplane = options.dataplane
     if unreadable_etcd_files(args, "up"):
         return 2
     warn_if_open(args.listen, args.token_auth_file)
