@@ -342,7 +342,8 @@ def profiler(pid: int, path: Path) -> subprocess.Popen[bytes] | None:
 
 # Frames that are not a component: `kubelab up` under every sample, the in-process transport under the API
 # server's handlers of its components' requests (charged to apiserver).
-LAUNCHERS = ("kubelab/__main__.py", "launcher/cli.py", "launcher/runner.py", "kubelab/client/asgi.py")
+LAUNCHERS = ("kubelab/__main__.py", "launcher/cli.py", "launcher/upcommand.py", "launcher/runner.py",
+             "kubelab/client/asgi.py")
 OWN = ("apiserver", "scheduler", "controllers", "kubelab", "kubeletstub", "proxyagent", "clusterdns")
 
 

@@ -46,11 +46,10 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from datetime import datetime
 
-import httpx
 import pydantic
 
 from . import kinds, models, timeutil
-from .client import ApiClient, ApiError, NotFound
+from .client import ApiClient, ApiError, NotFound, TransportError
 from .events import EventRecorder
 
 log = logging.getLogger(__name__)
@@ -68,8 +67,8 @@ CONTROLLER_MANAGER_LEASE = "kube-controller-manager"
 
 
 # What a try at the Lease may fail with and be tried again after: the API's answer, the transport
-# (httpx's errors; aiohttp's are translated to them), a timeout, a body that is not a Lease.
-TRY_ERRORS = (ApiError, httpx.HTTPError, TimeoutError, OSError, pydantic.ValidationError)
+# (the client's TransportError), a timeout, a body that is not a Lease.
+TRY_ERRORS = (ApiError, TransportError, TimeoutError, OSError, pydantic.ValidationError)
 
 
 class NotLeading(Exception):

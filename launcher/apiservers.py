@@ -16,15 +16,13 @@ from __future__ import annotations
 
 import asyncio
 import socket
-import ssl
 import subprocess
 import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import httpx
-
+from kubelab.client import ApiClient, TransportError
 from kubelab.processes import spawn, stop_process
 
 START_TIMEOUT = 120.0  # a loaded machine: the first server's bootstrap retries etcd for up to 2 minutes too
@@ -108,20 +106,20 @@ def _launch(flags: Flags, index: int, port: int, data_dir: Path) -> ExtraApiServ
     return server
 
 
-def _wait_ready(server: ExtraApiServer, ca_file: str | None, timeout: float) -> None:
-    verify: ssl.SSLContext | bool = ssl.create_default_context(cafile=ca_file) if ca_file else True
+async def _wait_ready(server: ExtraApiServer, ca_file: str | None, timeout: float) -> None:
     deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        assert server.process is not None
-        if server.process.poll() is not None:
-            raise RuntimeError(f"API server {server.index} ({server.url}) exited with code "
-                               f"{server.process.returncode}; see {server.log_path}")
-        try:
-            if httpx.get(f"{server.url}/readyz", timeout=2, verify=verify).status_code == 200:
-                return
-        except httpx.HTTPError:
-            pass
-        time.sleep(0.1)
+    async with ApiClient(server.url, user_agent="kubelab-up", ca_file=ca_file, timeout=2) as api:
+        while time.monotonic() < deadline:
+            assert server.process is not None
+            if server.process.poll() is not None:
+                raise RuntimeError(f"API server {server.index} ({server.url}) exited with code "
+                                   f"{server.process.returncode}; see {server.log_path}")
+            try:
+                if (await api.get_raw("/readyz"))[0] == 200:
+                    return
+            except TransportError:
+                pass
+            await asyncio.sleep(0.1)
     raise RuntimeError(f"API server {server.index} ({server.url}) was not ready within {timeout:g}s; see "
                        f"{server.log_path}")
 
@@ -133,7 +131,7 @@ async def start(flags: Flags, *, count: int, first_port: int, data_dir: Path,
     for index, port in enumerate(ports_after(first_port, count), start=2):
         started.append(_launch(flags, index, port, data_dir))
     for server in started:
-        await asyncio.to_thread(_wait_ready, server, flags.ca_file, START_TIMEOUT)
+        await _wait_ready(server, flags.ca_file, START_TIMEOUT)
 
 
 async def stop(servers: list[ExtraApiServer]) -> None:

@@ -29,6 +29,8 @@ from kubelab import pki as pki_files
 from kubelab.etcd import Etcd
 from kubelab.etcdcluster import EtcdCluster
 
+from . import defaults
+
 log = logging.getLogger("kubelab")
 
 
@@ -41,25 +43,25 @@ STATE_FILE = "cluster.json"
 
 @dataclass
 class UpOptions:
-    nodes: int = 3
-    listen: str = "127.0.0.1:8080"
+    nodes: int = defaults.NODES
+    listen: str = defaults.LISTEN
     etcd_servers: list[str] = field(default_factory=list)
-    data_dir: Path = Path(".kubelab")
+    data_dir: Path = Path(defaults.DATA_DIR)
     dataplane: str = "render"
-    min_sync_period: float = 1.0
+    min_sync_period: float = defaults.MIN_SYNC_PERIOD
     delta_sync: bool = False  # proxy agents leave unchanged shared chains out of partial syncs
-    proxy_mode: str = "iptables"  # kube-proxy's --proxy-mode: iptables (its default on Linux) or nftables
-    node_cpu: str = "4"
-    node_memory: str = "8Gi"
-    node_max_pods: int = 110
-    node_monitor_grace_period: float = 50.0
-    lb_pool: str | None = addressing.LB_POOL
+    proxy_mode: str = defaults.PROXY_MODE  # kube-proxy's --proxy-mode: iptables (its default on Linux) or nftables
+    node_cpu: str = defaults.NODE_CPU
+    node_memory: str = defaults.NODE_MEMORY
+    node_max_pods: int = defaults.NODE_MAX_PODS
+    node_monitor_grace_period: float = defaults.NODE_MONITOR_GRACE_PERIOD
+    lb_pool: str | None = defaults.LB_POOL
     # --token-auth-file: the API server requires tokens from it; kubelab's components get theirs (added to
     # the file when missing) and the kubeconfig gets the admin's.
     token_auth_file: Path | None = None
     # kube-apiserver's --authorization-mode when tokens are on (apiserver/authz.py).
-    authorization_modes: tuple[str, ...] = ("Node", "RBAC")
-    event_ttl: int = 3600  # kube-apiserver's --event-ttl, in seconds
+    authorization_modes: tuple[str, ...] = tuple(defaults.AUTHORIZATION_MODE.split(","))
+    event_ttl: int = defaults.EVENT_TTL_SECONDS  # kube-apiserver's --event-ttl, in seconds
     # The API server's timeouts and in-flight limits (apiserver.serving.ServingOptions; None: kube's defaults).
     serving: Any = None
     # kube-apiserver's --etcd-cafile/--etcd-certfile/--etcd-keyfile, for an https --etcd-servers. The
@@ -536,18 +538,21 @@ async def _run_components(tg: asyncio.TaskGroup, options: UpOptions, api_socket:
                           ready: Callable[[dict[str, Any]], None] | None, clients: list[Any], *,
                           tokens: Any = None, root_ca: str | None = None, app: Any = None,
                           pki: Any = None) -> None:
-    import controllers
-    import scheduler
     from kubelab.client import ApiClient
     from kubelab.client.queuemetrics import WorkQueueMetricsProvider
     from kubelab.metricsserver import MetricsServer
     from kubeletstub.dataplane import NetnsDataplane, RenderDataplane
-    from kubeletstub.kubelet import Kubelet
-    from kubeletstub.node import NodeConfig
-    from proxyagent import ProxyAgent, ProxyConfig, SharedProxyInformers
-    from proxyagent.apply import IptablesApplier, RecordingApplier
+    from proxyagent import SharedProxyInformers
     from proxyagent.metricserver import MetricsServer as ProxyMetricsServer
-    from proxyagent.nftables.libnft import nft_applier
+
+    from .build import (
+        ControllersOptions,
+        NodeOptions,
+        SchedulerOptions,
+        build_controllers,
+        build_node,
+        build_scheduler,
+    )
 
     def client(agent: str) -> ApiClient:
         # Requests handed to the API server's app in this process (`app`), else aiohttp on the private socket:
@@ -565,27 +570,18 @@ async def _run_components(tg: asyncio.TaskGroup, options: UpOptions, api_socket:
     tg.create_task(proxy_informers.run(), name="proxy-shared-informers")
 
     def make(node: _Node) -> tuple[Any, Any]:
-        kubelet = Kubelet(client(f"kubelet-{node.name}"),
-                          NodeConfig(name=node.name, ip=node.ip, pod_cidr=node.pod_cidr, cpu=options.node_cpu,
-                                     memory=options.node_memory, max_pods=options.node_max_pods,
-                                     # The kubelet API on the node's address in its namespace; in render mode,
-                                     # whose nodes' addresses exist nowhere, on a free loopback port each.
-                                     kubelet_port=addressing.KUBELET_PORT if lab is not None else 0,
-                                     kubelet_address=None if lab is not None else "127.0.0.1",
-                                     log_root=str(data_dir / "nodes" / node.name / "log" / "pods"),
-                                     **_kubelet_server_tls(pki)),
-                          node.dataplane)
-        applier = IptablesApplier(node.dataplane.node_netns) if lab is not None else RecordingApplier()
-        nftables = options.proxy_mode == "nftables"
-        agent = ProxyAgent(client(f"proxy-{node.name}"),
-                           ProxyConfig(node_name=node.name, node_ips=(node.ip,), cluster_cidr=addressing.POD_CIDR),
-                           applier, min_sync_period=options.min_sync_period, delta_sync=options.delta_sync,
-                           state_file=data_dir / "nodes" / node.name / ("nftables.rules" if nftables else "iptables.rules"),
-                           proxy_mode=options.proxy_mode,
-                           # In iptables mode too: it removes what nftables mode left (kube-proxy's platformCleanup).
-                           nft=nft_applier(node.dataplane.node_netns, library=nftables) if lab is not None else None,
-                           informers=proxy_informers)
-        return kubelet, agent
+        netns = node.dataplane.node_netns if lab is not None else None
+        # The kubelet API on the node's address in its namespace; in render mode, whose nodes' addresses
+        # exist nowhere, on a free loopback port each.
+        node_options = NodeOptions(name=node.name, ip=node.ip, pod_cidr=node.pod_cidr, data_dir=data_dir,
+                                   cpu=options.node_cpu, memory=options.node_memory, max_pods=options.node_max_pods,
+                                   kubelet_port=addressing.KUBELET_PORT if lab is not None else 0,
+                                   kubelet_address=None if lab is not None else "127.0.0.1",
+                                   **_kubelet_server_tls(pki), apply_rules=lab is not None,
+                                   proxy_mode=options.proxy_mode, min_sync_period=options.min_sync_period,
+                                   delta_sync=options.delta_sync)
+        return build_node(client(f"kubelet-{node.name}"), client(f"proxy-{node.name}"), node_options, node.dataplane,
+                          netns=netns, informers=proxy_informers)
 
     # Every component has its own metrics registry, served on a loopback port of its own (picked by the
     # kernel, recorded in cluster.json and printed by `kubelab status`); the API server's is its /metrics.
@@ -615,7 +611,7 @@ async def _run_components(tg: asyncio.TaskGroup, options: UpOptions, api_socket:
     # scheduling anything. Replicas of `kubelab scheduler`/`controllers` pointed at this cluster elect
     # among themselves; next to this unelected pair they are as safe as two schedulers already were (the
     # API server refuses a second binding).
-    the_scheduler = scheduler.Scheduler(client("scheduler"))
+    the_scheduler = build_scheduler(client("scheduler"), SchedulerOptions())
     tg.create_task(the_scheduler.run(), name="scheduler")
     announce("scheduler", [the_scheduler.nodes.wait_synced(), the_scheduler.pods.wait_synced()])
     metrics["scheduler"] = await serve_metrics(
@@ -625,12 +621,12 @@ async def _run_components(tg: asyncio.TaskGroup, options: UpOptions, api_socket:
     announce("dns", [dns_listening.wait()], lambda: f"ready on {(state.get('dns') or {}).get('listen') or 'port 53'}")
     queue_metrics = WorkQueueMetricsProvider()
     controllers_synced = asyncio.Event()
-    tg.create_task(controllers.run(client("controllers"), node_monitor_grace_period=options.node_monitor_grace_period,
-                                   lb_pool=options.lb_pool, metrics=queue_metrics, ready=controllers_synced.set,
-                                   root_ca=root_ca,
-                                   # the API server's key (ensure_service_account_key): legacy token Secrets
-                                   service_account_private_key_file=str(data_dir / "pki" / pki_files.SERVICE_ACCOUNT_KEY)),
-                   name="controllers")
+    controllers_options = ControllersOptions(
+        node_monitor_grace_period=options.node_monitor_grace_period, lb_pool=options.lb_pool, root_ca=root_ca,
+        # the API server's key (ensure_service_account_key): legacy token Secrets
+        service_account_private_key_file=str(data_dir / "pki" / pki_files.SERVICE_ACCOUNT_KEY))
+    tg.create_task(build_controllers(client("controllers"), controllers_options, metrics=queue_metrics,
+                                     ready=controllers_synced.set), name="controllers")
     announce("controllers", [controllers_synced.wait()])
     announce("serviceaccounts", [_default_account(client("controllers"))], "default/default ServiceAccount made")
     metrics["controllers"] = await serve_metrics(

@@ -4,6 +4,13 @@ from __future__ import annotations
 
 from typing import Any
 
+import httpx
+
+# What a request that got no answer raises (refused, cut off, timed out): httpx's family, aiohttp's errors
+# translated into it (http.py). Callers outside the client catch it by this name, so that only
+# kubelab/client knows which HTTP library speaks to the API server.
+TransportError = httpx.HTTPError
+
 
 class ApiError(Exception):
     """A non-2xx answer from the API server, carrying its Status body."""

@@ -240,6 +240,12 @@ class ApiClient:
         resp = await self._http.request(method, path, content=content, params=params, headers=headers)
         return resp.status_code, resp.content, resp.headers.get("Retry-After")
 
+    async def get_raw(self, path: str, *, params: dict[str, Any] | None = None) -> tuple[int, str]:
+        """A GET's status code and body text, whatever the code, with no retry and no failover: what `kubectl
+        get --raw` shows (the health endpoints, kubelab's trace records) for a tool to print as it came."""
+        status, raw, _ = await self._send("GET", path, None, params, None)
+        return status, raw.decode("utf-8", "replace")
+
     @staticmethod
     def _decode(rt: ResourceType, data: dict[str, Any]) -> Any:
         data.setdefault("apiVersion", rt.api_version)

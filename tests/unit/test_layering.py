@@ -1,6 +1,6 @@
 """The layering docs/ARCHITECTURE.md describes, checked on the source: components never import each other, the shared
 library `kubelab` imports no component and not the launcher (only the launcher assembles components), and only
-apiserver/storage.py imports the etcd client."""
+apiserver/storage.py imports the etcd client; only kubelab/client imports an HTTP client library."""
 
 from __future__ import annotations
 
@@ -65,3 +65,13 @@ def test_only_storage_imports_the_etcd_client() -> None:
     users = sorted(str(p.relative_to(ROOT)) for package in ("kubelab", LAUNCHER, *COMPONENTS) for p in sources(package)
                    if any(m == "aetcd" or m.startswith("aetcd.") for m in imported_modules(p)))
     assert users == ["apiserver/storage.py"], users
+
+
+def test_only_the_client_speaks_http_to_the_api_server() -> None:
+    """kubelab/client is the one HTTP client of the API server: every other package (the launcher's tools
+    included) asks through it and catches its TransportError, so no module outside it imports an HTTP
+    client library."""
+    http_libraries = ("httpx", "aiohttp")
+    users = sorted(str(p.relative_to(ROOT)) for package in ("kubelab", LAUNCHER, *COMPONENTS) for p in sources(package)
+                   if any(m.split(".", 1)[0] in http_libraries for m in imported_modules(p)))
+    assert all(user.startswith("kubelab/client/") for user in users), users
