@@ -32,6 +32,8 @@ ROOTS.update({"apps/v1/DaemonSet": "V1DaemonSet", "apps/v1/StatefulSet": "V1Stat
               "apps/v1/ControllerRevision": "V1ControllerRevision",
               "v1/ReplicationController": "V1ReplicationController"})
 ROOTS.update({"networking.k8s.io/v1/ServiceCIDR": "V1ServiceCIDR"})
+ROOTS.update({"networking.k8s.io/v1/Ingress": "V1Ingress", "networking.k8s.io/v1/IngressClass": "V1IngressClass",
+              "networking.k8s.io/v1/NetworkPolicy": "V1NetworkPolicy"})
 ROOTS["apiextensions.k8s.io/v1/CustomResourceDefinition"] = "V1CustomResourceDefinition"
 ROOTS["events.k8s.io/v1/Event"] = "EventsV1Event"
 ROOTS.update({"rbac.authorization.k8s.io/v1/Role": "V1Role", "rbac.authorization.k8s.io/v1/ClusterRole": "V1ClusterRole",

@@ -15,7 +15,9 @@ from .cronjobs import CronJobStrategy
 from .daemonsets import ControllerRevisionStrategy, DaemonSetStrategy
 from .events import DEFAULT_EVENT_TTL, EventStrategy, LeaseStrategy
 from .eventsv1 import EventsV1Strategy, served_version
+from .ingresses import IngressClassStrategy, IngressStrategy
 from .networking import EndpointSliceStrategy, EndpointsStrategy
+from .networkpolicies import NetworkPolicyStrategy
 from .pods import PodStrategy
 from .policy import PodDisruptionBudgetStrategy
 from .rbac import ClusterRoleBindingStrategy, ClusterRoleStrategy, RoleBindingStrategy, RoleStrategy
@@ -62,6 +64,9 @@ def default_strategies(*, service_cidr: str | None = None, event_ttl: int = DEFA
         kinds.CLUSTERROLES: ClusterRoleStrategy(kinds.CLUSTERROLES),
         kinds.ROLEBINDINGS: RoleBindingStrategy(kinds.ROLEBINDINGS),
         kinds.CLUSTERROLEBINDINGS: ClusterRoleBindingStrategy(kinds.CLUSTERROLEBINDINGS),
+        kinds.INGRESSES: IngressStrategy(kinds.INGRESSES),
+        kinds.INGRESSCLASSES: IngressClassStrategy(kinds.INGRESSCLASSES),
+        kinds.NETWORKPOLICIES: NetworkPolicyStrategy(kinds.NETWORKPOLICIES),
     }
 
 

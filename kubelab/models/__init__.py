@@ -96,7 +96,33 @@ from .meta import (
     TypedObject,
 )
 from .metrics import ContainerMetrics, NodeMetrics, PodMetrics
-from .networking import ServiceCIDR, ServiceCIDRSpec, ServiceCIDRStatus
+from .networking import (
+    HTTPIngressPath,
+    HTTPIngressRuleValue,
+    Ingress,
+    IngressBackend,
+    IngressClass,
+    IngressClassParametersReference,
+    IngressClassSpec,
+    IngressLoadBalancerIngress,
+    IngressLoadBalancerStatus,
+    IngressRule,
+    IngressServiceBackend,
+    IngressSpec,
+    IngressStatus,
+    IngressTLS,
+    IPBlock,
+    NetworkPolicy,
+    NetworkPolicyEgressRule,
+    NetworkPolicyIngressRule,
+    NetworkPolicyPeer,
+    NetworkPolicyPort,
+    NetworkPolicySpec,
+    ServiceBackendPort,
+    ServiceCIDR,
+    ServiceCIDRSpec,
+    ServiceCIDRStatus,
+)
 from .policy import Eviction, PodDisruptionBudget, PodDisruptionBudgetSpec, PodDisruptionBudgetStatus
 from .rbac import (
     AggregationRule,
@@ -177,4 +203,30 @@ __all__ += [
     "SelfSubjectRulesReview",
     "Subject",
     "SubjectAccessReview",
+]
+
+# networking.k8s.io/v1 Ingress, IngressClass, NetworkPolicy (models/networking.py).
+__all__ += [
+    "HTTPIngressPath",
+    "HTTPIngressRuleValue",
+    "IPBlock",
+    "Ingress",
+    "IngressBackend",
+    "IngressClass",
+    "IngressClassParametersReference",
+    "IngressClassSpec",
+    "IngressLoadBalancerIngress",
+    "IngressLoadBalancerStatus",
+    "IngressRule",
+    "IngressServiceBackend",
+    "IngressSpec",
+    "IngressStatus",
+    "IngressTLS",
+    "NetworkPolicy",
+    "NetworkPolicyEgressRule",
+    "NetworkPolicyIngressRule",
+    "NetworkPolicyPeer",
+    "NetworkPolicyPort",
+    "NetworkPolicySpec",
+    "ServiceBackendPort",
 ]
