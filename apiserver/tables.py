@@ -438,6 +438,20 @@ def _networkpolicy_row(obj: dict[str, Any]) -> Row:
     return [_meta(obj).get("name"), format_label_selector((obj.get("spec") or {}).get("podSelector")), _age(obj)]
 
 
+def _csr_row(obj: dict[str, Any]) -> Row:
+    """printCertificateSigningRequest: CONDITION is Denied, Approved or Pending (in that precedence), then
+    ",Failed" and ",Issued" (a certificate written)."""
+    spec, status = obj.get("spec") or {}, obj.get("status") or {}
+    types = {c.get("type") for c in status.get("conditions") or []}
+    condition = "Denied" if "Denied" in types else "Approved" if "Approved" in types else "Pending"
+    condition += ",Failed" if "Failed" in types else ""
+    condition += ",Issued" if status.get("certificate") else ""
+    seconds = spec.get("expirationSeconds")
+    duration = timeutil.human_duration(seconds) if seconds is not None else "<none>"
+    return [_meta(obj).get("name"), _age(obj), spec.get("signerName") or "<none>", spec.get("username") or "",
+            duration, condition]
+
+
 def _default_row(obj: dict[str, Any]) -> Row:
     return [_meta(obj).get("name"), _meta(obj).get("creationTimestamp")]
 
@@ -502,6 +516,9 @@ PRINTERS: dict[ResourceType, tuple[list[Column], Callable[[dict[str, Any]], Row]
     kinds.INGRESSCLASSES: ([NAME, ("Controller", "string", 0, ""), ("Parameters", "string", 0, ""), AGE],
                            _ingressclass_row),
     kinds.NETWORKPOLICIES: ([NAME, ("Pod-Selector", "string", 0, ""), AGE], _networkpolicy_row),
+    kinds.CERTIFICATESIGNINGREQUESTS: ([NAME, AGE, ("SignerName", "string", 0, ""), ("Requestor", "string", 0, ""),
+                                        ("RequestedDuration", "string", 0, ""), ("Condition", "string", 0, "")],
+                                       _csr_row),
 }
 DEFAULT_PRINTER: tuple[list[Column], Callable[[dict[str, Any]], Row]] = (
     [NAME, ("Created At", "date", 0, "")], _default_row)

@@ -159,6 +159,12 @@ INGRESSCLASSES = ResourceType("networking.k8s.io", "v1", "ingressclasses", "Ingr
 NETWORKPOLICIES = ResourceType("networking.k8s.io", "v1", "networkpolicies", "NetworkPolicy", True,
                                models.NetworkPolicy, short_names=("netpol",))
 BUILTIN += (INGRESSES, INGRESSCLASSES, NETWORKPOLICIES)
+# Requests for a signer to sign: approved through the approval subresource, signed through status (by
+# kube-controller-manager's signers on a real cluster; kubelab runs none).
+CERTIFICATESIGNINGREQUESTS = ResourceType("certificates.k8s.io", "v1", "certificatesigningrequests",
+                                          "CertificateSigningRequest", False, models.CertificateSigningRequest,
+                                          short_names=("csr",), subresources=("approval", "status"))
+BUILTIN += (CERTIFICATESIGNINGREQUESTS,)
 # apiextensions.k8s.io/v1: the kinds these define are served at run time, once Established
 # (apiserver/apiextensions.py), as ResourceTypes built from the definition (registry/crds.py).
 CUSTOMRESOURCEDEFINITIONS = ResourceType("apiextensions.k8s.io", "v1", "customresourcedefinitions",

@@ -9,6 +9,7 @@ from ..conversion import Conversions
 from .apiservices import APIServiceStrategy
 from .apps import ConfigMapStrategy, DeploymentsStrategy, ReplicaSetsStrategy
 from .batch import JobStrategy
+from .certificates import CertificateSigningRequestStrategy
 from .cluster import NamespaceStrategy, NodeStrategy
 from .crds import CustomResourceDefinitionStrategy
 from .cronjobs import CronJobStrategy
@@ -67,6 +68,7 @@ def default_strategies(*, service_cidr: str | None = None, event_ttl: int = DEFA
         kinds.INGRESSES: IngressStrategy(kinds.INGRESSES),
         kinds.INGRESSCLASSES: IngressClassStrategy(kinds.INGRESSCLASSES),
         kinds.NETWORKPOLICIES: NetworkPolicyStrategy(kinds.NETWORKPOLICIES),
+        kinds.CERTIFICATESIGNINGREQUESTS: CertificateSigningRequestStrategy(kinds.CERTIFICATESIGNINGREQUESTS),
     }
 
 

@@ -41,6 +41,12 @@ from .batch import (
     SuccessPolicyRule,
     UncountedTerminatedPods,
 )
+from .certificates import (
+    CertificateSigningRequest,
+    CertificateSigningRequestCondition,
+    CertificateSigningRequestSpec,
+    CertificateSigningRequestStatus,
+)
 from .core import (
     Binding,
     ClientIPConfig,
@@ -230,3 +236,7 @@ __all__ += [
     "NetworkPolicySpec",
     "ServiceBackendPort",
 ]
+
+# certificates.k8s.io/v1 CertificateSigningRequest (models/certificates.py).
+__all__ += ["CertificateSigningRequest", "CertificateSigningRequestCondition", "CertificateSigningRequestSpec",
+            "CertificateSigningRequestStatus"]
