@@ -452,6 +452,11 @@ def _csr_row(obj: dict[str, Any]) -> Row:
             duration, condition]
 
 
+def _csistoragecapacity_row(obj: dict[str, Any]) -> Row:
+    """printCSIStorageCapacity: no AGE column; the capacity or <unset>."""
+    return [_meta(obj).get("name"), obj.get("storageClassName") or "", obj.get("capacity") or "<unset>"]
+
+
 def _default_row(obj: dict[str, Any]) -> Row:
     return [_meta(obj).get("name"), _meta(obj).get("creationTimestamp")]
 
@@ -519,6 +524,8 @@ PRINTERS: dict[ResourceType, tuple[list[Column], Callable[[dict[str, Any]], Row]
     kinds.CERTIFICATESIGNINGREQUESTS: ([NAME, AGE, ("SignerName", "string", 0, ""), ("Requestor", "string", 0, ""),
                                         ("RequestedDuration", "string", 0, ""), ("Condition", "string", 0, "")],
                                        _csr_row),
+    kinds.CSISTORAGECAPACITIES: ([NAME, ("StorageClassName", "string", 0, ""), ("Capacity", "string", 0, "")],
+                                 _csistoragecapacity_row),
 }
 DEFAULT_PRINTER: tuple[list[Column], Callable[[dict[str, Any]], Row]] = (
     [NAME, ("Created At", "date", 0, "")], _default_row)

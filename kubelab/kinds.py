@@ -165,6 +165,11 @@ CERTIFICATESIGNINGREQUESTS = ResourceType("certificates.k8s.io", "v1", "certific
                                           "CertificateSigningRequest", False, models.CertificateSigningRequest,
                                           short_names=("csr",), subresources=("approval", "status"))
 BUILTIN += (CERTIFICATESIGNINGREQUESTS,)
+# What CSI drivers report of their capacity per storage class and topology (published by a driver's
+# external-provisioner on a real cluster; kubelab has no storage, so only what clients write).
+CSISTORAGECAPACITIES = ResourceType("storage.k8s.io", "v1", "csistoragecapacities", "CSIStorageCapacity", True,
+                                    models.CSIStorageCapacity)
+BUILTIN += (CSISTORAGECAPACITIES,)
 # apiextensions.k8s.io/v1: the kinds these define are served at run time, once Established
 # (apiserver/apiextensions.py), as ResourceTypes built from the definition (registry/crds.py).
 CUSTOMRESOURCEDEFINITIONS = ResourceType("apiextensions.k8s.io", "v1", "customresourcedefinitions",

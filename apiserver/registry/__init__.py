@@ -13,6 +13,7 @@ from .certificates import CertificateSigningRequestStrategy
 from .cluster import NamespaceStrategy, NodeStrategy
 from .crds import CustomResourceDefinitionStrategy
 from .cronjobs import CronJobStrategy
+from .csistoragecapacities import CSIStorageCapacityStrategy
 from .daemonsets import ControllerRevisionStrategy, DaemonSetStrategy
 from .events import DEFAULT_EVENT_TTL, EventStrategy, LeaseStrategy
 from .eventsv1 import EventsV1Strategy, served_version
@@ -69,6 +70,7 @@ def default_strategies(*, service_cidr: str | None = None, event_ttl: int = DEFA
         kinds.INGRESSCLASSES: IngressClassStrategy(kinds.INGRESSCLASSES),
         kinds.NETWORKPOLICIES: NetworkPolicyStrategy(kinds.NETWORKPOLICIES),
         kinds.CERTIFICATESIGNINGREQUESTS: CertificateSigningRequestStrategy(kinds.CERTIFICATESIGNINGREQUESTS),
+        kinds.CSISTORAGECAPACITIES: CSIStorageCapacityStrategy(kinds.CSISTORAGECAPACITIES),
     }
 
 

@@ -140,6 +140,7 @@ from .rbac import (
     RoleRef,
     Subject,
 )
+from .storage import CSIStorageCapacity
 
 __all__ = [
     "APIService", "APIServiceSpec", "APIServiceStatus",
@@ -240,3 +241,6 @@ __all__ += [
 # certificates.k8s.io/v1 CertificateSigningRequest (models/certificates.py).
 __all__ += ["CertificateSigningRequest", "CertificateSigningRequestCondition", "CertificateSigningRequestSpec",
             "CertificateSigningRequestStatus"]
+
+# storage.k8s.io/v1 CSIStorageCapacity (models/storage.py).
+__all__ += ["CSIStorageCapacity"]

@@ -1,5 +1,5 @@
-"""Hostile writes to Ingress, IngressClass, NetworkPolicy and CertificateSigningRequest against a real API
-server and etcd: a valid object with one value (or a whole subtree) replaced by something of another type,
+"""Hostile writes to Ingress, IngressClass, NetworkPolicy, CertificateSigningRequest and CSIStorageCapacity
+against a real API server and etcd: a valid object with one value (or a whole subtree) replaced by something of another type,
 out of range, huge, empty, or unicode, created or written over a stored one. Every answer is a Kubernetes
 Status or the object, never a 5xx; a refused write changes nothing that is stored; an accepted one is stored
 as a valid object of its kind. The counts are printed (`-s`) for RELIABILITY.md."""
@@ -48,9 +48,11 @@ VALID: dict[str, dict[str, Any]] = {
         "policyTypes": ["Ingress", "Egress"]}},
     "certificatesigningrequests": {"spec": {"request": _REQUEST, "signerName": "example.com/s",
                                             "usages": ["client auth"], "expirationSeconds": 3600}},
+    "csistoragecapacities": {"storageClassName": "fast", "capacity": "10Gi", "maximumVolumeSize": "1Gi",
+                             "nodeTopology": {"matchLabels": {"zone": "a"}}},
 }
 RESOURCES = {rt.plural: rt for rt in (kinds.INGRESSES, kinds.INGRESSCLASSES, kinds.NETWORKPOLICIES,
-                                      kinds.CERTIFICATESIGNINGREQUESTS)}
+                                      kinds.CERTIFICATESIGNINGREQUESTS, kinds.CSISTORAGECAPACITIES)}
 
 hostile_scalar = st.one_of(
     st.none(), st.booleans(), st.integers(min_value=-(2**70), max_value=2**70), st.floats(allow_nan=False),
@@ -146,4 +148,4 @@ def test_hostile_writes_never_5xx_and_a_refusal_changes_nothing(http: httpx.Clie
 
 
 def test_print_counts() -> None:
-    print(f"\nhostile writes to Ingress/IngressClass/NetworkPolicy/CSR: {COUNTS}")
+    print(f"\nhostile writes to Ingress/IngressClass/NetworkPolicy/CSR/CSIStorageCapacity: {COUNTS}")
