@@ -151,6 +151,22 @@ def test_kubectl_applies_gets_and_reads_back_with_kubes_defaults_and_columns(kub
         kubectl.ok("delete", "ingressclass", cls)
 
 
+def test_kubectl_create_ingress_sends_protobuf_and_gets_kubes_object(kubectl: Kubectl) -> None:
+    name = unique_name("made")
+    out = kubectl.ok("create", "ingress", name, "--class=nginx", "--rule=foo.com/bar*=svc1:8080,tls=my-cert",
+                     "--default-backend=web:http")
+    assert f"ingress.networking.k8s.io/{name} created" in out
+    stored = json.loads(kubectl.ok("get", "ingress", name, "-o", "json"))
+    assert stored["spec"] == {
+        "ingressClassName": "nginx",
+        "defaultBackend": {"service": {"name": "web", "port": {"name": "http"}}},
+        "rules": [{"host": "foo.com", "http": {"paths": [{"path": "/bar", "pathType": "Prefix", "backend": {
+            "service": {"name": "svc1", "port": {"number": 8080}}}}]}}],
+        "tls": [{"hosts": ["foo.com"], "secretName": "my-cert"}]}
+    assert stored["status"] == {"loadBalancer": {}}
+    kubectl.ok("delete", "ingress", name)
+
+
 def test_an_empty_pod_selector_prints_none_and_a_policy_without_egress_is_ingress_only(api: httpx.Client,
                                                                                        kubectl: Kubectl) -> None:
     name = unique_name("deny")
