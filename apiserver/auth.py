@@ -36,7 +36,7 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 from kubelab import kinds, timeutil
 from kubelab.tokenfile import UserInfo
 
-from . import admission, codecs, errors, impersonation, rbacguard, requestinfo, satokens
+from . import admission, codecs, errors, impersonation, rbacguard, requestctx, requestinfo, satokens
 from .admission import NodeAdmission
 from .authz import (
     DEFAULT_MODES,
@@ -290,6 +290,7 @@ class AuthMiddleware:
             modes, policy = await authorizer_inputs(self.state)
             user = self._impersonate(user, headers, scope, policy=policy, modes=modes)
             scope[USER_SCOPE_KEY] = user
+            requestctx.user.set(user)
             refusal = authorize(user, info, policy=policy, modes=modes)
             also = upgrade_create_check(info, websocket=headers.get("upgrade", "").lower() == "websocket")
             if refusal is None and also is not None:

@@ -5,11 +5,16 @@ from __future__ import annotations
 
 from contextvars import ContextVar
 
+from kubelab.tokenfile import UserInfo
+
 MODES = ("Strict", "Warn", "Ignore")
 
 # kube-apiserver's default for requests that do not say (server-side field validation, GA in 1.27).
 field_validation: ContextVar[str] = ContextVar("field_validation", default="Warn")
 _warnings: ContextVar[list[str] | None] = ContextVar("warnings", default=None)
+# The authenticated user (auth.py sets it beside the ASGI scope's): whom a CertificateSigningRequest records
+# as its requestor, as kube's strategy reads it from the request context. None: an open API server.
+user: ContextVar[UserInfo | None] = ContextVar("user", default=None)
 
 
 def start() -> list[str]:

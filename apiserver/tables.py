@@ -382,6 +382,81 @@ def _servicecidr_row(obj: dict[str, Any]) -> Row:
     return [_meta(obj).get("name"), ",".join((obj.get("spec") or {}).get("cidrs") or []), _age(obj)]
 
 
+def _ingress_row(obj: dict[str, Any]) -> Row:
+    """printIngress: the class or <none>; up to three rule hosts ("*" if none, then " + N more..." counted over
+    all rules); the load balancer's IPs or hostnames, sorted and de-duplicated (never clipped to 16 bytes:
+    kube-apiserver's TableConvertor prints with Wide: true); "80" or "80, 443" with TLS."""
+    spec = obj.get("spec") or {}
+    rules = spec.get("rules") or []
+    hosts: list[str] = []
+    more = False
+    for rule in rules:
+        if len(hosts) == 3:
+            more = True
+        if not more and rule.get("host"):
+            hosts.append(rule["host"])
+    host_cell = ",".join(hosts) if hosts else "*"
+    if more:
+        host_cell += f" + {len(rules) - 3} more..."
+    points = (((obj.get("status") or {}).get("loadBalancer") or {}).get("ingress")) or []
+    address = ",".join(sorted({p.get("ip") or p.get("hostname") for p in points if p.get("ip") or p.get("hostname")}))
+    return [_meta(obj).get("name"), spec.get("ingressClassName") or "<none>", host_cell, address,
+            "80, 443" if spec.get("tls") else "80", _age(obj)]
+
+
+def _ingressclass_row(obj: dict[str, Any]) -> Row:
+    """printIngressClass: PARAMETERS as Kind[.apiGroup]/name."""
+    spec = obj.get("spec") or {}
+    params = spec.get("parameters")
+    cell = "<none>"
+    if params is not None:
+        cell = (params.get("kind") or "") + (f".{params['apiGroup']}" if params.get("apiGroup") is not None else "")
+        cell += "/" + (params.get("name") or "")
+    return [_meta(obj).get("name"), spec.get("controller") or "", cell, _age(obj)]
+
+
+def format_label_selector(selector: dict[str, Any] | None) -> str:
+    """metav1.FormatLabelSelector: the selector as labels.Parse reads it (requirements sorted by key), or
+    <none> when it selects everything."""
+    selector = selector or {}
+    parts = [(k, f"{k}={v}") for k, v in (selector.get("matchLabels") or {}).items()]
+    for expr in selector.get("matchExpressions") or []:
+        key, op, values = expr.get("key") or "", expr.get("operator"), expr.get("values") or []
+        if op == "In":
+            parts.append((key, f"{key} in ({','.join(sorted(values))})"))
+        elif op == "NotIn":
+            parts.append((key, f"{key} notin ({','.join(sorted(values))})"))
+        elif op == "Exists":
+            parts.append((key, key))
+        elif op == "DoesNotExist":
+            parts.append((key, f"!{key}"))
+    return ",".join(text for _, text in sorted(parts, key=lambda p: p[0])) or "<none>"
+
+
+def _networkpolicy_row(obj: dict[str, Any]) -> Row:
+    """printNetworkPolicy: the pod selector as FormatLabelSelector prints it."""
+    return [_meta(obj).get("name"), format_label_selector((obj.get("spec") or {}).get("podSelector")), _age(obj)]
+
+
+def _csr_row(obj: dict[str, Any]) -> Row:
+    """printCertificateSigningRequest: CONDITION is Denied, Approved or Pending (in that precedence), then
+    ",Failed" and ",Issued" (a certificate written)."""
+    spec, status = obj.get("spec") or {}, obj.get("status") or {}
+    types = {c.get("type") for c in status.get("conditions") or []}
+    condition = "Denied" if "Denied" in types else "Approved" if "Approved" in types else "Pending"
+    condition += ",Failed" if "Failed" in types else ""
+    condition += ",Issued" if status.get("certificate") else ""
+    seconds = spec.get("expirationSeconds")
+    duration = timeutil.human_duration(seconds) if seconds is not None else "<none>"
+    return [_meta(obj).get("name"), _age(obj), spec.get("signerName") or "<none>", spec.get("username") or "",
+            duration, condition]
+
+
+def _csistoragecapacity_row(obj: dict[str, Any]) -> Row:
+    """printCSIStorageCapacity: no AGE column; the capacity or <unset>."""
+    return [_meta(obj).get("name"), obj.get("storageClassName") or "", obj.get("capacity") or "<unset>"]
+
+
 def _default_row(obj: dict[str, Any]) -> Row:
     return [_meta(obj).get("name"), _meta(obj).get("creationTimestamp")]
 
@@ -441,6 +516,16 @@ PRINTERS: dict[ResourceType, tuple[list[Column], Callable[[dict[str, Any]], Row]
                                   ("Allowed Disruptions", "integer", 0, ""), AGE], _pdb_row),
     kinds.APISERVICES: ([NAME, ("Service", "string", 0, ""), ("Available", "string", 0, ""), AGE], _apiservice_row),
     kinds.SERVICECIDRS: ([NAME, ("CIDRs", "string", 0, ""), AGE], _servicecidr_row),
+    kinds.INGRESSES: ([NAME, ("Class", "string", 0, ""), ("Hosts", "string", 0, ""), ("Address", "string", 0, ""),
+                       ("Ports", "string", 0, ""), AGE], _ingress_row),
+    kinds.INGRESSCLASSES: ([NAME, ("Controller", "string", 0, ""), ("Parameters", "string", 0, ""), AGE],
+                           _ingressclass_row),
+    kinds.NETWORKPOLICIES: ([NAME, ("Pod-Selector", "string", 0, ""), AGE], _networkpolicy_row),
+    kinds.CERTIFICATESIGNINGREQUESTS: ([NAME, AGE, ("SignerName", "string", 0, ""), ("Requestor", "string", 0, ""),
+                                        ("RequestedDuration", "string", 0, ""), ("Condition", "string", 0, "")],
+                                       _csr_row),
+    kinds.CSISTORAGECAPACITIES: ([NAME, ("StorageClassName", "string", 0, ""), ("Capacity", "string", 0, "")],
+                                 _csistoragecapacity_row),
 }
 DEFAULT_PRINTER: tuple[list[Column], Callable[[dict[str, Any]], Row]] = (
     [NAME, ("Created At", "date", 0, "")], _default_row)

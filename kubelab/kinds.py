@@ -151,6 +151,25 @@ BUILTIN += (DAEMONSETS, STATEFULSETS, CONTROLLERREVISIONS, REPLICATIONCONTROLLER
 SERVICECIDRS = ResourceType("networking.k8s.io", "v1", "servicecidrs", "ServiceCIDR", False, models.ServiceCIDR,
                             subresources=("status",))
 BUILTIN += (SERVICECIDRS,)
+# Served as kube-apiserver serves them, for controllers it does not run either: an ingress controller
+# routes by Ingresses and IngressClasses, a network plugin enforces NetworkPolicies (kubelab runs neither).
+INGRESSES = ResourceType("networking.k8s.io", "v1", "ingresses", "Ingress", True, models.Ingress,
+                         short_names=("ing",), subresources=("status",))
+INGRESSCLASSES = ResourceType("networking.k8s.io", "v1", "ingressclasses", "IngressClass", False, models.IngressClass)
+NETWORKPOLICIES = ResourceType("networking.k8s.io", "v1", "networkpolicies", "NetworkPolicy", True,
+                               models.NetworkPolicy, short_names=("netpol",))
+BUILTIN += (INGRESSES, INGRESSCLASSES, NETWORKPOLICIES)
+# Requests for a signer to sign: approved through the approval subresource, signed through status (by
+# kube-controller-manager's signers on a real cluster; kubelab runs none).
+CERTIFICATESIGNINGREQUESTS = ResourceType("certificates.k8s.io", "v1", "certificatesigningrequests",
+                                          "CertificateSigningRequest", False, models.CertificateSigningRequest,
+                                          short_names=("csr",), subresources=("approval", "status"))
+BUILTIN += (CERTIFICATESIGNINGREQUESTS,)
+# What CSI drivers report of their capacity per storage class and topology (published by a driver's
+# external-provisioner on a real cluster; kubelab has no storage, so only what clients write).
+CSISTORAGECAPACITIES = ResourceType("storage.k8s.io", "v1", "csistoragecapacities", "CSIStorageCapacity", True,
+                                    models.CSIStorageCapacity)
+BUILTIN += (CSISTORAGECAPACITIES,)
 # apiextensions.k8s.io/v1: the kinds these define are served at run time, once Established
 # (apiserver/apiextensions.py), as ResourceTypes built from the definition (registry/crds.py).
 CUSTOMRESOURCEDEFINITIONS = ResourceType("apiextensions.k8s.io", "v1", "customresourcedefinitions",

@@ -32,6 +32,10 @@ ROOTS.update({"apps/v1/DaemonSet": "V1DaemonSet", "apps/v1/StatefulSet": "V1Stat
               "apps/v1/ControllerRevision": "V1ControllerRevision",
               "v1/ReplicationController": "V1ReplicationController"})
 ROOTS.update({"networking.k8s.io/v1/ServiceCIDR": "V1ServiceCIDR"})
+ROOTS.update({"networking.k8s.io/v1/Ingress": "V1Ingress", "networking.k8s.io/v1/IngressClass": "V1IngressClass",
+              "networking.k8s.io/v1/NetworkPolicy": "V1NetworkPolicy"})
+ROOTS["certificates.k8s.io/v1/CertificateSigningRequest"] = "V1CertificateSigningRequest"
+ROOTS["storage.k8s.io/v1/CSIStorageCapacity"] = "V1CSIStorageCapacity"
 ROOTS["apiextensions.k8s.io/v1/CustomResourceDefinition"] = "V1CustomResourceDefinition"
 ROOTS["events.k8s.io/v1/Event"] = "EventsV1Event"
 ROOTS.update({"rbac.authorization.k8s.io/v1/Role": "V1Role", "rbac.authorization.k8s.io/v1/ClusterRole": "V1ClusterRole",
@@ -78,6 +82,8 @@ PACKAGES = {"v1": "io.k8s.api.core.v1", "discovery.k8s.io/v1": "io.k8s.api.disco
             "events.k8s.io/v1": "io.k8s.api.events.v1",
             "rbac.authorization.k8s.io/v1": "io.k8s.api.rbac.v1"}
 PACKAGES["networking.k8s.io/v1"] = "io.k8s.api.networking.v1"
+PACKAGES["certificates.k8s.io/v1"] = "io.k8s.api.certificates.v1"
+PACKAGES["storage.k8s.io/v1"] = "io.k8s.api.storage.v1"
 INT_OR_STRING = "io.k8s.apimachinery.pkg.util.intstr.IntOrString"
 FORMATS = {"int": "int32", "float": "double", "datetime": "date-time", "bytearray": "byte"}
 

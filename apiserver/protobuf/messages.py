@@ -1,7 +1,7 @@
 """Field numbers and types of the Kubernetes messages kubelab decodes from protobuf bodies.
 
 Interoperability data, written down from k8s.io/api's and k8s.io/apimachinery's generated.proto
-(core/v1, apps/v1, batch/v1, autoscaling/v1, rbac/v1, authorization/v1, authentication/v1, meta/v1; field numbers as of Kubernetes 1.34). It
+(core/v1, apps/v1, batch/v1, autoscaling/v1, rbac/v1, authorization/v1, authentication/v1, certificates/v1, networking/v1, meta/v1; field numbers as of Kubernetes 1.34). It
 covers what kubectl's generators send as protobuf (`create namespace|deployment|service|configmap|secret|
 serviceaccount`, `run`, `expose`, `scale`, `auth can-i`, `auth whoami`, `create token`) and the types those reach; volume sources beyond the common
 ones (hostPath, emptyDir, secret, configMap, projected, PVC, NFS, CSI, ephemeral, image, downward API)
@@ -940,6 +940,81 @@ ScaleSpec
 ScaleStatus
   1 replicas int32 *
   2 selector string
+
+# --- networking.k8s.io/v1: `kubectl create ingress` -------------------------------------------
+Ingress
+  1 metadata ObjectMeta
+  2 spec IngressSpec
+  3 status IngressStatus
+IngressSpec
+  1 defaultBackend IngressBackend
+  2 tls []IngressTLS
+  3 rules []IngressRule
+  4 ingressClassName string *
+IngressBackend
+  3 resource TypedLocalObjectReference
+  4 service IngressServiceBackend
+TypedLocalObjectReference
+  1 apiGroup string *
+  2 kind string
+  3 name string
+IngressServiceBackend
+  1 name string
+  2 port ServiceBackendPort
+ServiceBackendPort
+  1 name string
+  2 number int32
+IngressTLS
+  1 hosts []string
+  2 secretName string
+IngressRule
+  1 host string
+  2 - IngressRuleValue inline
+IngressRuleValue
+  1 http HTTPIngressRuleValue
+HTTPIngressRuleValue
+  1 paths []HTTPIngressPath
+HTTPIngressPath
+  1 path string
+  2 backend IngressBackend
+  3 pathType string *
+IngressStatus
+  1 loadBalancer IngressLoadBalancerStatus
+IngressLoadBalancerStatus
+  1 ingress []IngressLoadBalancerIngress
+IngressLoadBalancerIngress
+  1 ip string
+  2 hostname string
+  4 ports []IngressPortStatus
+IngressPortStatus
+  1 port int32 *
+  2 protocol string *
+  3 error string *
+
+# --- certificates.k8s.io/v1: `kubectl certificate approve|deny` (the whole object, to the approval
+# subresource). spec.extra (6, map of ExtraValue) is left out: the API server sets it from the requestor.
+CertificateSigningRequest
+  1 metadata ObjectMeta
+  2 spec CertificateSigningRequestSpec
+  3 status CertificateSigningRequestStatus
+CertificateSigningRequestSpec
+  1 request bytes
+  2 username string
+  3 uid string
+  4 groups []string
+  5 usages []string
+  7 signerName string
+  8 expirationSeconds int32 *
+CertificateSigningRequestStatus
+  1 conditions []CertificateSigningRequestCondition
+  2 certificate bytes
+CertificateSigningRequestCondition
+  1 type string
+  2 reason string
+  3 message string
+  4 lastUpdateTime Time
+  5 lastTransitionTime Time
+  6 status string
 """
 
 # The messages a request body may carry at its top level, by (apiVersion, kind) of its TypeMeta.
@@ -965,6 +1040,8 @@ KINDS: dict[tuple[str, str], str] = {
     ("authorization.k8s.io/v1", "LocalSubjectAccessReview"): "LocalSubjectAccessReview",
     ("authentication.k8s.io/v1", "TokenRequest"): "TokenRequest",
     ("authentication.k8s.io/v1", "SelfSubjectReview"): "SelfSubjectReview",
+    ("certificates.k8s.io/v1", "CertificateSigningRequest"): "CertificateSigningRequest",
+    ("networking.k8s.io/v1", "Ingress"): "Ingress",
     ("v1", "DeleteOptions"): "DeleteOptions",
     ("meta.k8s.io/v1", "DeleteOptions"): "DeleteOptions",
 }

@@ -9,13 +9,17 @@ from ..conversion import Conversions
 from .apiservices import APIServiceStrategy
 from .apps import ConfigMapStrategy, DeploymentsStrategy, ReplicaSetsStrategy
 from .batch import JobStrategy
+from .certificates import CertificateSigningRequestStrategy
 from .cluster import NamespaceStrategy, NodeStrategy
 from .crds import CustomResourceDefinitionStrategy
 from .cronjobs import CronJobStrategy
+from .csistoragecapacities import CSIStorageCapacityStrategy
 from .daemonsets import ControllerRevisionStrategy, DaemonSetStrategy
 from .events import DEFAULT_EVENT_TTL, EventStrategy, LeaseStrategy
 from .eventsv1 import EventsV1Strategy, served_version
+from .ingresses import IngressClassStrategy, IngressStrategy
 from .networking import EndpointSliceStrategy, EndpointsStrategy
+from .networkpolicies import NetworkPolicyStrategy
 from .pods import PodStrategy
 from .policy import PodDisruptionBudgetStrategy
 from .rbac import ClusterRoleBindingStrategy, ClusterRoleStrategy, RoleBindingStrategy, RoleStrategy
@@ -62,6 +66,11 @@ def default_strategies(*, service_cidr: str | None = None, event_ttl: int = DEFA
         kinds.CLUSTERROLES: ClusterRoleStrategy(kinds.CLUSTERROLES),
         kinds.ROLEBINDINGS: RoleBindingStrategy(kinds.ROLEBINDINGS),
         kinds.CLUSTERROLEBINDINGS: ClusterRoleBindingStrategy(kinds.CLUSTERROLEBINDINGS),
+        kinds.INGRESSES: IngressStrategy(kinds.INGRESSES),
+        kinds.INGRESSCLASSES: IngressClassStrategy(kinds.INGRESSCLASSES),
+        kinds.NETWORKPOLICIES: NetworkPolicyStrategy(kinds.NETWORKPOLICIES),
+        kinds.CERTIFICATESIGNINGREQUESTS: CertificateSigningRequestStrategy(kinds.CERTIFICATESIGNINGREQUESTS),
+        kinds.CSISTORAGECAPACITIES: CSIStorageCapacityStrategy(kinds.CSISTORAGECAPACITIES),
     }
 
 

@@ -41,6 +41,12 @@ from .batch import (
     SuccessPolicyRule,
     UncountedTerminatedPods,
 )
+from .certificates import (
+    CertificateSigningRequest,
+    CertificateSigningRequestCondition,
+    CertificateSigningRequestSpec,
+    CertificateSigningRequestStatus,
+)
 from .core import (
     Binding,
     ClientIPConfig,
@@ -96,7 +102,33 @@ from .meta import (
     TypedObject,
 )
 from .metrics import ContainerMetrics, NodeMetrics, PodMetrics
-from .networking import ServiceCIDR, ServiceCIDRSpec, ServiceCIDRStatus
+from .networking import (
+    HTTPIngressPath,
+    HTTPIngressRuleValue,
+    Ingress,
+    IngressBackend,
+    IngressClass,
+    IngressClassParametersReference,
+    IngressClassSpec,
+    IngressLoadBalancerIngress,
+    IngressLoadBalancerStatus,
+    IngressRule,
+    IngressServiceBackend,
+    IngressSpec,
+    IngressStatus,
+    IngressTLS,
+    IPBlock,
+    NetworkPolicy,
+    NetworkPolicyEgressRule,
+    NetworkPolicyIngressRule,
+    NetworkPolicyPeer,
+    NetworkPolicyPort,
+    NetworkPolicySpec,
+    ServiceBackendPort,
+    ServiceCIDR,
+    ServiceCIDRSpec,
+    ServiceCIDRStatus,
+)
 from .policy import Eviction, PodDisruptionBudget, PodDisruptionBudgetSpec, PodDisruptionBudgetStatus
 from .rbac import (
     AggregationRule,
@@ -108,6 +140,7 @@ from .rbac import (
     RoleRef,
     Subject,
 )
+from .storage import CSIStorageCapacity
 
 __all__ = [
     "APIService", "APIServiceSpec", "APIServiceStatus",
@@ -178,3 +211,36 @@ __all__ += [
     "Subject",
     "SubjectAccessReview",
 ]
+
+# networking.k8s.io/v1 Ingress, IngressClass, NetworkPolicy (models/networking.py).
+__all__ += [
+    "HTTPIngressPath",
+    "HTTPIngressRuleValue",
+    "IPBlock",
+    "Ingress",
+    "IngressBackend",
+    "IngressClass",
+    "IngressClassParametersReference",
+    "IngressClassSpec",
+    "IngressLoadBalancerIngress",
+    "IngressLoadBalancerStatus",
+    "IngressRule",
+    "IngressServiceBackend",
+    "IngressSpec",
+    "IngressStatus",
+    "IngressTLS",
+    "NetworkPolicy",
+    "NetworkPolicyEgressRule",
+    "NetworkPolicyIngressRule",
+    "NetworkPolicyPeer",
+    "NetworkPolicyPort",
+    "NetworkPolicySpec",
+    "ServiceBackendPort",
+]
+
+# certificates.k8s.io/v1 CertificateSigningRequest (models/certificates.py).
+__all__ += ["CertificateSigningRequest", "CertificateSigningRequestCondition", "CertificateSigningRequestSpec",
+            "CertificateSigningRequestStatus"]
+
+# storage.k8s.io/v1 CSIStorageCapacity (models/storage.py).
+__all__ += ["CSIStorageCapacity"]

@@ -38,6 +38,8 @@ _SPECIAL_ALIASES = {
     "ip_mode": "ipMode",
     "ip": "ip",
     "continue_": "continue",
+    "except_": "except",  # NetworkPolicy's ipBlock.except and ingress[].from: Python keywords
+    "from_": "from",
     "insecure_skip_tls_verify": "insecureSkipTLSVerify",
     "non_resource_urls": "nonResourceURLs",
 }
