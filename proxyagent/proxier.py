@@ -154,6 +154,10 @@ class Proxier:
         if self.initialized:
             self._initialized.set()
 
+    def on_service_cidrs_changed(self, cidrs: tuple[str, ...]) -> None:
+        """OnServiceCIDRsChanged: every ServiceCIDR's ranges. The iptables proxier has no use for them
+        (upstream's method is empty too); the nftables proxier overrides this."""
+
     def request_sync(self) -> None:
         """proxier.Sync(): queue a sync with the rate limiter."""
         self.metrics.last_queued_timestamp.set(time.time())
