@@ -518,7 +518,8 @@ def cmd_node(args: argparse.Namespace) -> int:
         agent = ProxyAgent(api, ProxyConfig(node_name=args.name, node_ips=(ip,), cluster_cidr=args.cluster_cidr),
                            applier, min_sync_period=args.min_sync_period, sync_period=args.sync_period,
                            delta_sync=args.delta_sync, state_file=Path(args.data_dir) / "nodes" / args.name / rules_file,
-                           proxy_mode=args.proxy_mode, nft=nft_applier(None, library=nftables) if args.iptables else None)
+                           proxy_mode=args.proxy_mode, nft=nft_applier(None, library=nftables) if args.iptables else None,
+                           health_checks=args.iptables)  # the health-check NodePorts, on this host's addresses
         async with asyncio.TaskGroup() as tg:
             tg.create_task(Kubelet(api, config, dataplane).run(), name="kubelet")
             tg.create_task(agent.run(), name="proxy")

@@ -583,7 +583,10 @@ async def _run_components(tg: asyncio.TaskGroup, options: UpOptions, api_socket:
                            proxy_mode=options.proxy_mode,
                            # In iptables mode too: it removes what nftables mode left (kube-proxy's platformCleanup).
                            nft=nft_applier(node.dataplane.node_netns, library=nftables) if lab is not None else None,
-                           informers=proxy_informers)
+                           informers=proxy_informers,
+                           # Health-check NodePorts where the node has a network (its namespace); render mode has none.
+                           health_checks=lab is not None,
+                           health_netns=node.dataplane.node_netns if lab is not None else None)
         return kubelet, agent
 
     # Every component has its own metrics registry, served on a loopback port of its own (picked by the

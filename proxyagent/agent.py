@@ -23,6 +23,7 @@ from kubelab.client.tracereport import TraceReporter
 from kubelab.models import EndpointSlice, Service, ServiceCIDR
 
 from .apply import Applier, ApplyError
+from .healthcheck import ServiceHealthServer, listen_addresses
 from .metrics import ProxyMetrics
 from .nftables.apply import NftApplierLike
 from .nftproxier import NftProxier
@@ -46,7 +47,8 @@ class ProxyAgent:
                  min_sync_period: float = 1.0, sync_period: float = 30.0, burst: int = BURST_SYNCS,
                  state_file: Path | None = None, metrics: ProxyMetrics | None = None,
                  delta_sync: bool = False, proxy_mode: str = "iptables", nft: NftApplierLike | None = None,
-                 informers: SharedProxyInformers | None = None) -> None:
+                 informers: SharedProxyInformers | None = None, health_checks: bool = False,
+                 health_netns: str | None = None) -> None:
         if proxy_mode not in PROXY_MODES:
             raise ValueError(f"unknown proxy mode {proxy_mode!r} (one of {', '.join(PROXY_MODES)})")
         self.api = api
@@ -61,6 +63,12 @@ class ProxyAgent:
             self.proxier = Proxier(config, applier, min_sync_period=min_sync_period, sync_period=sync_period,
                                    burst=burst, state_file=state_file, metrics=metrics, delta_sync=delta_sync)
         name = config.node_name or "proxy"
+        # kube-proxy's health-check NodePorts (healthcheck.py), opened in `health_netns` (the node's
+        # network namespace) on the addresses its --nodeport-addresses select, in either mode.
+        if health_checks:
+            addresses = self.proxier.nft_config if isinstance(self.proxier, NftProxier) else self.proxier.config
+            self.proxier.health = ServiceHealthServer(node_name=config.node_name, addresses=listen_addresses(addresses),
+                                                      netns=health_netns, healthy=self.proxier.is_healthy)
         # `informers`: shared with the process's other agents, which run them; this agent subscribes
         # while it runs. Otherwise its own, run by it.
         self._shared = informers
@@ -151,6 +159,8 @@ class ProxyAgent:
                 await self.slices.wait_synced()
                 self.proxier.on_slices_synced()
         finally:
+            if self.proxier.health is not None:
+                await self.proxier.health.close()
             if self._shared is not None:
                 self.services.remove_handler(self.proxier.on_service)
                 self.slices.remove_handler(self.proxier.on_slice)

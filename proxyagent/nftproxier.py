@@ -179,6 +179,7 @@ class NftProxier(Proxier):
         self.last_transaction = self.last_payload = transaction
         self.last_changes = frozenset() if full else changed
         self.syncs += 1
+        await self._sync_health_checks(ruleset.health_check_node_ports)
         self.synced.set()
         if self._stale:
             # Nothing else may come to delete them for an hour (the runner's max interval).
