@@ -223,7 +223,9 @@ def cluster_roles() -> list[dict[str, Any]]:
                                                rule("create", "authorization.k8s.io", "subjectaccessreviews")]),
         cluster_role("system:node-proxier", [rule(("list", "watch"), "", ("services", "endpoints")),
                                              rule(READ, "", "nodes"), *EVENTS,
-                                             rule(("list", "watch"), "discovery.k8s.io", "endpointslices")]),
+                                             rule(("list", "watch"), "discovery.k8s.io", "endpointslices"),
+                                             # kube-proxy's ServiceCIDR informer (MultiCIDRServiceAllocator, GA 1.33)
+                                             rule(("list", "watch"), "networking.k8s.io", "servicecidrs")]),
         cluster_role("system:node", [
             rule("create", "authentication.k8s.io", "tokenreviews"),
             rule("create", "authorization.k8s.io", ("subjectaccessreviews", "localsubjectaccessreviews")),

@@ -85,7 +85,10 @@ def build_node(kubelet_api: ApiClient, proxy_api: ApiClient, options: NodeOption
                        # In iptables mode too: it removes what nftables mode left (kube-proxy's platformCleanup).
                        nft=nft_applier(netns, library=options.proxy_mode == "nftables") if options.apply_rules
                        else None,
-                       informers=informers)
+                       informers=informers,
+                       # Health-check NodePorts where the node has a network (its namespace, or this host's);
+                       # a render-only node has none.
+                       health_checks=options.apply_rules, health_netns=netns)
     return kubelet, agent
 
 

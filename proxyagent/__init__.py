@@ -6,8 +6,9 @@ It owns turning Services and EndpointSlices into iptables rules: the pure render
 objects and what changed (`changes.py`), when to sync (`runner.py`, the BoundedFrequencyRunner) and
 how (`proxier.py`: full or partial, stale chains, failures, the iptables canary), applying a payload
 with one `iptables-restore` in a node's network namespace (`apply.py`), kube-proxy's metrics
-(`metrics.py`, served by `metricserver.py`), and the informers feeding it all (`agent.py`; shared by
-the agents of one process, `sharedinformers.py`). Pods,
+(`metrics.py`, served by `metricserver.py`), the health-check NodePorts of eTP=Local LoadBalancer
+Services (`healthcheck.py`), and the informers feeding it all (`agent.py`; shared by the agents of one
+process, `sharedinformers.py`; the ServiceCIDRs through `servicecidrs.py`). Pods,
 routes and namespaces are the kubelet stub's.
 """
 

@@ -1,8 +1,11 @@
-"""The proxy agent: informers on Services and EndpointSlices feeding a Proxier (kube-proxy's
-ServiceConfig / EndpointSliceConfig handlers, cmd/kube-proxy/app/server.go).
+"""The proxy agent: informers on Services, EndpointSlices and ServiceCIDRs feeding a Proxier
+(kube-proxy's ServiceConfig / EndpointSliceConfig / ServiceCIDRConfig handlers, cmd/kube-proxy/app/server.go).
 
 The informers list, then watch, and call the Proxier's handlers for every event; once both have
-listed, the Proxier syncs (fully) for the first time and from then on follows the changes. All
+listed, the Proxier syncs (fully) for the first time and from then on follows the changes. The
+ServiceCIDRs do not hold the first sync back (upstream's proxier waits for Services and EndpointSlices
+only): until they are listed the nftables proxier uses the default range, and a list that differs
+brings a full sync. All
 sync decisions live in `proxier.py`; this module only wires the API to them. The informers are the
 agent's own, or, for the agents of one process (`kubelab up`), shared by all of them
 (`sharedinformers.py`): one watch and one decode per event, each agent still its own handler.
@@ -17,14 +20,16 @@ from pathlib import Path
 from kubelab import kinds
 from kubelab.client import ApiClient, Informer
 from kubelab.client.tracereport import TraceReporter
-from kubelab.models import EndpointSlice, Service
+from kubelab.models import EndpointSlice, Service, ServiceCIDR
 
 from .apply import Applier, ApplyError
+from .healthcheck import ServiceHealthServer, listen_addresses
 from .metrics import ProxyMetrics
 from .nftables.apply import NftApplierLike
 from .nftproxier import NftProxier
 from .proxier import BURST_SYNCS, Proxier
 from .render import ProxyConfig, Ruleset
+from .servicecidrs import ServiceCIDRTracker
 from .sharedinformers import SharedProxyInformers
 
 log = logging.getLogger(__name__)
@@ -42,7 +47,8 @@ class ProxyAgent:
                  min_sync_period: float = 1.0, sync_period: float = 30.0, burst: int = BURST_SYNCS,
                  state_file: Path | None = None, metrics: ProxyMetrics | None = None,
                  delta_sync: bool = False, proxy_mode: str = "iptables", nft: NftApplierLike | None = None,
-                 informers: SharedProxyInformers | None = None) -> None:
+                 informers: SharedProxyInformers | None = None, health_checks: bool = False,
+                 health_netns: str | None = None) -> None:
         if proxy_mode not in PROXY_MODES:
             raise ValueError(f"unknown proxy mode {proxy_mode!r} (one of {', '.join(PROXY_MODES)})")
         self.api = api
@@ -57,17 +63,29 @@ class ProxyAgent:
             self.proxier = Proxier(config, applier, min_sync_period=min_sync_period, sync_period=sync_period,
                                    burst=burst, state_file=state_file, metrics=metrics, delta_sync=delta_sync)
         name = config.node_name or "proxy"
+        # kube-proxy's health-check NodePorts (healthcheck.py), opened in `health_netns` (the node's
+        # network namespace) on the addresses its --nodeport-addresses select, in either mode.
+        if health_checks:
+            addresses = self.proxier.nft_config if isinstance(self.proxier, NftProxier) else self.proxier.config
+            self.proxier.health = ServiceHealthServer(node_name=config.node_name, addresses=listen_addresses(addresses),
+                                                      netns=health_netns, healthy=self.proxier.is_healthy)
         # `informers`: shared with the process's other agents, which run them; this agent subscribes
         # while it runs. Otherwise its own, run by it.
         self._shared = informers
         if informers is not None:
             self.services: Informer[Service] = informers.services
             self.slices: Informer[EndpointSlice] = informers.slices
+            self.service_cidrs: Informer[ServiceCIDR] = informers.service_cidrs
         else:
             self.services = Informer(api, kinds.SERVICES, name=f"proxy-{name}-services")
             self.slices = Informer(api, kinds.ENDPOINTSLICES, name=f"proxy-{name}-slices")
+            self.service_cidrs = Informer(api, kinds.SERVICECIDRS, name=f"proxy-{name}-servicecidrs")
+        # Every agent tracks the ranges for its own proxier (ServiceCIDRConfig), shared informer or not.
+        self.cidr_tracker = ServiceCIDRTracker(self.proxier.on_service_cidrs_changed)
+        if informers is None:
             self.services.add_handler(self.proxier.on_service)
             self.slices.add_handler(self.proxier.on_slice)
+            self.service_cidrs.add_handler(self.cidr_tracker.on_event)
         # Each applied sync is reported to the API server's trace ring (kubelab trace).
         self.traces = TraceReporter(api)
         self.proxier.revisions = self._revisions
@@ -126,11 +144,14 @@ class ProxyAgent:
             # Told what the shared caches already hold, then every change, until this agent stops.
             self.services.add_handler(self.proxier.on_service, replay=True)
             self.slices.add_handler(self.proxier.on_slice, replay=True)
+            self.service_cidrs.add_handler(self.cidr_tracker.on_event, replay=True)
         try:
             async with asyncio.TaskGroup() as tg:
                 if self._shared is None:
                     tg.create_task(self.services.run(), name=f"{self.services.name}-informer")
                     tg.create_task(self.slices.run(), name=f"{self.slices.name}-informer")
+                    tg.create_task(self.service_cidrs.run(), name=f"{self.service_cidrs.name}-informer")
+                tg.create_task(self._cidrs_listed(), name=f"proxy-{self.config.node_name or 'node'}-cidrs-synced")
                 tg.create_task(self.proxier.run(), name=f"proxy-{self.config.node_name or 'node'}")
                 tg.create_task(self.traces.run(), name=f"proxy-{self.config.node_name or 'node'}-traces")
                 await self.services.wait_synced()
@@ -138,7 +159,14 @@ class ProxyAgent:
                 await self.slices.wait_synced()
                 self.proxier.on_slices_synced()
         finally:
+            if self.proxier.health is not None:
+                await self.proxier.health.close()
             if self._shared is not None:
                 self.services.remove_handler(self.proxier.on_service)
                 self.slices.remove_handler(self.proxier.on_slice)
+                self.service_cidrs.remove_handler(self.cidr_tracker.on_event)
+
+    async def _cidrs_listed(self) -> None:
+        await self.service_cidrs.wait_synced()
+        self.cidr_tracker.mark_synced()
 

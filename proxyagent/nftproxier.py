@@ -25,6 +25,7 @@ deletes and chain flushes name missing objects), and the retry is a full sync.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import time
 from collections.abc import Callable
@@ -36,11 +37,18 @@ from .nftables.apply import NftApplierLike, RecordingNftApplier
 from .nftables.render import TABLE, NftConfig, NftRuleset, render_nft_ports
 from .proxier import BURST_SYNCS, FULL_SYNC_PERIOD, MAX_APPLIED_REPORTED, Proxier
 from .render import ProxyConfig, Ruleset
+from .serviceports import family_of, parse_cidr_sloppy
 
 log = logging.getLogger(__name__)
 
 STALE_CHAIN_DELAY = 1.0  # kube-proxy deletes a flushed chain once it has been stale for a second
 DEFAULT_SERVICE_CIDRS = ("10.96.0.0/12",)  # the default `kubernetes` ServiceCIDR's
+
+
+def _family_of_cidr(text: str) -> str | None:
+    """netutils.IsIPv4CIDRString, as OnServiceCIDRsChanged splits the ranges between the proxiers."""
+    net = parse_cidr_sloppy(text.strip())
+    return family_of(net) if net is not None else None
 
 
 def nft_config_of(config: ProxyConfig, *, service_cidrs: tuple[str, ...] = DEFAULT_SERVICE_CIDRS) -> NftConfig:
@@ -73,6 +81,21 @@ class NftProxier(Proxier):
         self._stale: dict[str, float] = {}  # stale chain -> when it was first flushed (clock)
         self.last_nft: NftRuleset | None = None
         self.last_transaction = ""
+
+    def on_service_cidrs_changed(self, cidrs: tuple[str, ...]) -> None:
+        """OnServiceCIDRsChanged: the ranges of this proxier's family go into the drop rule for
+        unallocated ClusterIPs, which only a full sync rewrites (setupNFTables). Upstream records them
+        and requests nothing, so they reach the rule at its next full sync (hourly, or after a
+        failure); here a change asks for a full sync at once, so that a new ServiceCIDR is honoured
+        in seconds. Ranges of the other family, or the same ones again, change nothing."""
+        mine = tuple(c for c in cidrs if _family_of_cidr(c) == self.nft_config.ip_family)
+        if mine == self.nft_config.service_cidrs:
+            return
+        log.info("%s: Service CIDRs now %s", self.config.node_name, ", ".join(mine) or "none")
+        self.nft_config = dataclasses.replace(self.nft_config, service_cidrs=mine)
+        self.need_full_sync = True
+        if self.initialized:
+            self.request_sync()
 
     async def _sync_locked(self) -> Ruleset | None:
         # The iptables Ruleset return value has no nftables counterpart: see last_nft.
@@ -156,6 +179,7 @@ class NftProxier(Proxier):
         self.last_transaction = self.last_payload = transaction
         self.last_changes = frozenset() if full else changed
         self.syncs += 1
+        await self._sync_health_checks(ruleset.health_check_node_ports)
         self.synced.set()
         if self._stale:
             # Nothing else may come to delete them for an hour (the runner's max interval).

@@ -27,7 +27,7 @@ import asyncio
 import dataclasses
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 
 from kubelab.models import EndpointSlice, Service
@@ -35,6 +35,7 @@ from kubelab.models import EndpointSlice, Service
 from .apply import CANARY_TABLES, Applier, ApplyError, RecordingApplier
 from .changes import Changes, ProxyState
 from .delta import ChainRules, minimize
+from .healthcheck import ServiceHealthServer, health_check_ports, local_ready_endpoints
 from .metrics import ProxyMetrics
 from .render import LARGE_CLUSTER_ENDPOINTS_THRESHOLD, ProxyConfig, Ruleset, render_ports
 from .runner import BoundedFrequencyRunner
@@ -93,6 +94,8 @@ class Proxier:
         # informers had reached when a sync took its changes; on_synced(record) hears of each applied sync.
         self.revisions: Callable[[], tuple[int, int]] | None = None
         self.on_synced: Callable[[dict[str, object]], None] | None = None
+        # The health-check NodePorts of eTP=Local LoadBalancer Services (healthcheck.py); None: not served.
+        self.health: ServiceHealthServer | None = None
         # The events whose change is pending, by Service: (storage key, resourceVersion). A sync
         # reports the ones it applied; an event undone before a sync (changed back) applied nothing.
         self._causes: dict[str, dict[str, int]] = {}
@@ -153,6 +156,10 @@ class Proxier:
         self._slices_synced = True
         if self.initialized:
             self._initialized.set()
+
+    def on_service_cidrs_changed(self, cidrs: tuple[str, ...]) -> None:
+        """OnServiceCIDRsChanged: every ServiceCIDR's ranges. The iptables proxier has no use for them
+        (upstream's method is empty too); the nftables proxier overrides this."""
 
     def request_sync(self) -> None:
         """proxier.Sync(): queue a sync with the rate limiter."""
@@ -258,6 +265,7 @@ class Proxier:
         self.last_ruleset = ruleset
         self.last_changes = frozenset() if full else changes.all
         self.syncs += 1
+        await self._sync_health_checks(ruleset.health_check_node_ports)
         self.synced.set()
         if self.on_synced is not None:
             self.on_synced({"type": "proxy-sync", "node": self.config.node_name, "servicesRevision": covered[0],
@@ -272,6 +280,18 @@ class Proxier:
         if self.state_file is not None:
             await self._write_state()
         return ruleset
+
+    async def _sync_health_checks(self, ports: Iterable[tuple[str, int]]) -> None:
+        """After a successful sync, as kube-proxy's syncProxyRules ends: the health-check NodePorts
+        of the Services (SyncServices) and their local ready endpoints (SyncEndpoints)."""
+        if self.health is None:
+            return
+        wanted = health_check_ports(ports)
+        try:
+            await self.health.sync_services(wanted)
+        except Exception:  # a health check must never fail the sync that was applied
+            log.exception("%s: could not sync the health-check NodePorts", self.config.node_name)
+        self.health.sync_endpoints(local_ready_endpoints(wanted, self.state.ports_of, self.state.endpoints_map()))
 
     def _failed(self, exc: BaseException, *, full: bool) -> None:
         # The changes may have been checked out already: only a full sync can recover the lost state.

@@ -112,3 +112,67 @@ def test_seed_service_through_nftables(cluster: Cluster) -> None:
         assert "numgen random mod 2 vmap" in table
     answers = _curls(cluster, "api-1", url)
     assert set(answers) == {"api-1", "api-3"}, answers
+
+
+SERVICE_CIDR_YAML = """apiVersion: networking.k8s.io/v1
+kind: ServiceCIDR
+metadata:
+  name: m-cidr-second
+spec:
+  cidrs: [10.250.0.0/16]
+"""
+
+
+def test_service_cidr_objects_reach_every_node(cluster: Cluster) -> None:
+    """`kubectl apply` a second ServiceCIDR: every node's drop rule for unallocated ClusterIPs holds
+    its range too (the agents' shared ServiceCIDR informer); deleted, it leaves every node again."""
+    both, default = "ip daddr { 10.96.0.0/12, 10.250.0.0/16 } drop", "ip daddr 10.96.0.0/12 drop"
+    for node in NODES:
+        wait_for(f"the default range in {node}'s drop rule", lambda node=node: default in _nft(cluster, node))
+    cluster.kubectl("apply", "-f", "-", input=SERVICE_CIDR_YAML)
+    try:
+        for node in NODES:
+            wait_for(f"the second range in {node}'s drop rule", lambda node=node: both in _nft(cluster, node))
+    finally:
+        cluster.kubectl("delete", "servicecidr", "m-cidr-second", "--wait=false")
+    for node in NODES:
+        wait_for(f"the second range to leave {node}", lambda node=node: default in _nft(cluster, node))
+
+
+def test_health_check_node_port_answers_per_node(cluster: Cluster) -> None:
+    """A LoadBalancer Service with externalTrafficPolicy Local over the seed's pods: asked from the lab
+    client, each node's healthCheckNodePort answers 200 with its local endpoint count where a pod of
+    the Service runs, 503 where none does (kube-proxy's ServiceHealthServer, in nftables mode)."""
+    cluster.kubectl("apply", "-f", "-", input="""apiVersion: v1
+kind: Service
+metadata:
+  name: hc-local
+spec:
+  type: LoadBalancer
+  externalTrafficPolicy: Local
+  selector: {app: api-container}
+  ports: [{port: 80, targetPort: 5000}]
+""")
+    try:
+        hc = int(cluster.kubectl("get", "svc", "hc-local", "-o", "jsonpath={.spec.healthCheckNodePort}").stdout)
+        cluster.kubectl("apply", "-f", str(MANIFEST))  # the seed's pods (again, if a test above deleted one)
+
+        def settled() -> list[Any] | None:
+            pods = [p for p in cluster.kubectl_json("get", "pods", "-l", "app=api-container")["items"]
+                    if p["metadata"].get("deletionTimestamp") is None]
+            return pods if pods and all(p["status"].get("phase") == "Running" for p in pods) else None
+
+        per_node: dict[str, int] = {}
+        for p in wait_for("the seed's pods Running", settled, timeout=90):
+            per_node[p["spec"]["nodeName"]] = per_node.get(p["spec"]["nodeName"], 0) + 1
+        for index, node in enumerate(NODES, start=1):
+            url = f"http://10.240.0.{10 + index}:{hc}/"
+            want = "200" if per_node.get(node) else "503"
+            script = f"curl -s -o /dev/null -w '%{{http_code}}' --max-time 3 {url}"
+            wait_for(f"{url} ({node}) to answer {want}",
+                     lambda script=script, want=want: cluster.exec("client", "sh", "-c", script,
+                                                                   check=False).stdout.strip() == want)
+            body = cluster.exec("client", "curl", "-s", "--max-time", "3", url, check=False).stdout
+            assert f'"localEndpoints": {per_node.get(node, 0)}' in body, body
+    finally:
+        cluster.kubectl("delete", "svc", "hc-local")

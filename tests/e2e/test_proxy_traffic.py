@@ -21,6 +21,7 @@ import subprocess
 import sys
 from collections import Counter
 from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -100,12 +101,15 @@ def curl(netns: str, url: str, *, max_time: float = 5) -> Reply:
                  done.stderr.strip())
 
 
-@pytest.fixture(scope="module", params=["iptables-nft", "iptables-legacy"])
-def lab(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Lab]:
+@contextmanager
+def lab_network(tmp_path_factory: pytest.TempPathFactory, *tools: str,
+                client_routes: dict[str, str] | None = None) -> Iterator[tuple[LabNetwork, str]]:
+    """The lab above with no proxy rules yet: (the network, the client's namespace). Root and `tools`
+    are required; every namespace is gone afterwards, whatever happened. Shared with the nftables
+    mode's traffic tests (test_nft_traffic.py)."""
     if os.geteuid() != 0:
         pytest.skip("needs root: creates network namespaces (CI runs as root)")
-    backend: str = request.param
-    for tool in ("ip", "curl", backend, f"{backend}-restore"):
+    for tool in ("ip", "curl", *tools):
         if shutil.which(tool) is None:
             pytest.fail(f"{tool} is not on PATH")
     prefix = f"klx-{secrets.token_hex(3)}"
@@ -121,7 +125,7 @@ def lab(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
             net.add_pod(node, f"default/{name}", ip, ports=[5000])
         # An outside client that sends service traffic to node-1, as a static route to the service
         # CIDR (what kube-proxy's off-cluster masquerade rule is for) would.
-        client = net.add_client("client", CLIENT, routes={"10.96.0.0/12": NODE_1})
+        client = net.add_client("client", CLIENT, routes={"10.96.0.0/12": NODE_1, **(client_routes or {})})
         # The client's service traffic enters node-1 by eth0 and, unanswered, leaves by eth0 again:
         # Linux then sends the client an ICMP redirect, and that redirect spends the per-host ICMP
         # rate-limit tokens, so the port-unreachable of a REJECT would be suppressed (a kernel
@@ -129,6 +133,22 @@ def lab(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
         subprocess.run(exec_argv(net.node_netns("node-1"), [
             "sysctl", "-q", "-w", "net.ipv4.conf.all.send_redirects=0", "net.ipv4.conf.eth0.send_redirects=0"]),
             check=True)
+        yield net, client
+    finally:
+        try:
+            net.destroy()
+            cleanup(state_dir, prefix=prefix, force=True)
+        finally:
+            leftovers = [n for n in pyroute2_netns.listnetns() if n.startswith(f"{prefix}-")]
+            for name in leftovers:
+                pyroute2_netns.remove(name)
+            assert not leftovers, f"network namespaces left behind: {leftovers}"
+
+
+@pytest.fixture(scope="module", params=["iptables-nft", "iptables-legacy"])
+def lab(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Lab]:
+    backend: str = request.param
+    with lab_network(tmp_path_factory, backend, f"{backend}-restore") as (net, client):
         payload = render(SERVICES, SLICES, CONFIG).text
         assert check_consistency(payload) == []
         applier = IptablesApplier(net.node_netns("node-1"), backend=backend)
@@ -140,15 +160,6 @@ def lab(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
 
         asyncio.run(program())
         yield Lab(net, backend, client)
-    finally:
-        try:
-            net.destroy()
-            cleanup(state_dir, prefix=prefix, force=True)
-        finally:
-            leftovers = [n for n in pyroute2_netns.listnetns() if n.startswith(f"{prefix}-")]
-            for name in leftovers:
-                pyroute2_netns.remove(name)
-            assert not leftovers, f"network namespaces left behind: {leftovers}"
 
 
 def test_rules_were_loaded_by_the_backend_under_test(lab: Lab) -> None:
