@@ -80,7 +80,7 @@ class Syncs:
         _, seen = self.causes[0].causes(SERVICE, selected, current=lambda k: None)
         for have, (want, wires) in zip(stored, planned_slices(SERVICE, entries), strict=False):
             _ = self.contents.get(have.metadata.name, have.metadata.resource_version,
-                                  lambda have=have: _content(have)) == planned_content(want, wires)
+                                  partial(_content, have)) == planned_content(want, wires)
         self.causes[0].commit("default/density", seen)
 
     def endpoints_(self, pods: list[Pod], stored: Any) -> None:
