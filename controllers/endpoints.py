@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 import math
 from collections.abc import Iterable
+from dataclasses import dataclass
 
 from kubelab import kinds, wellknown
 from kubelab.client import ApiClient, NotFound, WorkQueue
@@ -22,7 +23,15 @@ from kubelab.models import (
 from kubelab.selectors import selector_from_map
 
 from .informers import SharedInformers, enqueue_services
-from .podutil import endpoint_hostname, endpoint_node_name, find_port, is_headless, should_include
+from .podmemo import PodMemo, VersionedWire
+from .podutil import (
+    endpoint_hostname,
+    endpoint_node_name,
+    find_port,
+    is_headless,
+    selects_pods,
+    should_include,
+)
 from .queuecontroller import QueueController
 from .triggertime import (
     CauseTracker,
@@ -58,31 +67,50 @@ def _ip_key(address: EndpointAddress) -> tuple[bytes, str]:
     return (address.ip or "").encode(), (address.target_ref.uid if address.target_ref else "") or ""
 
 
-def desired_subsets(service: Service, pods: list[Pod]) -> list[EndpointSubset]:
-    """RepackSubsets: collect, per port, the addresses offering it; ports offered by exactly the same
-    addresses share one subset. An address both ready and not ready counts as not ready. Pure."""
+@dataclass(frozen=True)
+class PodAddress:
+    """What one pod adds to its Service's Endpoints: its address, whether it is ready, and the
+    EndpointPorts it offers (the single pseudo-port None for a portless headless Service)."""
+
+    ident: str
+    address: EndpointAddress
+    ready: bool
+    ports: tuple[PortKey | None, ...]
+
+
+def pod_address(pod: Pod, service: Service) -> PodAddress | None:
+    """The pod's address in `service`'s Endpoints, or None when it has none. Pure."""
+    if not should_include(pod, service, include_terminating=False):
+        return None
     publish = bool(service.spec and service.spec.publish_not_ready_addresses)
     service_ports = (service.spec.ports if service.spec else None) or []
+    address = _address(pod, service)
+    ports: list[PortKey | None] = []
+    for sp in service_ports:
+        number = find_port(pod, sp)
+        if number is not None:
+            ports.append((sp.name or "", number, sp.protocol or "TCP", sp.app_protocol or ""))
+    if not service_ports and is_headless(service):
+        ports = [None]
+    return PodAddress(f"{address.ip}/{address.target_ref.uid if address.target_ref else ''}", address,
+                      publish or pod.is_ready(), tuple(ports))
+
+
+def desired_subsets(service: Service, pods: list[Pod], *,
+                    entries: Iterable[PodAddress | None] | None = None) -> list[EndpointSubset]:
+    """RepackSubsets: collect, per port, the addresses offering it; ports offered by exactly the same
+    addresses share one subset. An address both ready and not ready counts as not ready. `entries`:
+    each pod's pod_address, when the caller has them already. Pure."""
     # EndpointPort (name, number, protocol, appProtocol) -> address ident -> (address, ready); a portless
     # headless Service uses the single pseudo-port None.
     offered: dict[PortKey | None, dict[str, tuple[EndpointAddress, bool]]] = {}
-    for pod in pods:
-        if not should_include(pod, service, include_terminating=False):
+    for item in entries if entries is not None else (pod_address(pod, service) for pod in pods):
+        if item is None:
             continue
-        ready = publish or pod.is_ready()
-        address = _address(pod, service)
-        ident = f"{address.ip}/{address.target_ref.uid if address.target_ref else ''}"
-        ports: list[PortKey | None] = []
-        for sp in service_ports:
-            number = find_port(pod, sp)
-            if number is not None:
-                ports.append((sp.name or "", number, sp.protocol or "TCP", sp.app_protocol or ""))
-        if not service_ports and is_headless(service):
-            ports = [None]
-        for port in ports:
+        for port in item.ports:
             group = offered.setdefault(port, {})
-            previous = group.get(ident)
-            group[ident] = (address, ready and (previous[1] if previous else True))
+            previous = group.get(item.ident)
+            group[item.ident] = (item.address, item.ready and (previous[1] if previous else True))
     shared: dict[tuple[tuple[str, bool], ...], tuple[list[tuple[EndpointAddress, bool]], list[PortKey]]] = {}
     for port, group in offered.items():
         signature = tuple(sorted((ident, ready) for ident, (_, ready) in group.items()))
@@ -128,7 +156,8 @@ def truncate(subsets: list[EndpointSubset]) -> bool:
     return True
 
 
-def desired_endpoints(service: Service, pods: list[Pod]) -> Endpoints:
+def desired_endpoints(service: Service, pods: list[Pod], *,
+                      entries: Iterable[PodAddress | None] | None = None) -> Endpoints:
     """The Endpoints object: exactly the Service's labels, with the headless label set for a headless
     Service and removed otherwise (even if the Service itself carries it); the over-capacity annotation
     when more than 1000 addresses had to be cut. Pure."""
@@ -137,7 +166,7 @@ def desired_endpoints(service: Service, pods: list[Pod]) -> Endpoints:
         labels[HEADLESS_LABEL] = ""
     else:
         labels.pop(HEADLESS_LABEL, None)
-    subsets = desired_subsets(service, pods)
+    subsets = desired_subsets(service, pods, entries=entries)
     annotations = {OVER_CAPACITY: "truncated"} if truncate(subsets) else None
     return Endpoints(api_version="v1", kind="Endpoints",
                      metadata=ObjectMeta(name=service.metadata.name, namespace=service.metadata.namespace,
@@ -161,6 +190,10 @@ class EndpointsController(QueueController):
         self.traces = traces  # where each write's trace report goes (`kubelab trace`)
         self.causes = CauseTracker()  # which pod and Service changes each write reflects (kubelab trace)
         self.queue = WorkQueue(self.name)
+        # Each pod's address by Service, kept for the pod's version, and each Endpoints' comparable form
+        # as read back, kept for its resourceVersion: a sync's work per pod is a lookup unless it changed.
+        self._addresses: PodMemo[PodAddress | None] = PodMemo()
+        self._read_back = VersionedWire()
         informers.pods.add_handler(self._on_pod)  # before the queue's: a sync sees the deletion's cause
         informers.endpoints.add_handler(enqueue_services(informers, self.queue))
 
@@ -180,18 +213,22 @@ class EndpointsController(QueueController):
         if service is None:
             self.triggers.forget(key)
             self.causes.forget(key)
+            self._addresses.forget(key)
+            self._read_back.forget(key)
             if current is not None:
                 try:
                     await self.api.delete(kinds.ENDPOINTS, name, namespace)
                 except NotFound:
                     pass
             return
-        from .podutil import selects_pods
         if not selects_pods(service):
             return
         selector = selector_from_map(service.spec.selector if service.spec else None)
         pods = [p for p in self.informers.pods_in(namespace) if selector.matches(p.metadata.labels)]
-        desired = desired_endpoints(service, pods)
+        context = (service.metadata.uid, service.metadata.resource_version) if service.metadata.resource_version \
+            else None
+        entries = self._addresses.derive(key, context, pods, lambda pod: pod_address(pod, service))
+        desired = desired_endpoints(service, pods, entries=entries)
         trigger = self.triggers.compute(service, pods)
         trigger_text = format_time(trigger) if trigger is not None else None
         causes, seen = self.causes.causes(service, pods, current=lambda k: self.informers.pods.get(
@@ -203,15 +240,18 @@ class EndpointsController(QueueController):
             report(self.traces, self.name, key, "endpoints", written, trigger_revision(service, pods), causes=causes)
             self.causes.commit(key, seen)
             return
-        if _comparable(current) == _comparable(desired):
+        if self._read_back.get(key, current.metadata.resource_version, lambda: _comparable(current)) \
+                == _comparable(desired):
             self.causes.commit(key, seen)
             return
-        current.subsets = desired.subsets
-        current.metadata.labels = desired.metadata.labels
+        # A copy: the informer's object stays as the API server sent it (a write that fails must leave
+        # the next sync comparing with what is stored, not with what it tried to write).
         annotations = {k: v for k, v in (current.metadata.annotations or {}).items() if k != OVER_CAPACITY}
-        current.metadata.annotations = with_trigger_time({**annotations, **(desired.metadata.annotations or {})},
-                                                         trigger_text)
+        meta = current.metadata.model_copy(update={
+            "labels": desired.metadata.labels,
+            "annotations": with_trigger_time({**annotations, **(desired.metadata.annotations or {})}, trigger_text)})
         log.info("endpoints: updating %s", key)
-        written = await self.api.update(kinds.ENDPOINTS, current)
+        written = await self.api.update(kinds.ENDPOINTS, current.model_copy(update={"subsets": desired.subsets,
+                                                                                     "metadata": meta}))
         report(self.traces, self.name, key, "endpoints", written, trigger_revision(service, pods), causes=causes)
         self.causes.commit(key, seen)

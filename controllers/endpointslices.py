@@ -9,6 +9,7 @@ from __future__ import annotations
 import ipaddress
 import logging
 from collections.abc import Iterable
+from dataclasses import dataclass
 from typing import Any
 
 from kubelab import kinds, wellknown
@@ -29,6 +30,7 @@ from kubelab.models import (
 from kubelab.selectors import selector_from_map
 
 from .informers import SharedInformers, enqueue_services
+from .podmemo import PodMemo, VersionedWire
 from .podutil import (
     endpoint_hostname,
     endpoint_node_name,
@@ -70,6 +72,10 @@ def slice_labels(service: Service) -> dict[str, str]:
     return labels
 
 
+def _zone(node: Node | None) -> str | None:
+    return (node.metadata.labels or {}).get(ZONE_LABEL) if node else None
+
+
 def _endpoint(pod: Pod, service: Service, nodes: dict[str, Node]) -> Endpoint:
     publish = bool(service.spec and service.spec.publish_not_ready_addresses)
     serving = pod.is_ready()
@@ -80,8 +86,7 @@ def _endpoint(pod: Pod, service: Service, nodes: dict[str, Node]) -> Endpoint:
                         target_ref=ObjectReference(kind="Pod", namespace=pod.metadata.namespace,
                                                    name=pod.metadata.name, uid=pod.metadata.uid),
                         node_name=endpoint_node_name(pod))
-    node = nodes.get(pod.node_name)
-    zone = (node.metadata.labels or {}).get(ZONE_LABEL) if node else None
+    zone = _zone(nodes.get(pod.node_name))
     if zone:
         endpoint.zone = zone
     hostname = endpoint_hostname(pod, service)
@@ -90,27 +95,49 @@ def _endpoint(pod: Pod, service: Service, nodes: dict[str, Node]) -> Endpoint:
     return endpoint
 
 
+@dataclass(frozen=True)
+class PodEndpoint:
+    """What one pod adds to its Service's slices: the ports it resolves, its endpoint and the endpoint's
+    wire form (kept with it, so a sync compares slices without serialising every endpoint again)."""
+
+    name: str
+    ports: PortKey
+    endpoint: Endpoint
+    wire: dict[str, Any]
+
+
+def pod_endpoint(pod: Pod, service: Service, nodes: dict[str, Node]) -> PodEndpoint | None:
+    """The pod's endpoint in `service`'s slices, or None when it has none. Pure."""
+    if not should_include(pod, service, include_terminating=True):
+        return None
+    if ipaddress.ip_address(pod.pod_ip).version != 4:
+        return None
+    resolved = []
+    for sp in (service.spec.ports if service.spec else None) or []:
+        number = find_port(pod, sp)
+        if number is not None:
+            resolved.append((sp.name or "", number, sp.protocol or "TCP", sp.app_protocol or ""))
+    endpoint = _endpoint(pod, service, nodes)
+    return PodEndpoint(pod.metadata.name or "", tuple(resolved), endpoint, endpoint.to_dict())
+
+
+def _groups(entries: Iterable[PodEndpoint | None]) -> dict[PortKey, list[PodEndpoint]]:
+    groups: dict[PortKey, list[PodEndpoint]] = {}
+    for entry in entries:
+        if entry is not None:
+            groups.setdefault(entry.ports, []).append(entry)
+    return {key: sorted(members, key=lambda m: m.name) for key, members in groups.items()}
+
+
 def desired_groups(service: Service, pods: list[Pod], nodes: dict[str, Node]) -> dict[PortKey, list[Endpoint]]:
     """Endpoints grouped by the port list they resolve to, each group sorted by pod name. Pure."""
-    groups: dict[PortKey, list[tuple[str, Endpoint]]] = {}
-    ports = (service.spec.ports if service.spec else None) or []
-    for pod in pods:
-        if not should_include(pod, service, include_terminating=True):
-            continue
-        if ipaddress.ip_address(pod.pod_ip).version != 4:
-            continue
-        resolved = []
-        for sp in ports:
-            number = find_port(pod, sp)
-            if number is not None:
-                resolved.append((sp.name or "", number, sp.protocol or "TCP", sp.app_protocol or ""))
-        groups.setdefault(tuple(resolved), []).append((pod.metadata.name or "", _endpoint(pod, service, nodes)))
-    return {key: [e for _, e in sorted(members, key=lambda m: m[0])] for key, members in groups.items()}
+    groups = _groups(pod_endpoint(pod, service, nodes) for pod in pods)
+    return {key: [m.endpoint for m in members] for key, members in groups.items()}
 
 
-def desired_slices(service: Service, pods: list[Pod], nodes: dict[str, Node]) -> list[EndpointSlice]:
-    """The slices a Service should have: each port group cut into slices of at most 100 endpoints, or one
-    empty placeholder slice when nothing backs the Service. Names are left to generateName. Pure."""
+def planned_slices(service: Service, entries: Iterable[PodEndpoint | None]) -> list[tuple[EndpointSlice,
+                                                                                         list[dict[str, Any]]]]:
+    """desired_slices from each pod's PodEndpoint, each slice with its endpoints' wire forms. Pure."""
     labels = slice_labels(service)
     owner = OwnerReference(api_version="v1", kind="Service", name=service.metadata.name, uid=service.metadata.uid,
                            controller=True, block_owner_deletion=True)
@@ -127,12 +154,19 @@ def desired_slices(service: Service, pods: list[Pod], nodes: dict[str, Node]) ->
                    for name, port, proto, app in ports] or None)
 
     slices = []
-    for ports, endpoints in sorted(desired_groups(service, pods, nodes).items()):
-        for start in range(0, len(endpoints), MAX_ENDPOINTS_PER_SLICE):
-            slices.append(make(ports, endpoints[start:start + MAX_ENDPOINTS_PER_SLICE]))
+    for ports, members in sorted(_groups(entries).items()):
+        for start in range(0, len(members), MAX_ENDPOINTS_PER_SLICE):
+            chunk = members[start:start + MAX_ENDPOINTS_PER_SLICE]
+            slices.append((make(ports, [m.endpoint for m in chunk]), [m.wire for m in chunk]))
     if not slices:
-        slices.append(make((), []))
+        slices.append((make((), []), []))
     return slices
+
+
+def desired_slices(service: Service, pods: list[Pod], nodes: dict[str, Node]) -> list[EndpointSlice]:
+    """The slices a Service should have: each port group cut into slices of at most 100 endpoints, or one
+    empty placeholder slice when nothing backs the Service. Names are left to generateName. Pure."""
+    return [s for s, _ in planned_slices(service, (pod_endpoint(pod, service, nodes) for pod in pods))]
 
 
 def _port_key(slice_: EndpointSlice) -> PortKey:
@@ -144,6 +178,13 @@ def _content(slice_: EndpointSlice) -> dict[str, Any]:
     meta = data.get("metadata") or {}
     return {"endpoints": data.get("endpoints"), "ports": data.get("ports"), "labels": meta.get("labels"),
             "ownerReferences": meta.get("ownerReferences"), "addressType": data.get("addressType")}
+
+
+def planned_content(slice_: EndpointSlice, wires: list[dict[str, Any]]) -> dict[str, Any]:
+    """_content of a planned slice, its endpoints taken from their wire forms (equal to _content(slice_))."""
+    content = _content(slice_.model_copy(update={"endpoints": None}))
+    content["endpoints"] = wires or None
+    return content
 
 
 class EndpointSliceController(QueueController):
@@ -161,6 +202,10 @@ class EndpointSliceController(QueueController):
         # so a sync never acts on an informer cache that has not seen those writes yet (it would create a
         # second slice for the same endpoints). The slice's own event enqueues the service again.
         self._written: dict[str, dict[str, int]] = {}
+        # Each pod's endpoint by Service, kept for the pod's version, and each slice's content as read
+        # back, kept for its resourceVersion: a sync's work per pod is a lookup unless the pod changed.
+        self._endpoints: PodMemo[PodEndpoint | None] = PodMemo()
+        self._contents = VersionedWire()
         informers.slices.add_handler(self._on_slice)
         informers.slices.add_handler(enqueue_services(informers, self.queue))
 
@@ -177,6 +222,7 @@ class EndpointSliceController(QueueController):
         if new is None and old is not None:
             service = (old.metadata.labels or {}).get(SERVICE_NAME_LABEL)
             self._written.get(f"{old.metadata.namespace}/{service}", {}).pop(old.metadata.name or "", None)
+            self._contents.forget(f"{old.metadata.namespace}/{old.metadata.name}")
 
     def _track(self, key: str, written: EndpointSlice) -> None:
         self._written.setdefault(key, {})[written.metadata.name or ""] = int(written.metadata.resource_version or 0)
@@ -202,6 +248,7 @@ class EndpointSliceController(QueueController):
             self.triggers.forget(key)
             self.causes.forget(key)
             self._written.pop(key, None)
+            self._endpoints.forget(key)
             # The slices' ownerReference (controller, blockOwnerDeletion) hands them to the garbage
             # collector, as in kube: it deletes them once the Service's UID is gone, and holds a
             # Service deleted in the foreground until they are.
@@ -218,7 +265,13 @@ class EndpointSliceController(QueueController):
             return
         selector = selector_from_map(service.spec.selector if service.spec else None)
         pods = [p for p in self.informers.pods_in(namespace) if selector.matches(p.metadata.labels)]
-        desired = desired_slices(service, pods, self.informers.nodes_by_name())
+        nodes = self.informers.nodes.cache
+        context = (service.metadata.uid, service.metadata.resource_version) if service.metadata.resource_version \
+            else None
+        entries = self._endpoints.derive(
+            key, context, pods, lambda pod: pod_endpoint(pod, service, nodes),
+            extra=lambda pod: _zone(nodes.get(pod.node_name)))
+        desired = planned_slices(service, entries)
         trigger = self.triggers.compute(service, pods)
         trigger_text = format_time(trigger) if trigger is not None else None
         inputs = trigger_revision(service, pods)
@@ -228,20 +281,20 @@ class EndpointSliceController(QueueController):
         pool: dict[PortKey, list[EndpointSlice]] = {}
         for s in sorted(existing, key=lambda s: s.metadata.name or ""):
             pool.setdefault(_port_key(s), []).append(s)
-        to_create: list[EndpointSlice] = []
-        for want in desired:
+        to_create: list[tuple[EndpointSlice, list[dict[str, Any]]]] = []
+        for want, wires in desired:
             candidates = pool.get(_port_key(want)) or []
             if candidates:
-                await self._refresh(key, candidates.pop(0), want, trigger_text, inputs, causes)
+                await self._refresh(key, candidates.pop(0), want, wires, trigger_text, inputs, causes)
             else:
-                to_create.append(want)
+                to_create.append((want, wires))
         leftovers = [old for olds in pool.values() for old in olds]
-        for want in to_create:
+        for want, wires in to_create:
             if leftovers:
                 # kube's reconciler turns a create paired with a delete into an update of the slice that
                 # would go: the placeholder written before any pod was ready becomes the real slice, and
                 # its name stays (no second slice, no churn in every node's rules).
-                await self._refresh(key, leftovers.pop(0), want, trigger_text, inputs, causes)
+                await self._refresh(key, leftovers.pop(0), want, wires, trigger_text, inputs, causes)
                 continue
             want.metadata.annotations = with_trigger_time(want.metadata.annotations, trigger_text)
             created = await self.api.create(kinds.ENDPOINTSLICES, want, namespace)
@@ -252,17 +305,21 @@ class EndpointSliceController(QueueController):
             await self._delete(old)
         self.causes.commit(key, seen)
 
-    async def _refresh(self, key: str, have: EndpointSlice, want: EndpointSlice, trigger_text: str | None,
-                       inputs: int, causes: list[Cause]) -> None:
+    async def _refresh(self, key: str, have: EndpointSlice, want: EndpointSlice, wires: list[dict[str, Any]],
+                       trigger_text: str | None, inputs: int, causes: list[Cause]) -> None:
         """Write `want`'s content into the existing slice `have`, if it differs."""
-        if _content(have) == _content(want):
+        current = self._contents.get(f"{have.metadata.namespace}/{have.metadata.name}",
+                                     have.metadata.resource_version, lambda: _content(have))
+        if current == planned_content(want, wires):
             return
-        have.endpoints, have.ports = want.endpoints, want.ports
-        have.metadata.labels = want.metadata.labels
-        have.metadata.owner_references = want.metadata.owner_references
-        have.metadata.annotations = with_trigger_time(have.metadata.annotations, trigger_text)
+        # A copy: the informer's object stays as the API server sent it (a write that fails must leave
+        # the next sync comparing with what is stored, not with what it tried to write).
+        meta = have.metadata.model_copy(update={
+            "labels": want.metadata.labels, "owner_references": want.metadata.owner_references,
+            "annotations": with_trigger_time(have.metadata.annotations, trigger_text)})
+        update = have.model_copy(update={"endpoints": want.endpoints, "ports": want.ports, "metadata": meta})
         log.info("endpointslices: updating %s/%s", have.metadata.namespace, have.metadata.name)
-        written = await self.api.update(kinds.ENDPOINTSLICES, have)
+        written = await self.api.update(kinds.ENDPOINTSLICES, update)
         self._track(key, written)
         report(self.traces, self.name, key, "endpointslices", written, inputs, causes=causes)
 

@@ -35,21 +35,33 @@ def _ready_state(pod: Pod) -> tuple[str | None, datetime | None]:
 
 class TriggerTimeTracker:
     def __init__(self) -> None:
-        # service key -> pod key -> (Ready status, its lastTransitionTime). Upstream compares the time
-        # alone; lastTransitionTime has whole seconds, and kubelab's kubelet stub turns a pod Ready within
-        # the second it reported it not ready, so a change of the status counts too.
-        self._services: dict[str, dict[str, tuple[str | None, datetime | None]]] = {}
+        # service key -> pod key -> (the pod read, Ready status, its lastTransitionTime). Upstream
+        # compares the time alone; lastTransitionTime has whole seconds, and kubelab's kubelet stub turns a
+        # pod Ready within the second it reported it not ready, so a change of the status counts too. The
+        # pod object lets a sync skip reading (and parsing the time of) a pod the informer did not replace.
+        self._services: dict[str, dict[str, tuple[Pod, str | None, datetime | None]]] = {}
 
     def compute(self, service: Service, pods: list[Pod]) -> datetime | None:
         """The trigger time of this sync of `service`, remembering the pods' times for the next."""
         key = f"{service.metadata.namespace}/{service.metadata.name}"
         known = self._services.get(key)
-        current = {f"{p.metadata.namespace}/{p.metadata.name}": _ready_state(p) for p in pods}
+        before = known or {}
+        current: dict[str, tuple[Pod, str | None, datetime | None]] = {}
+        changed = []
+        for pod in pods:
+            pod_key = f"{pod.metadata.namespace}/{pod.metadata.name}"
+            hit = before.get(pod_key)
+            if hit is not None and hit[0] is pod:
+                current[pod_key] = hit
+                continue
+            status, when = _ready_state(pod)
+            current[pod_key] = (pod, status, when)
+            if when is not None and (hit is None or hit[1:] != (status, when)):
+                changed.append(when)
         self._services[key] = current
         if known is None:
             return timeutil.parse(service.metadata.creation_timestamp) if service.metadata.creation_timestamp \
                 else None
-        changed = [state[1] for k, state in current.items() if state[1] is not None and known.get(k) != state]
         return min(changed) if changed else None
 
     def forget(self, key: str) -> None:
@@ -103,6 +115,9 @@ class CauseTracker:
 
     def __init__(self) -> None:
         self._seen: dict[str, Inputs] = {}
+        # Per Service: pod storage key -> (the pod object last read, its endpoint_fingerprint), so a sync
+        # fingerprints only the pods the informer replaced since.
+        self._fingerprints: dict[str, dict[str, tuple[Pod, tuple[object, ...]]]] = {}
         # pod storage key -> the revision of its deletion (the DELETED watch event's resourceVersion)
         self._deleted: OrderedDict[str, int] = OrderedDict()
 
@@ -120,8 +135,15 @@ class CauseTracker:
         key = f"{service.metadata.namespace}/{service.metadata.name}"
         service_key = f"/registry/services/{key}"
         inputs: Inputs = {service_key: (int(service.metadata.resource_version or 0), service_fingerprint(service))}
+        known = self._fingerprints.get(key, {})
+        fingerprints: dict[str, tuple[Pod, tuple[object, ...]]] = {}
         for pod in pods:
-            inputs[pod_storage_key(pod)] = (int(pod.metadata.resource_version or 0), endpoint_fingerprint(pod))
+            storage_key = pod_storage_key(pod)
+            hit = known.get(storage_key)
+            shown = hit[1] if hit is not None and hit[0] is pod else endpoint_fingerprint(pod)
+            fingerprints[storage_key] = (pod, shown)
+            inputs[storage_key] = (int(pod.metadata.resource_version or 0), shown)
+        self._fingerprints[key] = fingerprints
         before = self._seen.get(key)
         if before is None:
             found = [(k, rv) for k, (rv, _) in inputs.items()]
@@ -139,6 +161,7 @@ class CauseTracker:
 
     def forget(self, service_key: str) -> None:
         self._seen.pop(service_key, None)
+        self._fingerprints.pop(service_key, None)
 
 
 def trigger_revision(service: Service, pods: list[Pod]) -> int:
