@@ -32,7 +32,8 @@ def main() -> int:
             ("netprog", ["netprog.py", *quick]),
             ("proxy_sync", ["proxy_sync.py", *(["--sizes", "1000", "--repeat", "2"] if args.quick else [])]),
             ("scheduler", ["scheduler.py", *(["--nodes", "500", "--pods", "1000"] if args.quick else [])]),
-            ("scheduler_breakdown", ["scheduler.py", "--apiserver-breakdown", "500" if args.quick else "2000"])]
+            ("scheduler_breakdown", ["scheduler.py", "--apiserver-breakdown", "500" if args.quick else "2000"]),
+            ("endpoints_sync", ["endpoints_sync.py", *(["--pods", "200", "--rounds", "5"] if args.quick else [])])]
     failed = []
     for name, argv in runs:
         print(f"== {name}: {' '.join(argv)}", flush=True)
