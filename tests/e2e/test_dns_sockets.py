@@ -10,13 +10,12 @@ four. Every one of 20 starts must still succeed, on the one port free for both.
 
 from __future__ import annotations
 
-import os
-import secrets
 import socket
 import subprocess
 from collections.abc import Iterator
 
 import pytest
+from scratchns import scratch_netns
 
 from clusterdns.server import open_sockets
 from kubelab.netnsthread import run_in_netns
@@ -28,17 +27,11 @@ FIRST = 40000
 
 @pytest.fixture
 def narrow_netns() -> Iterator[str]:
-    if os.geteuid() != 0:
-        pytest.skip("needs root: creates a network namespace (CI runs as root)")
-    name = f"kldns-{secrets.token_hex(4)}"
-    subprocess.run(["ip", "netns", "add", name], check=True)
-    try:
+    with scratch_netns("kldns") as name:
         subprocess.run(["ip", "netns", "exec", name, "ip", "link", "set", "lo", "up"], check=True)
         subprocess.run(["ip", "netns", "exec", name, "sysctl", "-q", "-w",
                         f"net.ipv4.ip_local_port_range={FIRST} {FIRST + 3}"], check=True)
         yield name
-    finally:
-        subprocess.run(["ip", "netns", "del", name], check=False)
 
 
 def tcp_listeners(netns: str, ports: list[int]) -> list[socket.socket]:

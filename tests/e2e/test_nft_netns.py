@@ -9,9 +9,6 @@ Every namespace and process is created here and removed in a finally, whatever h
 from __future__ import annotations
 
 import json
-import os
-import secrets
-import shutil
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -19,6 +16,7 @@ from typing import Any
 
 import pytest
 from proxyobjects import endpoint_slice, ep, port, service
+from scratchns import scratch_netns
 
 from kubelab.models import EndpointSlice, Service
 from proxyagent.nftables import NftConfig, NftTable, apply_transaction, render_nft
@@ -31,18 +29,8 @@ CONFIG = NftConfig(node_name="node-1", node_ips=("10.240.0.11",), cluster_cidr="
 
 @pytest.fixture
 def netns() -> Iterator[str]:
-    if os.geteuid() != 0:
-        pytest.skip("needs root: creates network namespaces (CI runs as root)")
-    for tool in ("ip", "nft"):
-        if shutil.which(tool) is None:
-            pytest.fail(f"{tool} is not on PATH (make system-deps installs Debian's nftables)")
-    name = f"klnft-{secrets.token_hex(4)}"
-    subprocess.run(["ip", "netns", "add", name], check=True)
-    try:
+    with scratch_netns("klnft", tools=("ip", "nft")) as name:
         yield name
-    finally:
-        subprocess.run(["ip", "netns", "del", name], check=False)
-        assert name not in subprocess.run(["ip", "netns", "list"], capture_output=True, text=True, check=True).stdout
 
 
 def nft(ns: str, *args: str, stdin: str | None = None) -> subprocess.CompletedProcess[str]:

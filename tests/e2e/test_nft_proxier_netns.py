@@ -10,14 +10,12 @@ Every namespace is created here with a unique name and deleted in a finally, wha
 from __future__ import annotations
 
 import json
-import os
-import secrets
-import shutil
 import subprocess
 from collections.abc import Iterator
 
 import pytest
 from proxyobjects import endpoint_slice, ep, listed, port, service
+from scratchns import scratch_netns
 
 from kubelab.models import EndpointSlice, Service
 from proxyagent import Proxier, ProxyAgent, ProxyConfig
@@ -35,18 +33,8 @@ HTTP, TARGET = [port("http", 80)], [port("http", 8080)]
 
 @pytest.fixture
 def netns() -> Iterator[str]:
-    if os.geteuid() != 0:
-        pytest.skip("needs root: creates network namespaces (CI runs as root)")
-    for tool in ("ip", "nft"):
-        if shutil.which(tool) is None:
-            pytest.fail(f"{tool} is not on PATH (make system-deps installs Debian's nftables)")
-    name = f"klnftp-{secrets.token_hex(4)}"
-    subprocess.run(["ip", "netns", "add", name], check=True)
-    try:
+    with scratch_netns("klnftp", tools=("ip", "nft")) as name:
         yield name
-    finally:
-        subprocess.run(["ip", "netns", "del", name], check=False)
-        assert name not in subprocess.run(["ip", "netns", "list"], capture_output=True, text=True, check=True).stdout
 
 
 def nft(ns: str, *args: str) -> subprocess.CompletedProcess[str]:

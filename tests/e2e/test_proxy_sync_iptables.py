@@ -7,15 +7,13 @@ Every namespace is created here with a unique name and deleted in a finally, wha
 from __future__ import annotations
 
 import asyncio
-import os
 import re
-import secrets
-import shutil
 import subprocess
 from collections.abc import Callable, Iterator
 
 import pytest
 from proxyobjects import endpoint_slice, ep, listed, port, service
+from scratchns import scratch_netns
 
 from kubelab.models import EndpointSlice, Service
 from proxyagent import Proxier, ProxyConfig
@@ -40,18 +38,8 @@ def other_netns() -> Iterator[str]:
 
 
 def _netns() -> Iterator[str]:
-    if os.geteuid() != 0:
-        pytest.skip("needs root: creates network namespaces (CI runs as root)")
-    for tool in ("ip", *BACKENDS):
-        if shutil.which(tool) is None:
-            pytest.fail(f"{tool} is not on PATH")
-    name = f"klp-{secrets.token_hex(4)}"
-    subprocess.run(["ip", "netns", "add", name], check=True)
-    try:
+    with scratch_netns("klp", tools=("ip", *BACKENDS)) as name:
         yield name
-    finally:
-        subprocess.run(["ip", "netns", "del", name], check=False)
-        assert name not in subprocess.run(["ip", "netns", "list"], capture_output=True, text=True, check=True).stdout
 
 
 def iptables(ns: str, backend: str, *args: str, check: bool = True) -> str:
