@@ -6,11 +6,12 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator
 from typing import Any
 
 import httpx
 from apitools import unique_name
+from polling import wait_for_async as wait_for
 from test_custom_resources import CRDS, definition, widget
 
 import controllers
@@ -28,17 +29,6 @@ async def controller_manager(url: str) -> AsyncIterator[httpx.AsyncClient]:
         task.cancel()
         await asyncio.gather(task, return_exceptions=True)
         await api.close()
-
-
-async def wait_for(what: str, check: Callable[[], Any], timeout: float = 60.0) -> Any:
-    deadline = asyncio.get_running_loop().time() + timeout
-    value = None
-    while asyncio.get_running_loop().time() < deadline:
-        value = await check()
-        if value:
-            return value
-        await asyncio.sleep(0.1)
-    raise AssertionError(f"timed out waiting for {what} (last: {value!r})")
 
 
 async def _established(http: httpx.AsyncClient, name: str) -> None:

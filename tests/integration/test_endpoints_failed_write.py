@@ -13,6 +13,7 @@ from typing import Any
 
 import httpx
 import pytest
+from polling import wait_for_async as until
 
 from controllers.endpoints import EndpointsController
 from controllers.endpointslices import EndpointSliceController
@@ -34,15 +35,6 @@ def make_ready_pod(api: httpx.Client, name: str, app: str, ip: str) -> None:
                                      "lastTransitionTime": "2024-05-01T10:00:05Z"}]}
     updated = api.put(f"/api/v1/namespaces/{NS}/pods/{name}/status", json=pod)
     assert updated.status_code == 200, updated.text
-
-
-async def until(what: str, check: Any) -> None:
-    """Poll a condition on this event loop (the informers run on it) until it holds."""
-    for _ in range(600):
-        if check():
-            return
-        await asyncio.sleep(0.05)
-    raise AssertionError(f"timed out waiting for {what}")
 
 
 def addresses(obj: Any, kind: str) -> list[str]:

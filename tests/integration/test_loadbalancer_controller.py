@@ -8,11 +8,12 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator
 from typing import Any
 
 import httpx
 from apitools import CORE, ns_path, unique_name
+from polling import wait_for_async as wait_for
 
 import controllers
 from kubelab.client import ApiClient
@@ -51,17 +52,6 @@ async def get(http: httpx.AsyncClient, name: str) -> dict[str, Any]:
 
 def ingress(svc: dict[str, Any]) -> list[dict[str, Any]]:
     return ((svc.get("status") or {}).get("loadBalancer") or {}).get("ingress") or []
-
-
-async def wait_for(what: str, check: Callable[[], Any], timeout: float = 15.0) -> Any:
-    deadline = asyncio.get_running_loop().time() + timeout
-    while True:
-        value = await check()
-        if value:
-            return value
-        if asyncio.get_running_loop().time() > deadline:
-            raise AssertionError(f"timed out waiting for {what} (last: {value!r})")
-        await asyncio.sleep(0.05)
 
 
 async def ingress_of(http: httpx.AsyncClient, name: str, expected: list[dict[str, Any]]) -> dict[str, Any]:

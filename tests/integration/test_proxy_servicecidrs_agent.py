@@ -10,9 +10,10 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import re
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable
 
 import httpx
+from polling import wait_for_async as until
 
 from kubelab import kinds
 from kubelab.client import ApiClient, ApiError
@@ -41,15 +42,6 @@ async def drop_ranges(a: ProxyAgent) -> list[str] | None:
     found = DROP.findall(await nft(a).listed())
     assert len(found) <= 1, found
     return found[0].split(",") if found else None
-
-
-async def until(what: str, check: Callable[[], Awaitable[bool]], timeout: float = 60.0) -> None:
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + timeout
-    while not await check():
-        if loop.time() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        await asyncio.sleep(0.05)
 
 
 def service_cidr(name: str, *cidrs: str) -> dict[str, object]:

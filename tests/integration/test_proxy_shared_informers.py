@@ -8,10 +8,10 @@ from __future__ import annotations
 
 import asyncio
 import re
-from collections.abc import Callable
 from typing import Any
 
 import httpx
+from polling import wait_for_async
 
 from kubelab import kinds
 from kubelab.client import ApiClient
@@ -68,8 +68,8 @@ def test_agents_share_one_watch_and_keep_their_own_changes(apiserver: str) -> No
             try:
                 for a in agents[:3]:
                     await asyncio.wait_for(a.synced.wait(), 90)
-                await until_async("three agents to write the Service's endpoint",
-                                  lambda: all_have("10.244.1.5", [0, 1, 2]))
+                await wait_for_async("three agents to write the Service's endpoint",
+                                     lambda: all_have("10.244.1.5", [0, 1, 2]), timeout=90)
                 # One watch per kind for the three agents.
                 assert (watchers(apiserver, "Service") - before[0],
                         watchers(apiserver, "EndpointSlice") - before[1]) == (1, 1)
@@ -78,8 +78,8 @@ def test_agents_share_one_watch_and_keep_their_own_changes(apiserver: str) -> No
                 # A fourth, started once the informers have synced, is told what they hold.
                 tasks.append(asyncio.create_task(agents[3].run()))
                 await asyncio.wait_for(agents[3].synced.wait(), 90)
-                await until_async("the late agent to write the Service's endpoint",
-                                  lambda: all_have("10.244.1.5", [3]))
+                await wait_for_async("the late agent to write the Service's endpoint",
+                                     lambda: all_have("10.244.1.5", [3]), timeout=90)
 
                 # The first stops: unsubscribed; the rest follow a change; the stopped one writes nothing.
                 tasks[1].cancel()
@@ -89,8 +89,8 @@ def test_agents_share_one_watch_and_keep_their_own_changes(apiserver: str) -> No
                 changed = endpoint_slice(["10.244.1.5", "10.244.2.7"])
                 changed["metadata"]["resourceVersion"] = slice_now.metadata.resource_version
                 await api.request("PUT", kinds.ENDPOINTSLICES.path(NS, f"{SERVICE}-abc"), body=changed)
-                await until_async("the running agents to write the new endpoint",
-                                  lambda: all_have("10.244.2.7", [1, 2, 3]))
+                await wait_for_async("the running agents to write the new endpoint",
+                                     lambda: all_have("10.244.2.7", [1, 2, 3]), timeout=90)
                 assert agents[0].applier.restores == restores
                 assert "10.244.2.7" not in await saved(agents[0])
                 assert len(informers.services._handlers) == len(informers.slices._handlers) == 3
@@ -104,11 +104,3 @@ def test_agents_share_one_watch_and_keep_their_own_changes(apiserver: str) -> No
 
     asyncio.run(main())
 
-
-async def until_async(what: str, check: Callable[[], Any], timeout: float = 90.0) -> None:
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + timeout
-    while not await check():
-        if loop.time() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        await asyncio.sleep(0.05)

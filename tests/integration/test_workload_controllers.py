@@ -10,11 +10,12 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator
 from typing import Any
 
 import httpx
 from apitools import CORE, ns_path, unique_name
+from polling import wait_for_async as wait_for
 
 import controllers
 import scheduler
@@ -43,17 +44,6 @@ async def control_plane(url: str) -> AsyncIterator[httpx.AsyncClient]:
         await asyncio.gather(*tasks, return_exceptions=True)
         for api in clients:
             await api.close()
-
-
-async def wait_for(what: str, check: Callable[[], Any], timeout: float = 30.0) -> Any:
-    deadline = asyncio.get_running_loop().time() + timeout
-    value = None
-    while asyncio.get_running_loop().time() < deadline:
-        value = await check()
-        if value:
-            return value
-        await asyncio.sleep(0.1)
-    raise AssertionError(f"timed out waiting for {what} (last: {value!r})")
 
 
 def deployment(name: str, *, replicas: int = 3, image: str = "nginx:1.25", **spec: Any) -> dict[str, Any]:
