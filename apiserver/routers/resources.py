@@ -15,14 +15,12 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from typing import Any
 
-import pydantic
 from fastapi import Request
 from starlette.responses import Response, StreamingResponse
 from starlette.routing import Route
 
-from kubelab import kinds, timeutil, validation
+from kubelab import kinds, validation
 from kubelab.kinds import ResourceType
-from kubelab.models import Binding, Pod
 from kubelab.selectors import SelectorError, parse_field_selector, parse_label_selector
 
 from .. import (
@@ -31,7 +29,6 @@ from .. import (
     errors,
     gojson,
     listoptions,
-    managedfields,
     offload,
     requestctx,
     requestinfo,
@@ -39,12 +36,9 @@ from .. import (
     tables,
     traces,
 )
-from ..managedfields.fieldpath import path_string
-from ..patch import PATCH_TYPES, apply_patch, strategic_merge_patch
-from ..registry import Registry, decoding
-from ..registry.apps import scale_of
-from ..registry.customresources import custom_scale, is_custom, with_replicas
-from ..registry.pods import bind
+from ..patch import PATCH_TYPES, apply_patch
+from ..registry import Registry, apply, binding, scale
+from ..registry.customresources import is_custom
 from ..registry.store import parse_resource_version
 from ..requestinfo import RequestInfo
 from . import discovery, eviction, metrics_api, proxy, reviews, tokenrequest
@@ -359,19 +353,12 @@ async def get_object(request: Request, target: Target) -> Response:
     _check_subresource(target)
     obj = await _registry(request).get(target.rt, target.namespace, target.name or "")
     if target.subresource == "scale":
-        return codecs.respond(request, _scale_of(target, obj))
+        return codecs.respond(request, scale.scale_of(target.rt, obj))
     if _table_requested(request):
         rv = (obj.get("metadata") or {}).get("resourceVersion", "")
         return codecs.respond(request, tables.table(target.rt, [obj], rv,
                                                     include_object=listoptions.include_object(request.query_params)))
     return codecs.respond(request, obj)
-
-
-def _scale_of(target: Target, obj: dict[str, Any]) -> dict[str, Any]:
-    """The autoscaling/v1 Scale of an object: the kind's replicas fields, or a custom kind's scale paths."""
-    if is_custom(target.rt):
-        return custom_scale(obj, target.rt)
-    return scale_of(obj, (target.rt.api_version, target.rt.kind))
 
 
 def _list_options(request: Request, *, watch: bool) -> tuple[listoptions.ListOptions, Any, Any]:
@@ -495,26 +482,9 @@ async def create(request: Request, target: Target) -> Response:
 
 async def _rescale(request: Request, target: Target, replicas_of: Any, precondition: str | None = None
                    ) -> Response:
-    """PUT or PATCH of the scale subresource: the new Scale's spec.replicas becomes the parent's. A Scale's
-    resourceVersion is its parent's, so a stale one gets the parent's 409."""
-
-    def mutate(current: dict[str, Any]) -> dict[str, Any]:
-        replicas = replicas_of(_scale_of(target, current))
-        if not isinstance(replicas, int) or isinstance(replicas, bool):
-            raise errors.bad_request(f'Scale in version "v1" cannot be handled as a Scale: json: cannot unmarshal '
-                                     f'{gojson.type_name(replicas)} into Go struct field ScaleSpec.spec.replicas '
-                                     f'of type int32')
-        if replicas < 0:
-            raise errors.invalid(target.rt, target.name or "", [validation.invalid(
-                "spec.replicas", replicas, "must be greater than or equal to 0")])
-        if is_custom(target.rt):
-            return with_replicas(current, target.rt, replicas)
-        return {**current, "spec": {**(current.get("spec") or {}), "replicas": replicas}}
-
-    obj = await _registry(request).guaranteed_update(target.rt, target.namespace, target.name or "", mutate,
-                                                     dry_run=_dry_run(request), precondition=precondition,
-                                                     manager=field_manager(request), field_subresource="scale")
-    return codecs.respond(request, _scale_of(target, obj))
+    return codecs.respond(request, await scale.rescale(
+        _registry(request), target.rt, target.namespace, target.name or "", replicas_of, precondition=precondition,
+        dry_run=_dry_run(request), manager=field_manager(request)))
 
 
 async def replace(request: Request, target: Target) -> Response:
@@ -544,8 +514,8 @@ async def patch(request: Request, target: Target) -> Response:
     dry_run = _dry_run(request)
     rt = target.rt
     if target.subresource == "scale":
-        def replicas_of(scale: dict[str, Any]) -> Any:
-            patched = apply_patch(content_type, scale, patch_body, "Scale")
+        def replicas_of(current_scale: dict[str, Any]) -> Any:
+            patched = apply_patch(content_type, current_scale, patch_body, "Scale")
             return (patched.get("spec") or {}).get("replicas", 0)
         return await _rescale(request, target, replicas_of)
     if content_type == APPLY_PATCH:
@@ -576,61 +546,14 @@ STRATEGIC_MERGE_PATCH = "application/strategic-merge-patch+json"
 CUSTOM_PATCH_TYPES = tuple(t for t in PATCH_TYPES if t != STRATEGIC_MERGE_PATCH)
 
 
-def _apply_merge(rt: ResourceType) -> Any:
-    """How apply merges a configuration into the live object: by the kind's patch strategies for built-in
-    kinds; for custom objects by the version's structural schema (x-kubernetes-list-type, -list-map-keys,
-    -map-type), as structured-merge-diff merges them."""
-    if is_custom(rt):
-        type_name = managedfields.type_name(rt)
-        return lambda live, cfg: managedfields.merge(live, cfg, type_name)
-    return lambda live, cfg: strategic_merge_patch(live, cfg, rt.kind)
-
-
 async def server_side_apply(request: Request, target: Target, config: Any, dry_run: bool) -> Response:
-    """PATCH with application/apply-patch+yaml: create or merge through the field manager, which
-    records `fieldManager`'s fields and refuses (409, FieldManagerConflict causes) to change fields
-    another manager owns unless `force=true`."""
+    """PATCH with application/apply-patch+yaml, its options read from the query (registry/apply.py)."""
     q = request.query_params
-    manager = q.get("fieldManager") or ""
-    if not manager:
-        raise errors.invalid_options("PatchOptions", [validation.required(
-            "fieldManager", "is required for apply patch")])
-    if not isinstance(config, dict):
-        raise errors.bad_request("apply patches must be objects")
-    rt, registry = target.rt, _registry(request)
-    name = target.name or ""
-    meta = config.get("metadata") if isinstance(config.get("metadata"), dict) else None
-    if meta and meta.get("name") and meta["name"] != name:
-        # checkName: otherwise an apply to a missing object would create one of another name (and a node
-        # allowed to write only its own Node could create any).
-        raise errors.bad_request(f"the name of the object ({meta['name']}) does not match the name on the URL "
-                                 f"({name})")
-    config = {**config, "metadata": {**(meta or {}), "name": (meta or {}).get("name") or name}}
-    precondition = (meta or {}).get("resourceVersion")
-    subresource = target.subresource or ""
-
-    def applied(current: dict[str, Any] | None) -> dict[str, Any]:
-        entries = managedfields.decode_entries(((current or {}).get("metadata") or {}).get("managedFields"))
-        try:
-            return managedfields.apply(managedfields.type_name(rt), current, config, entries, manager=manager, api_version=rt.api_version,
-                                       force=q.get("force") == "true", now=timeutil.rfc3339(),
-                                       merge=_apply_merge(rt),
-                                       subresource=subresource)
-        except managedfields.ApplyConflict as exc:
-            raise errors.apply_conflict(str(exc), [(f"conflict with {c.entry.describe()}", path_string(c.path))
-                                                   for c in exc.conflicts]) from None
-
-    try:
-        return codecs.respond(request, await registry.guaranteed_update(
-            rt, target.namespace, name, applied, subresource=target.subresource, dry_run=dry_run,
-            precondition=precondition))
-    except errors.StatusError as exc:
-        if exc.code != 404 or target.subresource or exc.details is None or exc.details.get("name") != name:
-            raise
-    # Apply to an object that does not exist creates it, owned by the applier.
-    obj = await registry.create(rt, target.namespace, await offload.run(offload.body_bytes(), applied, None),
-                                dry_run=dry_run)
-    return codecs.respond(request, obj, 201)
+    obj, code = await apply.server_side_apply(_registry(request), target.rt, target.namespace, target.name or "",
+                                              config, manager=q.get("fieldManager") or "",
+                                              force=q.get("force") == "true", subresource=target.subresource,
+                                              dry_run=dry_run)
+    return codecs.respond(request, obj, code)
 
 
 def field_manager(request: Request) -> str:
@@ -725,47 +648,9 @@ async def delete_collection(request: Request, target: Target) -> Response:
                                     "metadata": {"resourceVersion": str(revision)}, "items": deleted})
 
 
-# Bindings are only ever POSTed to pods/NAME/binding; this describes them for the decoder's messages.
-_BINDINGS = ResourceType("", "v1", "bindings", "Binding", True, Binding)
-
-
 async def bind_pod(request: Request, target: Target) -> Response:
-    """POST pods/NAME/binding: what the scheduler calls to place a pod on a node."""
-    body = await _body(request)
-    if not isinstance(body, dict):
-        raise decoding.not_an_object(_BINDINGS, body)
-    try:
-        binding = Binding.model_validate(body)
-    except pydantic.ValidationError as exc:
-        raise decoding.type_error(_BINDINGS, exc) from exc
-    name = target.name or ""
-    if binding.metadata.name and binding.metadata.name != name:
-        raise errors.bad_request("name in URL does not match name in Binding object")
-    node = binding.target.name if binding.target else None
-    if not node:
-        raise errors.invalid(kinds.PODS, name, [validation.required("target.name")])
-    if binding.target and binding.target.kind not in (None, "", "Node"):
-        raise errors.invalid(kinds.PODS, name, [validation.not_supported("target.kind", binding.target.kind, ["Node"])])
-    uid = binding.metadata.uid
-
-    def mutate(current: dict[str, Any]) -> Any:
-        pod = Pod.model_validate(current)
-        if uid and pod.metadata.uid != uid:
-            raise errors.conflict(kinds.PODS, name, f"Precondition failed: UID in precondition: {uid}, UID in "
-                                                    f"object meta: {pod.metadata.uid}")
-        # BindingREST.assignPod turns these plain errors into NewConflict(Resource("pods/binding"), ...).
-        if pod.metadata.deletion_timestamp:
-            raise errors.conflict(kinds.PODS, name, f"pod {name} is being deleted, cannot be assigned to a host",
-                                  subresource="binding")
-        if pod.spec and pod.spec.node_name:
-            raise errors.conflict(kinds.PODS, name, f'pod {name} is already assigned to node "{pod.spec.node_name}"',
-                                  subresource="binding")
-        bind(pod, node)
-        if binding.metadata.annotations:
-            pod.metadata.annotations = {**(pod.metadata.annotations or {}), **binding.metadata.annotations}
-        return pod
-
-    await _registry(request).guaranteed_update(kinds.PODS, target.namespace, name, mutate, subresource="binding",
-                                               dry_run=_dry_run(request))
+    """POST pods/NAME/binding: what the scheduler calls to place a pod on a node (registry/binding.py)."""
+    await binding.bind_pod(_registry(request), target.namespace, target.name or "", await _body(request),
+                           dry_run=_dry_run(request))
     return codecs.respond(request, {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success",
                                     "code": 201}, 201)
