@@ -465,9 +465,11 @@ def _merge_items(live: list[Any], config: list[Any], kind: str, spath: SchemaPat
 # binding, the kubelet's status. Building a trie from a set (and a set from a trie) cost 0.1-0.3 ms per entry
 # per write, four or more per pod; a field set seen before is looked up instead and its answer copied (the
 # caller gets its own, mutable result either way). Only field sets of up to MEMO_PATHS paths are kept, at
-# most MEMO_ENTRIES of each kind (all forgotten when full), so the memo stays a few MB whatever is written.
-MEMO_PATHS = 256
-MEMO_ENTRIES = 512
+# most MEMO_ENTRIES of each kind (all forgotten when full): about 6 MiB when both are full of the largest
+# (tracemalloc), whatever is written; in a cluster the same few field sets come back (a pod's creator, the
+# scheduler, the kubelet, each controller).
+MEMO_PATHS = 128
+MEMO_ENTRIES = 128
 _tries: dict[frozenset[Path], bytes] = {}
 _sets: dict[bytes, frozenset[Path]] = {}
 
