@@ -19,7 +19,8 @@ from kubelab.kinds import ResourceType
 
 from . import errors
 
-RESOURCES = (kinds.SERVICEACCOUNTS, kinds.SECRETS, kinds.PODS, kinds.NODES)
+# Namespaces and accounts: also what ServiceAccount admission reads for every pod create (saadmission.py).
+RESOURCES = (kinds.SERVICEACCOUNTS, kinds.SECRETS, kinds.PODS, kinds.NODES, kinds.NAMESPACES)
 
 
 class TokenObjectGetter:

@@ -96,8 +96,10 @@ class EventRecorder:
                     "reportingComponent": self.component, "reportingInstance": self.host or self.component}
             if action:
                 body["action"] = action
-            created = await self.api.create(kinds.EVENTS, body, namespace)
-            self._recent[ident] = (created.metadata.name, namespace, 1, time.monotonic())
+            # The answer is read for its name only, not decoded into a model: one event is posted per
+            # scheduled pod, and the model cost the scheduler's process more than sending the event did.
+            created = await self.api.request("POST", kinds.EVENTS.path(namespace), body=body)
+            self._recent[ident] = (str(created["metadata"]["name"]), namespace, 1, time.monotonic())
             if len(self._recent) > 4096:
                 cutoff = time.monotonic() - AGGREGATE_WINDOW
                 self._recent = {k: v for k, v in self._recent.items() if v[3] >= cutoff}

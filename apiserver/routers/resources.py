@@ -474,7 +474,8 @@ async def create(request: Request, target: Target) -> Response:
         raise errors.method_not_allowed("create not allowed while custom resource definition is terminating")
     body = await _body(request)
     if target.rt == kinds.PODS and target.namespace and request.app.state.service_account_admission:
-        body = await saadmission.admit(_registry(request), target.namespace, body)
+        body = await saadmission.admit(_registry(request), target.namespace, body,
+                                       getter=getattr(request.app.state, "token_getter", None))
     obj = await _registry(request).create(target.rt, target.namespace, body, dry_run=_dry_run(request),
                                           manager=field_manager(request))
     return codecs.respond(request, obj, 201)
