@@ -26,7 +26,7 @@ from typing import Any
 
 from kubelab import tracing
 from kubelab.rbacaggregation import aggregated_rules
-from kubelab.tokenfile import CONTROLLERS_USER, DNS_USER, MASTERS_GROUP, SCHEDULER_USER
+from kubelab.tokenfile import CONTROLLERS_USER, DNS_USER, MASTERS_GROUP, PROXY_USER, SCHEDULER_USER
 
 RBAC_GROUP = "rbac.authorization.k8s.io"
 AUTOUPDATE = "rbac.authorization.kubernetes.io/autoupdate"
@@ -224,7 +224,10 @@ def cluster_roles() -> list[dict[str, Any]]:
         cluster_role("system:node-proxier", [rule(("list", "watch"), "", ("services", "endpoints")),
                                              rule(READ, "", "nodes"), *EVENTS,
                                              rule(("list", "watch"), "discovery.k8s.io", "endpointslices"),
-                                             # kube-proxy's ServiceCIDR informer (MultiCIDRServiceAllocator, GA 1.33)
+                                             # kube-proxy 1.33's server.go starts a ServiceCIDR informer while
+                                             # MultiCIDRServiceAllocator is on (GA, on by default in 1.33), so
+                                             # its role must let it list and watch them (not seen in kube's
+                                             # policy.go itself: the copies searched were older).
                                              rule(("list", "watch"), "networking.k8s.io", "servicecidrs")]),
         cluster_role("system:node", [
             rule("create", "authentication.k8s.io", "tokenreviews"),
@@ -269,7 +272,7 @@ def cluster_role_bindings() -> list[dict[str, Any]]:
         binding("system:basic-user", ("Group", "system:authenticated")),
         binding("system:public-info-viewer", ("Group", "system:authenticated"), ("Group", "system:unauthenticated")),
         binding("system:service-account-issuer-discovery", ("Group", "system:serviceaccounts")),
-        binding("system:node-proxier", ("User", "system:kube-proxy")),
+        binding("system:node-proxier", ("User", PROXY_USER)),
         binding("system:kube-scheduler", ("User", SCHEDULER_USER)),
         binding("system:kube-controller-manager", ("User", CONTROLLERS_USER)),
         binding("system:kube-dns", ("ServiceAccount", "kube-system/kube-dns"), ("User", DNS_USER)),
