@@ -54,6 +54,8 @@ NODE_WRITES: Mapping[tuple[str, str], frozenset[str]] = {
     ("", "events"): frozenset({"create", "update", "patch"}),
     ("events.k8s.io", "events"): frozenset({"create", "update", "patch"}),
     ("coordination.k8s.io", "leases"): frozenset({"get", "create", "update", "patch", "delete"}),
+    # A kubelet rotating its client certificate requests a new one (and reads it back, as every read).
+    ("certificates.k8s.io", "certificatesigningrequests"): frozenset({"create"}),
     # system:basic-user, which every authenticated user has: may ask what it may do (kubectl auth can-i).
     ("authorization.k8s.io", "selfsubjectaccessreviews"): frozenset({"create"}),
     ("authentication.k8s.io", "selfsubjectreviews"): frozenset({"create"}),  # kubectl auth whoami

@@ -6,7 +6,9 @@ needs it: the default ClusterRoles and ClusterRoleBindings written at start, eac
 The user-facing roles: cluster-admin (bound to system:masters), admin, edit and view (aggregated from the
 system:aggregate-to-* roles by their labels), system:basic-user, system:discovery and
 system:public-info-viewer (bound to everyone authenticated, the last to the unauthenticated too),
-system:service-account-issuer-discovery, system:auth-delegator, system:monitoring.
+system:service-account-issuer-discovery, system:auth-delegator, system:monitoring; the certificates.k8s.io
+ones (system:node-bootstrapper, the nodeclient and selfnodeclient roles, the four signers' approver roles),
+bound to nobody, as kube ships them.
 
 The components' roles: system:kube-scheduler, system:kube-controller-manager, system:kube-dns,
 system:node-proxier, system:node, and one system:controller:<name> per controller kubelab runs, bound to
@@ -26,9 +28,10 @@ from typing import Any
 
 from kubelab import tracing
 from kubelab.rbacaggregation import aggregated_rules
-from kubelab.tokenfile import CONTROLLERS_USER, DNS_USER, MASTERS_GROUP, SCHEDULER_USER
+from kubelab.tokenfile import CONTROLLERS_USER, DNS_USER, MASTERS_GROUP, PROXY_USER, SCHEDULER_USER
 
 RBAC_GROUP = "rbac.authorization.k8s.io"
+CERTIFICATES_GROUP = "certificates.k8s.io"
 AUTOUPDATE = "rbac.authorization.kubernetes.io/autoupdate"
 BOOTSTRAPPING = "kubernetes.io/bootstrapping"
 AGGREGATE_TO = "rbac.authorization.k8s.io/aggregate-to-"
@@ -224,7 +227,10 @@ def cluster_roles() -> list[dict[str, Any]]:
         cluster_role("system:node-proxier", [rule(("list", "watch"), "", ("services", "endpoints")),
                                              rule(READ, "", "nodes"), *EVENTS,
                                              rule(("list", "watch"), "discovery.k8s.io", "endpointslices"),
-                                             # kube-proxy's ServiceCIDR informer (MultiCIDRServiceAllocator, GA 1.33)
+                                             # kube-proxy 1.33's server.go starts a ServiceCIDR informer while
+                                             # MultiCIDRServiceAllocator is on (GA, on by default in 1.33), so
+                                             # its role must let it list and watch them (not seen in kube's
+                                             # policy.go itself: the copies searched were older).
                                              rule(("list", "watch"), "networking.k8s.io", "servicecidrs")]),
         cluster_role("system:node", [
             rule("create", "authentication.k8s.io", "tokenreviews"),
@@ -233,7 +239,9 @@ def cluster_roles() -> list[dict[str, Any]]:
             rule(("create", "update", "patch", "delete"), "", "nodes"), rule(("update", "patch"), "", "nodes/status"),
             rule(("create", "delete"), "", "pods"), rule(("update", "patch"), "", "pods/status"),
             rule("create", "", ("pods/eviction", "serviceaccounts/token")), *EVENTS,
-            rule(("get", "create", "update", "patch", "delete"), "coordination.k8s.io", "leases")]),
+            rule(("get", "create", "update", "patch", "delete"), "coordination.k8s.io", "leases"),
+            # NodeRules: a kubelet rotating its own client certificate requests and watches it.
+            rule(("create", "get", "list", "watch"), CERTIFICATES_GROUP, "certificatesigningrequests")]),
         cluster_role("system:kube-scheduler", [
             *EVENTS, rule("create", "coordination.k8s.io", "leases"),
             rule(("get", "update"), "coordination.k8s.io", "leases", names=("kube-scheduler",)),
@@ -256,6 +264,23 @@ def cluster_roles() -> list[dict[str, Any]]:
             rule(("list", "watch", "get"), "*", "*"), TRACES]),
         cluster_role("system:kube-dns", [rule(("list", "watch"), "", ("endpoints", "services", "namespaces")),
                                          rule(("list", "watch"), "discovery.k8s.io", "endpointslices")]),
+        # The certificates.k8s.io roles kube ships, bound to nobody (kubeadm and the cluster's admin bind
+        # them): a kubelet's bootstrap identity requests its client certificate (system:node-bootstrapper);
+        # the csrapproving controller auto-approves a request for a node client certificate when its
+        # requestor may create the nodeclient (a new node) or selfnodeclient (a renewal) pseudo-subresource;
+        # approving for a signer takes `approve` on signers/<signerName>. Verbs sorted, as NewRule stores them.
+        cluster_role("system:node-bootstrapper", [rule(("create", "get", "list", "watch"), CERTIFICATES_GROUP,
+                                                       "certificatesigningrequests")]),
+        cluster_role("system:certificates.k8s.io:certificatesigningrequests:nodeclient",
+                     [rule("create", CERTIFICATES_GROUP, "certificatesigningrequests/nodeclient")]),
+        cluster_role("system:certificates.k8s.io:certificatesigningrequests:selfnodeclient",
+                     [rule("create", CERTIFICATES_GROUP, "certificatesigningrequests/selfnodeclient")]),
+        *(cluster_role(f"system:certificates.k8s.io:{role}",
+                       [rule("approve", CERTIFICATES_GROUP, "signers", names=(f"kubernetes.io/{signer}",))])
+          for role, signer in (("kube-apiserver-client-approver", "kube-apiserver-client"),
+                               ("kube-apiserver-client-kubelet-approver", "kube-apiserver-client-kubelet"),
+                               ("kubelet-serving-approver", "kubelet-serving"),
+                               ("legacy-unknown-approver", "legacy-unknown"))),
     ]
     roles += [cluster_role(f"system:controller:{name}", rules) for name, rules in _controller_roles().items()]
     return roles
@@ -269,7 +294,7 @@ def cluster_role_bindings() -> list[dict[str, Any]]:
         binding("system:basic-user", ("Group", "system:authenticated")),
         binding("system:public-info-viewer", ("Group", "system:authenticated"), ("Group", "system:unauthenticated")),
         binding("system:service-account-issuer-discovery", ("Group", "system:serviceaccounts")),
-        binding("system:node-proxier", ("User", "system:kube-proxy")),
+        binding("system:node-proxier", ("User", PROXY_USER)),
         binding("system:kube-scheduler", ("User", SCHEDULER_USER)),
         binding("system:kube-controller-manager", ("User", CONTROLLERS_USER)),
         binding("system:kube-dns", ("ServiceAccount", "kube-system/kube-dns"), ("User", DNS_USER)),

@@ -124,6 +124,8 @@ def _entries(rt: ResourceType) -> list[dict[str, Any]]:
     """One resource's APIResource entries: its own, then one per subresource."""
     entries = []
     own_verbs = CUSTOM_VERBS if rt.definition and set(rt.verbs) == set(CUSTOM_VERBS) else rt.verbs
+    if rt.discovery_verbs:  # a custom kind whose definition is terminating (customresources.served_types)
+        own_verbs = rt.discovery_verbs
     entry: dict[str, Any] = {"name": rt.plural, "singularName": rt.singular_name, "namespaced": rt.namespaced,
                              "kind": rt.kind, "verbs": list(own_verbs), "storageVersionHash": _storage_hash(rt)}
     if rt.short_names:

@@ -6,11 +6,15 @@ collector and the namespace controller find custom objects through it). Pure: no
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from typing import Any
 
 from . import models
 from .kinds import ResourceType
+
+# The verbs apiextensions' discovery controller lists for the kind of a definition being deleted, in its order.
+TERMINATING_VERBS = ("delete", "deletecollection", "get", "list", "watch")
 
 
 def spec_of(crd: dict[str, Any]) -> dict[str, Any]:
@@ -72,8 +76,13 @@ def served_types(crd: dict[str, Any]) -> tuple[ResourceType, ...]:
     names = as_dict(as_dict(crd.get("status")).get("acceptedNames"))
     if not (names.get("plural") and names.get("kind") and is_condition_true(crd, "Established")):
         return ()
-    return tuple(_resource_type(crd, version, names) for version in versions_of(spec_of(crd))
-                 if version.get("served") is True and isinstance(version.get("name"), str))
+    served = tuple(_resource_type(crd, version, names) for version in versions_of(spec_of(crd))
+                   if version.get("served") is True and isinstance(version.get("name"), str))
+    if is_condition_true(crd, "Terminating"):
+        # customresource_discovery_controller.go: a terminating definition's kind stays in discovery (legacy
+        # and aggregated), listed with only the verbs it still takes; its subresources keep theirs.
+        return tuple(dataclasses.replace(rt, discovery_verbs=TERMINATING_VERBS) for rt in served)
+    return served
 
 
 def storage_type(crd: dict[str, Any]) -> ResourceType | None:

@@ -32,6 +32,10 @@ class ResourceType:
     # Custom kinds: the JSON of the definition's version this resource serves (schema, columns,
     # subresources). Part of the identity, so a changed definition is a new resource type to serve.
     definition: str = field(default="", repr=False)
+    # Custom kinds whose definition is Terminating: the verbs discovery lists (apiextensions' discovery
+    # controller keeps the kind with delete, deletecollection, get, list and watch); requests are routed by
+    # `verbs` all the same, since its handler still takes patches and updates (finalizers come off so).
+    discovery_verbs: tuple[str, ...] = ()
 
     @property
     def group_version(self) -> str:

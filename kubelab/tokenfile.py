@@ -31,6 +31,9 @@ ADMIN_USER = "kubelab-admin"
 SCHEDULER_USER = "system:kube-scheduler"
 CONTROLLERS_USER = "system:kube-controller-manager"
 DNS_USER = "system:kube-dns"
+# kube-proxy's user (user.KubeProxy), bound to system:node-proxier by kube's bootstrap policy; kube-up's
+# known_tokens.csv gives kube-proxy a token for it, as `kubelab up` does its shared proxy informers.
+PROXY_USER = "system:kube-proxy"
 
 
 class TokenFileError(ValueError):
@@ -133,6 +136,7 @@ class ComponentTokens:
     scheduler: str
     controllers: str
     dns: str
+    proxy: str  # system:kube-proxy's: the Service/EndpointSlice/ServiceCIDR informers every node's agent shares
     nodes: dict[str, str] = field(default_factory=dict)
 
     def for_component(self, agent: str) -> str:
@@ -140,12 +144,14 @@ class ComponentTokens:
         for prefix in ("kubelet-", "proxy-"):
             if agent.startswith(prefix) and agent[len(prefix):] in self.nodes:
                 return self.nodes[agent[len(prefix):]]
-        return {"scheduler": self.scheduler, "controllers": self.controllers, "dns": self.dns}.get(agent, self.admin)
+        return {"scheduler": self.scheduler, "controllers": self.controllers, "dns": self.dns,
+                "proxy": self.proxy}.get(agent, self.admin)
 
 
 def ensure_component_tokens(path: Path, nodes: list[str]) -> ComponentTokens:
-    """Tokens for the admin (the kubeconfig's user), the scheduler, the controllers and each node, taken
-    from `path` where it has them and generated (and appended to it) where it does not. The admin is
+    """Tokens for the admin (the kubeconfig's user), the scheduler, the controllers, the DNS, the proxy
+    informers every node's agent shares (system:kube-proxy) and each node, taken from `path` where it has
+    them and generated (and appended to it) where it does not. The admin is
     the first user in group system:masters, else `kubelab-admin`. A missing file is created (0600); one
     that others may read is made 0600, with a line that says so: it holds the admin's bearer token."""
     text = path.read_text() if path.exists() else ""
@@ -171,6 +177,7 @@ def ensure_component_tokens(path: Path, nodes: list[str]) -> ComponentTokens:
     tokens = ComponentTokens(admin=admin, scheduler=token_for(UserInfo(SCHEDULER_USER, SCHEDULER_USER)),
                              controllers=token_for(UserInfo(CONTROLLERS_USER, CONTROLLERS_USER)),
                              dns=token_for(UserInfo(DNS_USER, DNS_USER)),
+                             proxy=token_for(UserInfo(PROXY_USER, PROXY_USER)),
                              nodes={node: token_for(node_user(node)) for node in nodes})
     if added:
         out = io.StringIO()

@@ -565,7 +565,8 @@ async def _run_components(tg: asyncio.TaskGroup, options: UpOptions, api_socket:
         return api
 
     # Every node's proxy agent is a handler on one Service and one EndpointSlice informer (one watch and
-    # one decode per change, not one per node); each keeps its own change tracking and syncs.
+    # one decode per change, not one per node); each keeps its own change tracking and syncs. They list and
+    # watch as kube-proxy does, as system:kube-proxy (bound to system:node-proxier), not as the admin.
     proxy_informers = SharedProxyInformers(client("proxy"))
     tg.create_task(proxy_informers.run(), name="proxy-shared-informers")
 

@@ -1,7 +1,7 @@
 """Field numbers and types of the Kubernetes messages kubelab decodes from protobuf bodies.
 
 Interoperability data, written down from k8s.io/api's and k8s.io/apimachinery's generated.proto
-(core/v1, apps/v1, batch/v1, autoscaling/v1, rbac/v1, authorization/v1, authentication/v1, certificates/v1, networking/v1, meta/v1; field numbers as of Kubernetes 1.34). It
+(core/v1, apps/v1, batch/v1, autoscaling/v1, rbac/v1, authorization/v1, authentication/v1, certificates/v1, networking/v1, storage/v1, meta/v1; field numbers as of Kubernetes 1.34). It
 covers what kubectl's generators send as protobuf (`create namespace|deployment|service|configmap|secret|
 serviceaccount`, `run`, `expose`, `scale`, `auth can-i`, `auth whoami`, `create token`) and the types those reach; volume sources beyond the common
 ones (hostPath, emptyDir, secret, configMap, projected, PVC, NFS, CSI, ephemeral, image, downward API)
@@ -990,6 +990,51 @@ IngressPortStatus
   1 port int32 *
   2 protocol string *
   3 error string *
+IngressClass
+  1 metadata ObjectMeta
+  2 spec IngressClassSpec
+IngressClassSpec
+  1 controller string
+  2 parameters IngressClassParametersReference
+IngressClassParametersReference
+  1 apiGroup string *
+  2 kind string
+  3 name string
+  4 scope string *
+  5 namespace string *
+NetworkPolicy
+  1 metadata ObjectMeta
+  2 spec NetworkPolicySpec
+NetworkPolicySpec
+  1 podSelector LabelSelector
+  2 ingress []NetworkPolicyIngressRule
+  3 egress []NetworkPolicyEgressRule
+  4 policyTypes []string
+NetworkPolicyIngressRule
+  1 ports []NetworkPolicyPort
+  2 from []NetworkPolicyPeer
+NetworkPolicyEgressRule
+  1 ports []NetworkPolicyPort
+  2 to []NetworkPolicyPeer
+NetworkPolicyPort
+  1 protocol string *
+  2 port IntOrString
+  3 endPort int32 *
+NetworkPolicyPeer
+  1 podSelector LabelSelector
+  2 namespaceSelector LabelSelector
+  3 ipBlock IPBlock
+IPBlock
+  1 cidr string
+  2 except []string
+
+# --- storage.k8s.io/v1 (what a CSI driver's external-provisioner writes through client-go) ----------
+CSIStorageCapacity
+  1 metadata ObjectMeta
+  2 nodeTopology LabelSelector
+  3 storageClassName string
+  4 capacity Quantity
+  5 maximumVolumeSize Quantity
 
 # --- certificates.k8s.io/v1: `kubectl certificate approve|deny` (the whole object, to the approval
 # subresource). spec.extra (6, map of ExtraValue) is left out: the API server sets it from the requestor.
@@ -1042,6 +1087,9 @@ KINDS: dict[tuple[str, str], str] = {
     ("authentication.k8s.io/v1", "SelfSubjectReview"): "SelfSubjectReview",
     ("certificates.k8s.io/v1", "CertificateSigningRequest"): "CertificateSigningRequest",
     ("networking.k8s.io/v1", "Ingress"): "Ingress",
+    ("networking.k8s.io/v1", "IngressClass"): "IngressClass",
+    ("networking.k8s.io/v1", "NetworkPolicy"): "NetworkPolicy",
+    ("storage.k8s.io/v1", "CSIStorageCapacity"): "CSIStorageCapacity",
     ("v1", "DeleteOptions"): "DeleteOptions",
     ("meta.k8s.io/v1", "DeleteOptions"): "DeleteOptions",
 }

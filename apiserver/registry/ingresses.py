@@ -3,9 +3,10 @@ kube-apiserver's ingress and ingressclass strategies have them (pkg/apis/network
 
 kube-apiserver only stores and validates these; routing by them is an ingress controller's work, which
 kube-apiserver does not do and kubelab does not run either (status.loadBalancer is the controller's to
-write, through the status subresource). Not modelled: the validation ratchets for objects stored by an
-older release (an invalid TLS secretName or wildcard-host rule kept on update), which no kubelab-stored
-object can need, and the `kubernetes.io/ingress.class` deprecation warning.
+write, through the status subresource). A create with the `kubernetes.io/ingress.class` annotation and no
+spec.ingressClassName is warned that the annotation is deprecated, as kube's WarningsOnCreate does. Not
+modelled: the validation ratchets for objects stored by an older release (an invalid TLS secretName or
+wildcard-host rule kept on update), which no kubelab-stored object can need.
 """
 
 from __future__ import annotations
@@ -116,6 +117,15 @@ class IngressStrategy(Strategy):
             errs.append(invalid(f"annotations.{INGRESS_CLASS_ANNOTATION}", annotation,
                                 "must match `ingressClassName` when both are specified"))
         return errs
+
+    def warnings_on_create(self, obj: TypedObject) -> list[str]:
+        """ingressStrategy.WarningsOnCreate: the class annotation without spec.ingressClassName is
+        deprecated (updates are not warned: its WarningsOnUpdate returns nothing)."""
+        assert isinstance(obj, Ingress)
+        if INGRESS_CLASS_ANNOTATION in (obj.metadata.annotations or {}) and not (
+                obj.spec and obj.spec.ingress_class_name is not None):
+            return [f"annotation \"{INGRESS_CLASS_ANNOTATION}\" is deprecated, please use 'spec.ingressClassName' instead"]
+        return []
 
     def validate_update(self, new: TypedObject, old: TypedObject, subresource: str | None = None
                         ) -> list[FieldError]:

@@ -437,6 +437,8 @@ class Registry:
         if errs:
             await self._check_namespace(rt, obj)
             raise errors.invalid(rt, obj.metadata.name or obj.metadata.generate_name or "", errs)
+        for text in strategy.warnings_on_create(obj):
+            requestctx.warn(text)
         if dry_run:
             await self._check_namespace(rt, obj)
         return await self._store_new(rt, strategy, obj, generated=generated, dry_run=dry_run)

@@ -112,6 +112,11 @@ class Strategy:
     def validate_create(self, obj: TypedObject) -> list[FieldError]:
         return self.validate_meta(obj)
 
+    def warnings_on_create(self, obj: TypedObject) -> list[str]:
+        """WarningsOnCreate: the `Warning: 299` texts a create of this valid object gets (kube's BeforeCreate
+        adds them once validation passed, so a refused object gets none)."""
+        return []
+
     def validate_meta(self, obj: TypedObject) -> list[FieldError]:
         meta = obj.metadata
         errs: list[FieldError] = []

@@ -146,7 +146,8 @@ class RenderCluster:
         self.log_path = data_dir.parent / f"{data_dir.name}-kubelab.log"
         self.proc: subprocess.Popen[bytes] | None = None
 
-    def start(self, timeout: float = 90.0) -> RenderCluster:
+    def start(self, timeout: float = 90.0, *, wait: bool = True) -> RenderCluster:
+        """Start `kubelab up`; with `wait`, until it says it is up (`wait_up` does that later)."""
         argv = [sys.executable, "-m", "kubelab", "up", "--dataplane", "render", "--nodes", str(self.nodes),
                 "--data-dir", str(self.data_dir), "--listen", f"127.0.0.1:{self.port}", *self.args]
         if self.open_files is not None:  # util-linux's prlimit sets the limit and execs the command
@@ -154,6 +155,9 @@ class RenderCluster:
         with open(self.log_path, "wb") as log:
             self.proc = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT,
                                          env={**os.environ, "GRPC_VERBOSITY": "ERROR"})
+        return self.wait_up(timeout) if wait else self
+
+    def wait_up(self, timeout: float = 90.0) -> RenderCluster:
         try:
             wait_for("kubelab up to say it is up", self._is_ready, timeout)
         except BaseException:

@@ -39,7 +39,8 @@ def server(etcd: Etcd, start_apiserver: Callable[..., AbstractContextManager[str
            tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     tokens = tmp_path_factory.mktemp("auth") / "tokens.csv"
     tokens.write_text(f'admin-{SUFFIX},alice,1,"system:masters"\n'
-                      f"bob-{SUFFIX},bob,2,developers\n")
+                      f"bob-{SUFFIX},bob,2,developers\n"
+                      f'node-{SUFFIX},system:node:node-1,3,"system:nodes"\n')
     with start_apiserver(etcd.url, token_auth_file=str(tokens),
                          tls=(str(pki.cert_file), str(pki.key_file), str(pki.ca_file))) as url:
         with client(url, pki, f"admin-{SUFFIX}") as admin:
@@ -206,3 +207,77 @@ def test_subject_access_reviews(server: str, pki: LabPKI) -> None:
         assert_status(bob.post(path, json={"spec": {"user": "x", "resourceAttributes": pods}}), 403, "Forbidden",
                       'subjectaccessreviews.authorization.k8s.io is forbidden: User "bob" cannot create resource '
                       '"subjectaccessreviews" in API group "authorization.k8s.io" at the cluster scope')
+
+
+# kube 1.33's bootstrap ClusterRoles for certificates.k8s.io (plugin/pkg/auth/authorizer/rbac/bootstrappolicy's
+# testdata/cluster-roles.yaml): name -> rules, verbs sorted as kube stores them.
+CSR = "certificates.k8s.io"
+CSR_ROLES = {
+    "system:node-bootstrapper": [{"apiGroups": [CSR], "resources": ["certificatesigningrequests"],
+                                  "verbs": ["create", "get", "list", "watch"]}],
+    "system:certificates.k8s.io:certificatesigningrequests:nodeclient": [
+        {"apiGroups": [CSR], "resources": ["certificatesigningrequests/nodeclient"], "verbs": ["create"]}],
+    "system:certificates.k8s.io:certificatesigningrequests:selfnodeclient": [
+        {"apiGroups": [CSR], "resources": ["certificatesigningrequests/selfnodeclient"], "verbs": ["create"]}],
+    **{f"system:certificates.k8s.io:{role}": [{"apiGroups": [CSR], "resources": ["signers"], "verbs": ["approve"],
+                                               "resourceNames": [f"kubernetes.io/{signer}"]}]
+       for role, signer in (("kube-apiserver-client-approver", "kube-apiserver-client"),
+                            ("kube-apiserver-client-kubelet-approver", "kube-apiserver-client-kubelet"),
+                            ("kubelet-serving-approver", "kubelet-serving"),
+                            ("legacy-unknown-approver", "legacy-unknown"))},
+}
+
+
+def test_the_certificate_roles_kube_ships_and_what_they_grant(admin: Kubectl, robot: Kubectl,
+                                                              server: str, pki: LabPKI) -> None:
+    for name, rules in CSR_ROLES.items():
+        role = json.loads(admin.ok("get", "clusterrole", name, "-o", "json"))
+        assert role["rules"] == rules, name
+        assert role["metadata"]["labels"] == {"kubernetes.io/bootstrapping": "rbac-defaults"}
+        assert role["metadata"]["annotations"] == {"rbac.authorization.kubernetes.io/autoupdate": "true"}
+    # Bound to nobody by kube; the robot may do none of it until a binding says so.
+    assert robot("auth", "can-i", "create", "certificatesigningrequests").stdout == "no\n"
+    assert robot("auth", "can-i", "create", "certificatesigningrequests", "--subresource=selfnodeclient"
+                 ).stdout == "no\n"
+    binding = f"robot-node-bootstrapper-{SUFFIX}"
+    admin.ok("create", "clusterrolebinding", binding, "--clusterrole=system:node-bootstrapper",
+             f"--serviceaccount={NS}:robot")
+    admin.ok("create", "clusterrolebinding", f"{binding}-self",
+             "--clusterrole=system:certificates.k8s.io:certificatesigningrequests:selfnodeclient",
+             f"--serviceaccount={NS}:robot")
+    try:
+        for verb in ("create", "get", "list", "watch"):
+            assert robot("auth", "can-i", verb, "certificatesigningrequests").stdout == "yes\n", verb
+        assert robot("auth", "can-i", "delete", "certificatesigningrequests").stdout == "no\n"
+        assert robot("auth", "can-i", "create", "certificatesigningrequests", "--subresource=selfnodeclient"
+                     ).stdout == "yes\n"
+        assert robot("auth", "can-i", "create", "certificatesigningrequests", "--subresource=nodeclient"
+                     ).stdout == "no\n"
+        refused(robot("get", "secrets", "-n", NS),
+                f'secrets is forbidden: User "{ACCOUNT}" cannot list resource "secrets" in API group "" in the '
+                f'namespace "{NS}"')
+        # The approver role, through a SubjectAccessReview as the csrapproving admission asks it.
+        with client(server, pki, f"admin-{SUFFIX}") as api:
+            def may_approve(user: str, signer: str) -> bool:
+                review = api.post("/apis/authorization.k8s.io/v1/subjectaccessreviews", json={
+                    "apiVersion": "authorization.k8s.io/v1", "kind": "SubjectAccessReview",
+                    "spec": {"user": user, "resourceAttributes": {"group": CSR, "resource": "signers",
+                                                                  "verb": "approve", "name": signer}}})
+                assert review.status_code == 201, review.text
+                return bool(review.json()["status"]["allowed"])
+            assert not may_approve("bob", "kubernetes.io/kubelet-serving")
+            admin.ok("create", "clusterrolebinding", f"bob-approves-{SUFFIX}",
+                     "--clusterrole=system:certificates.k8s.io:kubelet-serving-approver", "--user=bob")
+            assert may_approve("bob", "kubernetes.io/kubelet-serving")
+            assert not may_approve("bob", "kubernetes.io/kube-apiserver-client")
+    finally:
+        admin("delete", "clusterrolebinding", binding, f"{binding}-self", f"bob-approves-{SUFFIX}")
+
+
+def test_a_node_may_request_its_certificate(server: str, pki: LabPKI, tmp_path: Path) -> None:
+    """system:node's rules (NodeRules, which the Node authorizer applies): create, get, list and watch
+    CertificateSigningRequests, as a kubelet rotating its client certificate does; not delete them."""
+    node = kubectl_with(server, pki, tmp_path / "node", f"node-{SUFFIX}")
+    for verb in ("create", "get", "list", "watch"):
+        assert node("auth", "can-i", verb, "certificatesigningrequests").stdout == "yes\n", verb
+    assert node("auth", "can-i", "delete", "certificatesigningrequests").stdout == "no\n"

@@ -98,7 +98,7 @@ def test_up_with_a_token_file(up: Any, tmp_path: Path) -> None:
 
     users = {u.name for u in parse(tokens.read_text()).values()}
     assert users == {"alice", "system:kube-scheduler", "system:kube-controller-manager", "system:kube-dns",
-                     "system:node:node-1", "system:node:node-2"}
+                     "system:kube-proxy", "system:node:node-1", "system:node:node-2"}
     assert stat.S_IMODE(tokens.stat().st_mode) & 0o077 == 0 or tokens.read_text().startswith("my-admin-token")
     config = yaml.safe_load((cluster.data_dir / "kubeconfig").read_text())
     assert config["users"][0]["user"] == {"token": "my-admin-token"}

@@ -149,6 +149,12 @@ def pod(node: str) -> dict[str, Any]:
                  'leases.coordination.k8s.io is forbidden: User "system:node:node-1" cannot create resource "leases" '
                  'in API group "coordination.k8s.io" in the namespace "default": can only access leases in the '
                  '"kube-node-lease" system namespace', id="a lease elsewhere"),
+    pytest.param("POST", "/apis/certificates.k8s.io/v1/certificatesigningrequests", {}, None,
+                 id="request its client certificate"),
+    pytest.param("DELETE", "/apis/certificates.k8s.io/v1/certificatesigningrequests/csr-1", {},
+                 'certificatesigningrequests.certificates.k8s.io "csr-1" is forbidden: User "system:node:node-1" '
+                 'cannot delete resource "certificatesigningrequests" in API group "certificates.k8s.io" at the '
+                 "cluster scope", id="delete a certificate request"),
     pytest.param("POST", "/api/v1/namespaces/default/services", {},
                  'services is forbidden: User "system:node:node-1" cannot create resource "services" in API group "" '
                  'in the namespace "default"', id="create a service"),

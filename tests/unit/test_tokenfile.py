@@ -89,7 +89,11 @@ def test_component_tokens_are_generated_into_a_new_file(tmp_path: Path) -> None:
     assert users[tokens.scheduler].name == "system:kube-scheduler"
     assert tokens.for_component("kubelet-node-1") == tokens.for_component("proxy-node-1") == tokens.nodes["node-1"]
     assert tokens.for_component("controllers") == tokens.controllers
-    assert len({tokens.admin, tokens.scheduler, tokens.controllers, tokens.dns, *tokens.nodes.values()}) == 6
+    # The informers the proxy agents share list and watch as kube-proxy (system:node-proxier), not as the admin.
+    assert tokens.for_component("proxy") == tokens.proxy
+    assert users[tokens.proxy] == UserInfo("system:kube-proxy", "system:kube-proxy")
+    assert len({tokens.admin, tokens.scheduler, tokens.controllers, tokens.dns, tokens.proxy,
+                *tokens.nodes.values()}) == 7
     # A second run finds them all and adds nothing.
     before = path.read_text()
     assert ensure_component_tokens(path, ["node-1", "node-2"]) == tokens
