@@ -437,10 +437,12 @@ class Registry:
         if errs:
             await self._check_namespace(rt, obj)
             raise errors.invalid(rt, obj.metadata.name or obj.metadata.generate_name or "", errs)
-        for text in strategy.warnings_on_create(obj):
-            requestctx.warn(text)
-        if dry_run:
+        warnings = strategy.warnings_on_create(obj)
+        if warnings or dry_run:
+            # Admission (NamespaceLifecycle) answers a missing namespace before BeforeCreate adds warnings.
             await self._check_namespace(rt, obj)
+        for text in warnings:
+            requestctx.warn(text)
         return await self._store_new(rt, strategy, obj, generated=generated, dry_run=dry_run)
 
     @staticmethod

@@ -64,6 +64,10 @@ def test_no_warning_with_the_class_name_or_without_the_annotation_or_when_refuse
     refused = api.post(PATH, json=_ingress(unique_name("bad"), path="relative"))
     assert_status(refused, 422, "Invalid")
     assert "warning" not in refused.headers
+    # NamespaceLifecycle admission answers a missing namespace before BeforeCreate could warn.
+    missing = api.post(PATH.replace("/default/", f"/{unique_name('gone')}/"), json=_ingress(unique_name("lost")))
+    assert_status(missing, 404, "NotFound")
+    assert "warning" not in missing.headers
     for name in (both, plain):
         api.delete(f"{PATH}/{name}")
 
