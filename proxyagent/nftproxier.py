@@ -28,7 +28,6 @@ from __future__ import annotations
 import dataclasses
 import logging
 import time
-from collections.abc import Callable
 from pathlib import Path
 
 from .apply import ApplyError
@@ -38,6 +37,7 @@ from .nftables.render import TABLE, NftConfig, NftRuleset, render_nft_ports
 from .proxier import BURST_SYNCS, FULL_SYNC_PERIOD, MAX_APPLIED_REPORTED, Proxier
 from .render import ProxyConfig, Ruleset
 from .serviceports import family_of, parse_cidr_sloppy
+from .timer import MONOTONIC, Timer
 
 log = logging.getLogger(__name__)
 
@@ -66,9 +66,9 @@ class NftProxier(Proxier):
     def __init__(self, config: ProxyConfig, nft: NftApplierLike | None = None, *,
                  nft_config: NftConfig | None = None, min_sync_period: float = 1.0, sync_period: float = 30.0,
                  burst: int = BURST_SYNCS, state_file: Path | None = None, metrics: ProxyMetrics | None = None,
-                 clock: Callable[[], float] = time.monotonic) -> None:
+                 timer: Timer = MONOTONIC) -> None:
         super().__init__(config, None, min_sync_period=min_sync_period, sync_period=sync_period, burst=burst,
-                         state_file=state_file, metrics=metrics, clock=clock)
+                         state_file=state_file, metrics=metrics, timer=timer)
         self.nft: NftApplierLike = nft if nft is not None else RecordingNftApplier(
             "ip6" if config.ip_family == "IPv6" else "ip")
         self.nft_config = nft_config if nft_config is not None else nft_config_of(config)

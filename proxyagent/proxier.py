@@ -41,6 +41,7 @@ from .render import LARGE_CLUSTER_ENDPOINTS_THRESHOLD, ProxyConfig, Ruleset, ren
 from .runner import BoundedFrequencyRunner
 from .screening import Screen, service_problems, slice_problems
 from .servicerules import FragmentCache
+from .timer import MONOTONIC, Timer
 
 log = logging.getLogger(__name__)
 
@@ -55,7 +56,7 @@ CANARY_FLUSH_TIMEOUT = 5.0  # iptablesFlushTimeout
 class Proxier:
     def __init__(self, config: ProxyConfig, applier: Applier | None = None, *, min_sync_period: float = 1.0,
                  sync_period: float = 30.0, burst: int = BURST_SYNCS, state_file: Path | None = None,
-                 metrics: ProxyMetrics | None = None, clock: Callable[[], float] = time.monotonic,
+                 metrics: ProxyMetrics | None = None, timer: Timer = MONOTONIC,
                  delta_sync: bool = False) -> None:
         self.config = config
         self.delta_sync = delta_sync
@@ -71,8 +72,9 @@ class Proxier:
         self.cache = FragmentCache()
         self.runner = BoundedFrequencyRunner(self.sync_proxy_rules, min_interval=min_sync_period,
                                              max_interval=max(MAX_SYNC_INTERVAL, min_sync_period), burst=burst,
-                                             name=f"proxy-{config.node_name or 'node'}-sync", clock=clock)
-        self._clock = clock
+                                             name=f"proxy-{config.node_name or 'node'}-sync", timer=timer)
+        self._timer = timer
+        self._clock = timer.now
         self._lock = asyncio.Lock()  # proxier.mu: syncs never overlap (the monitor syncs directly too)
         self.need_full_sync = True
         self._last_full_sync = float("-inf")
@@ -363,10 +365,10 @@ class Proxier:
                 await self.applier.ensure_canary()
             except ApplyError as exc:
                 log.warning("%s: could not set up the iptables canary: %s", self.config.node_name, exc)
-                await asyncio.sleep(self.sync_period)
+                await self._timer.sleep(self.sync_period)
                 continue
             while True:
-                await asyncio.sleep(self.sync_period)
+                await self._timer.sleep(self.sync_period)
                 try:
                     if not await self.applier.canary_exists(CANARY_TABLES[0]):
                         break
@@ -377,7 +379,7 @@ class Proxier:
                 remaining = [t for t in CANARY_TABLES[1:] if await self._canary_left(t)]
                 if not remaining:
                     break
-                await asyncio.sleep(CANARY_FLUSH_POLL)
+                await self._timer.sleep(CANARY_FLUSH_POLL)
             log.info("%s: iptables canary gone (flushed?), resyncing everything", self.config.node_name)
             await self.force_sync()
 
