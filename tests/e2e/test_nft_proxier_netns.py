@@ -18,7 +18,6 @@ from collections.abc import Iterator
 
 import pytest
 from proxyobjects import endpoint_slice, ep, listed, port, service
-from proxytimer import FakeTimer
 
 from kubelab.models import EndpointSlice, Service
 from proxyagent import Proxier, ProxyAgent, ProxyConfig
@@ -108,6 +107,8 @@ def service_chains(chains: dict[str, int]) -> set[str]:
 
 
 async def test_full_then_partial_syncs_and_stale_chains_on_real_nft(netns: str) -> None:
+    from proxytimer import FakeTimer  # the proxier's monotonic time, moved by the test
+
     timer = FakeTimer(start=1000.0)
     applier = NftApplier(netns)
     proxier = listed(NftProxier(CONFIG, applier, timer=timer), [*SERVICES, *SLICES])
@@ -166,6 +167,8 @@ async def test_full_then_partial_syncs_and_stale_chains_on_real_nft(netns: str) 
 
 
 async def test_a_restarted_agent_takes_over_the_table(netns: str) -> None:
+    from proxytimer import FakeTimer  # the proxier's monotonic time, moved by the test
+
     timer = FakeTimer(start=1000.0)
     old = listed(NftProxier(CONFIG, NftApplier(netns), timer=timer), [*SERVICES, *SLICES])
     await old.sync_proxy_rules()
