@@ -151,10 +151,7 @@ class NftProxier(Proxier):
                 raise
             timings["transact"] = time.perf_counter() - mark
         except Exception as exc:  # noqa: BLE001 - any failure: kube-proxy retries with a full sync
-            for service, causes in taken.items():
-                self._causes[service] = {**causes, **self._causes.get(service, {})}
-            self._failed(exc, full=full)
-            self.metrics.observe_sync(time.perf_counter() - start, full=full)
+            self._sync_failed(exc, taken, full=full, start=start)
             return None
         self.need_full_sync = False
         self.first_sync = False
@@ -168,13 +165,7 @@ class NftProxier(Proxier):
         # Only per-service chains and affinity sets matter to the next render (the fixed ones it rewrites).
         self._chains = ruleset.active_chains | frozenset(self._stale)
         self._sets = ruleset.active_affinity_sets  # the render deleted the others
-        if full:
-            self._last_full_sync = now
-        self.metrics.record_success(ruleset, trigger_times)
-        timings["total"] = time.perf_counter() - start
-        self.metrics.observe_sync(timings["total"], full=full)
-        self.last_updated = time.time()
-        self.oldest_pending_queued = None
+        self._sync_succeeded(ruleset, trigger_times, timings, full=full, now=now, start=start)
         self.last_nft = ruleset
         self.last_transaction = self.last_payload = transaction
         self.last_changes = frozenset() if full else changed

@@ -36,7 +36,7 @@ from .apply import CANARY_TABLES, Applier, ApplyError, RecordingApplier
 from .changes import Changes, ProxyState
 from .delta import ChainRules, minimize
 from .healthcheck import ServiceHealthServer, health_check_ports, local_ready_endpoints
-from .metrics import ProxyMetrics
+from .metrics import LocalPolicyCounts, ProxyMetrics
 from .render import LARGE_CLUSTER_ENDPOINTS_THRESHOLD, ProxyConfig, Ruleset, render_ports
 from .runner import BoundedFrequencyRunner
 from .screening import Screen, service_problems, slice_problems
@@ -248,22 +248,13 @@ class Proxier:
                 raise
             timings["restore"] = time.perf_counter() - mark
         except Exception as exc:  # noqa: BLE001 - any failure: kube-proxy retries with a full sync
-            for service, causes in taken.items():  # the retry applies them: it reports them
-                self._causes[service] = {**causes, **self._causes.get(service, {})}
-            self._failed(exc, full=full)
-            self.metrics.observe_sync(time.perf_counter() - start, full=full)
+            self._sync_failed(exc, taken, full=full, start=start)
             return None
         self.need_full_sync = False
         self._applied_shared = shared
         self._kernel_chains = ruleset.active_nat_chains
         self.last_payload = payload
-        if full:
-            self._last_full_sync = now
-        self.metrics.record_success(ruleset, changes.trigger_times)
-        timings["total"] = time.perf_counter() - start
-        self.metrics.observe_sync(timings["total"], full=full)
-        self.last_updated = time.time()
-        self.oldest_pending_queued = None
+        self._sync_succeeded(ruleset, changes.trigger_times, timings, full=full, now=now, start=start)
         self.last_ruleset = ruleset
         self.last_changes = frozenset() if full else changes.all
         self.syncs += 1
@@ -294,6 +285,26 @@ class Proxier:
         except Exception:  # a health check must never fail the sync that was applied
             log.exception("%s: could not sync the health-check NodePorts", self.config.node_name)
         self.health.sync_endpoints(local_ready_endpoints(wanted, self.state.ports_of, self.state.endpoints_map()))
+
+    def _sync_failed(self, exc: BaseException, taken: dict[str, dict[str, int]], *, full: bool, start: float) -> None:
+        """A sync (either mode's) that did not apply: the objects it took are reported by the full sync
+        that retries it (kube-proxy's behaviour on failure), and its duration is observed."""
+        for service, causes in taken.items():  # the retry applies them: it reports them
+            self._causes[service] = {**causes, **self._causes.get(service, {})}
+        self._failed(exc, full=full)
+        self.metrics.observe_sync(time.perf_counter() - start, full=full)
+
+    def _sync_succeeded(self, ruleset: LocalPolicyCounts, trigger_times: Iterable[float], timings: dict[str, float], *,
+                        full: bool, now: float, start: float) -> None:
+        """A sync (either mode's) that applied: its metrics, and the times /healthz and the next full
+        sync go by (`now` is the timer's, decisions; the wall clock is what /metrics and /healthz report)."""
+        if full:
+            self._last_full_sync = now
+        self.metrics.record_success(ruleset, trigger_times)
+        timings["total"] = time.perf_counter() - start
+        self.metrics.observe_sync(timings["total"], full=full)
+        self.last_updated = time.time()
+        self.oldest_pending_queued = None
 
     def _failed(self, exc: BaseException, *, full: bool) -> None:
         # The changes may have been checked out already: only a full sync can recover the lost state.
