@@ -25,6 +25,7 @@ from .apiextensions import CustomResources
 from .auth import AuthMiddleware
 from .bootstrap import bootstrap
 from .cacher import Cacher
+from .defaults import ENDPOINT_RECONCILER_TYPE
 from .flowcontrol import RequestGuard, list_seats
 from .identitylease import IdentityLease
 from .metrics import ApiserverMetrics
@@ -93,7 +94,7 @@ class Config:
     # kube-apiserver's --endpoint-reconciler-type: "lease" (its default: every API server of the cluster is an
     # endpoint of the kubernetes Service while its master lease lives, endpointreconciler.py) or "none"
     # (this server leaves the Service's endpoints alone); with the lease TTL and reconcile interval.
-    endpoint_reconciler_type: str = "lease"
+    endpoint_reconciler_type: str = ENDPOINT_RECONCILER_TYPE
     endpoint_reconciler_ttl: int = endpointreconciler.TTL
     endpoint_reconciler_interval: float = endpointreconciler.INTERVAL
 

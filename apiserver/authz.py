@@ -33,7 +33,7 @@ from typing import Any
 from kubelab import tracing
 from kubelab.tokenfile import MASTERS_GROUP, NODE_USER_PREFIX, NODES_GROUP, UserInfo
 
-from . import errors, rbac
+from . import defaults, errors, rbac
 from .impersonation import AUTHENTICATED_GROUP
 from .requestinfo import READ_VERBS, RequestInfo
 
@@ -93,7 +93,7 @@ def node_name(user: UserInfo) -> str | None:
 
 # kube-apiserver's --authorization-mode values kubelab serves (ABAC and Webhook are not served).
 MODES = ("AlwaysAllow", "AlwaysDeny", "Node", "RBAC")
-DEFAULT_MODES = ("Node", "RBAC")  # what kubeadm sets, and kubelab's default when tokens are on
+DEFAULT_MODES = defaults.AUTHORIZATION_MODES  # what kubeadm sets, and kubelab's default when tokens are on
 ALWAYS_DENY_REASON = "Everything is forbidden."
 
 

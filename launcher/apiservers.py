@@ -22,29 +22,13 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from apiserver.serving import ServingOptions
 from kubelab.client import ApiClient, TransportError
 from kubelab.processes import spawn, stop_process
 
+from .build import ApiServerOptions
+
 START_TIMEOUT = 120.0  # a loaded machine: the first server's bootstrap retries etcd for up to 2 minutes too
-
-
-@dataclass(frozen=True)
-class Flags:
-    """What every further API server is started with (the first one's settings, as flags)."""
-
-    etcd_servers: tuple[str, ...]
-    host: str
-    advertise_address: str
-    authorization_modes: tuple[str, ...]
-    event_ttl: int
-    service_account_key_file: str
-    token_auth_file: str | None = None
-    tls_cert_file: str | None = None
-    tls_key_file: str | None = None
-    ca_file: str | None = None  # what clients check the serving certificate against
-    etcd_tls: tuple[str | None, str | None, str | None] = (None, None, None)
-    kubelet_client_tls: tuple[str, str, str] | None = None  # certificate, key, CA
-    endpoint_reconciler_type: str = "lease"
 
 
 @dataclass
@@ -61,25 +45,42 @@ def ports_after(port: int, count: int) -> list[int]:
     return [port + i for i in range(1, count)]
 
 
-def argv(flags: Flags, index: int, port: int, identity_hostname: str) -> list[str]:
-    """The `kubelab apiserver` command line of the index-th API server. Pure."""
-    out = [sys.executable, "-m", "kubelab", "apiserver", "--etcd-servers", ",".join(flags.etcd_servers),
-           "--listen", f"{flags.host}:{port}", "--advertise-address", flags.advertise_address,
-           "--authorization-mode", ",".join(flags.authorization_modes), "--event-ttl", f"{flags.event_ttl}s",
-           "--service-account-signing-key-file", flags.service_account_key_file,
-           "--identity-hostname", f"{identity_hostname}-apiserver-{index}",
-           "--endpoint-reconciler-type", flags.endpoint_reconciler_type]
-    if flags.token_auth_file:
-        out += ["--token-auth-file", flags.token_auth_file]
-    if flags.tls_cert_file and flags.tls_key_file:
-        out += ["--tls-cert-file", flags.tls_cert_file, "--tls-private-key-file", flags.tls_key_file]
-    for name, value in zip(("--etcd-cafile", "--etcd-certfile", "--etcd-keyfile"), flags.etcd_tls, strict=True):
+def argv(options: ApiServerOptions, index: int, port: int, identity_hostname: str) -> list[str]:
+    """The `kubelab apiserver` command line of the index-th API server: `options` as its flags (the ones
+    components.apiserver_options reads back), on `port` of --listen's host, with an identity of its own.
+    Settings that have no flag must not be set (ValueError). Pure."""
+    if (options.advertise_port, options.kubelet_netns, options.kubelet_address) != (None, None, None):
+        raise ValueError("advertise_port, kubelet_netns and kubelet_address have no `kubelab apiserver` flag")
+    host, _ = options.host_port
+    out = [sys.executable, "-m", "kubelab", "apiserver", "--etcd-servers", ",".join(options.etcd_servers),
+           "--listen", f"{host}:{port}"]
+    if options.advertise_address:
+        out += ["--advertise-address", options.advertise_address]
+    out += ["--authorization-mode", ",".join(options.authorization_modes), "--event-ttl", f"{options.event_ttl}s"]
+    if options.service_account_signing_key_file:
+        out += ["--service-account-signing-key-file", options.service_account_signing_key_file]
+    out += ["--identity-hostname", f"{identity_hostname}-apiserver-{index}",
+            "--endpoint-reconciler-type", options.endpoint_reconciler_type]
+    if options.token_auth_file:
+        out += ["--token-auth-file", options.token_auth_file]
+    if options.tls_cert_file and options.tls_private_key_file:
+        out += ["--tls-cert-file", options.tls_cert_file, "--tls-private-key-file", options.tls_private_key_file]
+    for name, value in (("--etcd-cafile", options.etcd_cafile), ("--etcd-certfile", options.etcd_certfile),
+                        ("--etcd-keyfile", options.etcd_keyfile),
+                        ("--kubelet-client-certificate", options.kubelet_client_certificate),
+                        ("--kubelet-client-key", options.kubelet_client_key),
+                        ("--kubelet-certificate-authority", options.kubelet_certificate_authority)):
         if value:
             out += [name, value]
-    if flags.kubelet_client_tls is not None:
-        cert, key, ca = flags.kubelet_client_tls
-        out += ["--kubelet-client-certificate", cert, "--kubelet-client-key", key,
-                "--kubelet-certificate-authority", ca]
+    if options.disable_admission_plugins:
+        out += ["--disable-admission-plugins", ",".join(options.disable_admission_plugins)]
+    serving, default = options.serving, ServingOptions()
+    if serving.request_timeout != default.request_timeout:
+        out += ["--request-timeout", f"{serving.request_timeout}s"]
+    if serving.max_requests_inflight != default.max_requests_inflight:
+        out += ["--max-requests-inflight", str(serving.max_requests_inflight)]
+    if serving.max_mutating_requests_inflight != default.max_mutating_requests_inflight:
+        out += ["--max-mutating-requests-inflight", str(serving.max_mutating_requests_inflight)]
     return out
 
 
@@ -95,13 +96,13 @@ def refuse_taken_ports(host: str, ports: list[int]) -> None:
                                    "--listen's: stop what holds it or pick another --listen port") from None
 
 
-def _launch(flags: Flags, index: int, port: int, data_dir: Path) -> ExtraApiServer:
-    scheme = "https" if flags.tls_cert_file else "http"
-    server = ExtraApiServer(index, f"{scheme}://{flags.advertise_address}:{port}", port,
+def _launch(options: ApiServerOptions, index: int, port: int, data_dir: Path) -> ExtraApiServer:
+    scheme = "https" if options.tls_cert_file else "http"
+    server = ExtraApiServer(index, f"{scheme}://{options.advertise_address or options.host_port[0]}:{port}", port,
                             data_dir / f"apiserver-{index}.log")
     with open(server.log_path, "ab") as log_file:
         # Its own session: the terminal's Ctrl-C reaches `kubelab up`, which stops it in order (before etcd).
-        server.process = spawn(argv(flags, index, port, socket.gethostname()), stdout=log_file,
+        server.process = spawn(argv(options, index, port, socket.gethostname()), stdout=log_file,
                                stderr=subprocess.STDOUT, start_new_session=True)
     return server
 
@@ -124,14 +125,15 @@ async def _wait_ready(server: ExtraApiServer, ca_file: str | None, timeout: floa
                        f"{server.log_path}")
 
 
-async def start(flags: Flags, *, count: int, first_port: int, data_dir: Path,
+async def start(options: ApiServerOptions, *, ca_file: str | None, count: int, first_port: int, data_dir: Path,
                 started: list[ExtraApiServer]) -> None:
-    """Start API servers 2..count and wait until each is ready. Each is appended to `started` as soon as
-    it runs, so the caller stops whatever did start, whatever fails."""
+    """Start API servers 2..count, each with `options` (the first one's settings, as flags), and wait until
+    each is ready (`ca_file`: what clients check their serving certificate against). Each is appended to
+    `started` as soon as it runs, so the caller stops whatever did start, whatever fails."""
     for index, port in enumerate(ports_after(first_port, count), start=2):
-        started.append(_launch(flags, index, port, data_dir))
+        started.append(_launch(options, index, port, data_dir))
     for server in started:
-        await _wait_ready(server, flags.ca_file, START_TIMEOUT)
+        await _wait_ready(server, ca_file, START_TIMEOUT)
 
 
 async def stop(servers: list[ExtraApiServer]) -> None:

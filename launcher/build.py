@@ -1,6 +1,6 @@
 """One way to build each component from typed options, used by `kubelab up` (runner.py) and by the
-per-component commands (components.py) alike: a node (kubelet stub + proxy agent), the scheduler and the
-controllers are assembled here and nowhere else, so the two ways of running kubelab cannot assemble them
+per-component commands (components.py) alike: the API server's Config, a node (kubelet stub + proxy agent),
+the scheduler and the controllers are assembled here and nowhere else, so the two ways of running kubelab cannot assemble them
 differently. What differs between the two is only what is passed in: the API clients (`kubelab up` gives
 each component its own in-process client; a component process has one), the node's dataplane and the
 network namespace its rules go into."""
@@ -8,11 +8,13 @@ network namespace its rules go into."""
 from __future__ import annotations
 
 from collections.abc import Callable, Coroutine
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import controllers
+from apiserver.app import Config
+from apiserver.serving import ServingOptions
 from kubelab import addressing
 from kubelab.client import ApiClient
 from kubelab.client.queuemetrics import WorkQueueMetricsProvider
@@ -25,6 +27,64 @@ from proxyagent.nftables.libnft import nft_applier
 from scheduler import Scheduler
 
 from . import defaults
+
+
+@dataclass(frozen=True)
+class ApiServerOptions:
+    """kube-apiserver's settings that kubelab serves, described once: what `kubelab apiserver`'s flags say
+    (components.apiserver_options), what `kubelab up` gives the API server in its process, and, written back
+    as those flags, what it starts its further API servers with (apiservers.argv). Each field is the flag
+    of the same name unless said otherwise."""
+
+    etcd_servers: tuple[str, ...]
+    listen: str = defaults.LISTEN  # HOST:PORT
+    advertise_address: str | None = None  # None: the --listen host (loopback for 0.0.0.0)
+    tls_cert_file: str | None = None
+    tls_private_key_file: str | None = None
+    token_auth_file: str | None = None
+    authorization_modes: tuple[str, ...] = defaults.AUTHORIZATION_MODES
+    event_ttl: int = defaults.EVENT_TTL_SECONDS  # seconds
+    service_account_signing_key_file: str | None = None
+    disable_admission_plugins: tuple[str, ...] = ()
+    serving: ServingOptions = field(default_factory=ServingOptions)  # --request-timeout, --max-*-inflight
+    etcd_cafile: str | None = None
+    etcd_certfile: str | None = None
+    etcd_keyfile: str | None = None
+    kubelet_client_certificate: str | None = None
+    kubelet_client_key: str | None = None
+    kubelet_certificate_authority: str | None = None
+    endpoint_reconciler_type: str = defaults.ENDPOINT_RECONCILER_TYPE
+    identity_hostname: str | None = None  # None: this machine's
+    # No flag (`kubelab up`'s own API server only): the port the kubernetes Service's endpoints name (None:
+    # --listen's; the netns lab advertises the lab address's 443), the namespace kubelets are dialed from
+    # and the address they are all dialed at (apiserver.app.Config says more).
+    advertise_port: int | None = None
+    kubelet_netns: str | None = None
+    kubelet_address: str | None = None
+
+    @property
+    def host_port(self) -> tuple[str, int]:
+        """--listen as (host, port), an empty host meaning loopback."""
+        return addressing.split_host_port(self.listen, default_host="127.0.0.1")
+
+
+def build_apiserver_config(options: ApiServerOptions) -> Config:
+    """The API server's Config (apiserver/app.py) for these options. Pure."""
+    host, port = options.host_port
+    return Config(list(options.etcd_servers),
+                  advertise_ip=options.advertise_address or (host if host not in ("0.0.0.0", "") else "127.0.0.1"),
+                  port=options.advertise_port if options.advertise_port is not None else port,
+                  token_auth_file=options.token_auth_file, authorization_modes=options.authorization_modes,
+                  event_ttl=options.event_ttl, serving=options.serving, etcd_cafile=options.etcd_cafile,
+                  etcd_certfile=options.etcd_certfile, etcd_keyfile=options.etcd_keyfile,
+                  service_account_key_file=options.service_account_signing_key_file,
+                  disable_admission_plugins=options.disable_admission_plugins,
+                  kubelet_netns=options.kubelet_netns, kubelet_address=options.kubelet_address,
+                  kubelet_client_certificate=options.kubelet_client_certificate,
+                  kubelet_client_key=options.kubelet_client_key,
+                  kubelet_certificate_authority=options.kubelet_certificate_authority,
+                  identity_hostname=options.identity_hostname,
+                  endpoint_reconciler_type=options.endpoint_reconciler_type)
 
 
 @dataclass(frozen=True)

@@ -10,7 +10,7 @@ import logging
 import os
 import sys
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from kubelab import addressing
 from kubelab.gctune import tune_for_long_running
@@ -18,47 +18,55 @@ from kubelab.gctune import tune_for_long_running
 from .componentrun import check_bind_address, lead_or_run, metrics_server, run_client_component
 from .flagvalues import server_list, serving_options, unreadable_etcd_files, warn_if_open
 
+if TYPE_CHECKING:  # build.py (every component) is imported when a command runs, not by every command
+    from .build import ApiServerOptions
+
+
+def apiserver_options(args: argparse.Namespace) -> ApiServerOptions:
+    """`kubelab apiserver`'s flags as build.ApiServerOptions (apiservers.argv writes them back)."""
+    from .build import ApiServerOptions
+
+    return ApiServerOptions(
+        tuple(server_list(args.etcd_servers)), listen=args.listen, advertise_address=args.advertise_address or None,
+        tls_cert_file=args.tls_cert_file or None, tls_private_key_file=args.tls_private_key_file or None,
+        token_auth_file=args.token_auth_file or None, authorization_modes=args.authorization_mode,
+        event_ttl=args.event_ttl, service_account_signing_key_file=args.service_account_signing_key_file or None,
+        disable_admission_plugins=tuple(p for p in (args.disable_admission_plugins or "").split(",") if p),
+        serving=serving_options(args), etcd_cafile=args.etcd_cafile or None, etcd_certfile=args.etcd_certfile or None,
+        etcd_keyfile=args.etcd_keyfile or None, kubelet_client_certificate=args.kubelet_client_certificate or None,
+        kubelet_client_key=args.kubelet_client_key or None,
+        kubelet_certificate_authority=args.kubelet_certificate_authority or None,
+        endpoint_reconciler_type=args.endpoint_reconciler_type, identity_hostname=args.identity_hostname or None)
+
 
 def cmd_apiserver(args: argparse.Namespace) -> int:
-    from apiserver.app import Config, create_app
+    from apiserver.app import create_app
     from apiserver.serving import api_server, raise_open_files_limit, uvicorn_config
-
-    from .runner import split_listen
-
-    servers = server_list(args.etcd_servers)
-    if not servers:
-        print("kubelab apiserver: --etcd-servers is required", file=sys.stderr)
-        return 2
-    host, port = split_listen(args.listen)
     from kubelab.tokenfile import TokenFileError
 
-    if bool(args.tls_cert_file) != bool(args.tls_private_key_file):
+    from .build import build_apiserver_config
+
+    options = apiserver_options(args)
+    if not options.etcd_servers:
+        print("kubelab apiserver: --etcd-servers is required", file=sys.stderr)
+        return 2
+    host, port = options.host_port
+    if bool(options.tls_cert_file) != bool(options.tls_private_key_file):
         print("kubelab apiserver: --tls-cert-file and --tls-private-key-file go together", file=sys.stderr)
         return 2
-    for path in (args.tls_cert_file, args.tls_private_key_file):
+    for path in (options.tls_cert_file, options.tls_private_key_file):
         if path and not os.access(path, os.R_OK):
             print(f"kubelab apiserver: cannot read {path}", file=sys.stderr)
             return 2
     if unreadable_etcd_files(args, "apiserver"):
         return 2
-    disabled = tuple(p for p in (args.disable_admission_plugins or "").split(",") if p)
+    disabled = options.disable_admission_plugins
     if set(disabled) - {"ServiceAccount"}:
         print(f"kubelab apiserver: --disable-admission-plugins: only ServiceAccount can be disabled, not "
               f"{','.join(sorted(set(disabled) - {'ServiceAccount'}))}", file=sys.stderr)
         return 2
     try:
-        app = create_app(Config(servers, advertise_ip=args.advertise_address or (host if host != "0.0.0.0" else "127.0.0.1"),
-                                port=port, token_auth_file=args.token_auth_file, event_ttl=args.event_ttl,
-                                authorization_modes=args.authorization_mode,
-                                serving=serving_options(args), etcd_cafile=args.etcd_cafile,
-                                etcd_certfile=args.etcd_certfile, etcd_keyfile=args.etcd_keyfile,
-                                service_account_key_file=args.service_account_signing_key_file,
-                                disable_admission_plugins=disabled,
-                                kubelet_client_certificate=args.kubelet_client_certificate,
-                                kubelet_client_key=args.kubelet_client_key,
-                                kubelet_certificate_authority=args.kubelet_certificate_authority,
-                                identity_hostname=args.identity_hostname or None,
-                                endpoint_reconciler_type=args.endpoint_reconciler_type))
+        app = create_app(build_apiserver_config(options))
     except TokenFileError as exc:
         print(f"kubelab apiserver: {exc}", file=sys.stderr)
         return 2
@@ -70,9 +78,8 @@ def cmd_apiserver(args: argparse.Namespace) -> int:
     raise_open_files_limit()
     # With a certificate the port serves HTTPS, as kube-apiserver's secure port does: kubectl sends
     # bearer tokens only over TLS (kubernetes/kubectl#744).
-    options = serving_options(args)
-    api_server(uvicorn_config(app, options=options, host=host, port=port, ssl_certfile=args.tls_cert_file or None,
-                              ssl_keyfile=args.tls_private_key_file or None, graceful_shutdown=None), options).run()
+    api_server(uvicorn_config(app, options=options.serving, host=host, port=port, ssl_certfile=options.tls_cert_file,
+                              ssl_keyfile=options.tls_private_key_file, graceful_shutdown=None), options.serving).run()
     return 0
 
 

@@ -5,6 +5,7 @@ default is kube's."""
 
 from __future__ import annotations
 
+from apiserver import defaults as apiserver_defaults
 from kubelab import addressing
 
 DATA_DIR = ".kubelab"  # where `kubelab up` keeps its state, and where the tools look for it
@@ -30,6 +31,9 @@ LB_POOL = addressing.LB_POOL
 SCORING = "LeastAllocated"  # kube-scheduler's NodeResourcesFit scoring strategy
 SCORING_STRATEGIES = ("LeastAllocated", "MostAllocated")
 
-AUTHORIZATION_MODE = "Node,RBAC"  # as kubeadm sets kube-apiserver's --authorization-mode
-EVENT_TTL = "1h"  # kube-apiserver's --event-ttl
-EVENT_TTL_SECONDS = 3600
+# The API server's settings are the API server's facts (apiserver/defaults.py says why): read, not restated.
+AUTHORIZATION_MODES = apiserver_defaults.AUTHORIZATION_MODES  # as kubeadm sets kube-apiserver's --authorization-mode
+AUTHORIZATION_MODE = ",".join(AUTHORIZATION_MODES)  # the same, as the flag spells it
+EVENT_TTL_SECONDS = apiserver_defaults.EVENT_TTL  # kube-apiserver's --event-ttl (1h)
+ENDPOINT_RECONCILER_TYPE = apiserver_defaults.ENDPOINT_RECONCILER_TYPE
+ENDPOINT_RECONCILER_TYPES = apiserver_defaults.ENDPOINT_RECONCILER_TYPES

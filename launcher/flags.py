@@ -8,9 +8,11 @@ import argparse
 
 from kubelab import addressing
 
+from . import defaults
+
 AUTHORIZATION_MODE_HELP = ("with --token-auth-file, kube-apiserver's authorizers in order, comma-separated: Node, RBAC, "
-                           "AlwaysAllow, AlwaysDeny (default Node,RBAC, as kubeadm sets it; AlwaysAllow makes every "
-                           "authenticated user a cluster-admin)")
+                           f"AlwaysAllow, AlwaysDeny (default {defaults.AUTHORIZATION_MODE}, as kubeadm sets it; "
+                           "AlwaysAllow makes every authenticated user a cluster-admin)")
 
 
 def authorization_modes(text: str) -> tuple[str, ...]:
@@ -27,6 +29,27 @@ def etcd_tls_args(p: argparse.ArgumentParser) -> None:
                                                          "communication (https --etcd-servers)")
     p.add_argument("--etcd-certfile", metavar="FILE", help="SSL certification file used to secure etcd communication")
     p.add_argument("--etcd-keyfile", metavar="FILE", help="SSL key file used to secure etcd communication")
+
+
+# The API server's flags that `kubelab up` and `kubelab apiserver` both take: each defined once here (name,
+# type, default, metavar); the two commands explain some of them in their own words, so the help is given.
+
+def add_listen_flag(p: argparse.ArgumentParser, help: str) -> None:
+    p.add_argument("--listen", type=host_port, default=defaults.LISTEN, help=help)
+
+
+def add_token_auth_file_flag(p: argparse.ArgumentParser, help: str) -> None:
+    p.add_argument("--token-auth-file", metavar="FILE", help=help)
+
+
+def add_authorization_mode_flag(p: argparse.ArgumentParser) -> None:
+    # The default is the parsed value itself (argparse converts only string defaults).
+    p.add_argument("--authorization-mode", type=authorization_modes, default=defaults.AUTHORIZATION_MODES,
+                   metavar="MODES", help=AUTHORIZATION_MODE_HELP)
+
+
+def add_event_ttl_flag(p: argparse.ArgumentParser, help: str) -> None:
+    p.add_argument("--event-ttl", type=event_ttl, default=defaults.EVENT_TTL_SECONDS, metavar="DURATION", help=help)
 
 
 def add_serving_flags(p: argparse.ArgumentParser) -> None:

@@ -12,16 +12,17 @@ from kubelab import __version__, addressing
 from . import defaults
 from .components import cmd_apiserver, cmd_controllers, cmd_dns, cmd_node, cmd_scheduler
 from .flags import (
-    AUTHORIZATION_MODE_HELP,
     CONTROLLERS_BIND_ADDRESS,
     DELTA_SYNC_HELP,
     PROXY_MODE_HELP,
     SCHEDULER_BIND_ADDRESS,
     SERVER_HELP,
+    add_authorization_mode_flag,
+    add_event_ttl_flag,
+    add_listen_flag,
     add_serving_flags,
-    authorization_modes,
+    add_token_auth_file_flag,
     etcd_tls_args,
-    event_ttl,
     flag_bool,
     host_port,
     leader_election_args,
@@ -68,8 +69,7 @@ def _add_up(sub: Any) -> None:
                                    "and N nodes (kubelet stub + proxy agent) in one process. Writes "
                                    "<data-dir>/kubeconfig. Ctrl-C stops everything and removes what it created.")
     p.add_argument("--nodes", type=int, default=defaults.NODES, help=f"number of nodes (default {defaults.NODES})")
-    p.add_argument("--listen", type=host_port, default=defaults.LISTEN,
-                   help=f"API server address (default {defaults.LISTEN})")
+    add_listen_flag(p, f"API server address (default {defaults.LISTEN})")
     p.add_argument("--etcd-servers", help="use this etcd (URL[,URL]) instead of starting a private one")
     p.add_argument("--data-dir", default=DEFAULT_DATA_DIR, help="state directory (default .kubelab)")
     p.add_argument("--dataplane", choices=["render", "netns"],
@@ -89,15 +89,12 @@ def _add_up(sub: Any) -> None:
     p.add_argument("--lb-pool", default=defaults.LB_POOL,
                    help=f"addresses LoadBalancer Services get, FIRST-LAST or a CIDR (default {addressing.LB_POOL}; "
                         "'' turns the LoadBalancer controller off)")
-    p.add_argument("--token-auth-file", metavar="FILE",
-                   help="require bearer tokens from this CSV (token,user,uid[,\"group1,group2\"]); tokens for "
-                        "kubelab's own components and an admin are added to it when missing, and the admin's goes "
-                        "into the kubeconfig. The API then serves HTTPS (kubectl sends tokens only over TLS) with a "
-                        "CA and certificate made in <data-dir>/pki; the kubeconfig carries the CA")
-    p.add_argument("--authorization-mode", type=authorization_modes, default=defaults.AUTHORIZATION_MODE, metavar="MODES",
-                   help=AUTHORIZATION_MODE_HELP)
-    p.add_argument("--event-ttl", type=event_ttl, default=defaults.EVENT_TTL, metavar="DURATION",
-                   help="how long the API server keeps an event after its last write (default 1h)")
+    add_token_auth_file_flag(p, "require bearer tokens from this CSV (token,user,uid[,\"group1,group2\"]); tokens for "
+                                "kubelab's own components and an admin are added to it when missing, and the admin's "
+                                "goes into the kubeconfig. The API then serves HTTPS (kubectl sends tokens only over "
+                                "TLS) with a CA and certificate made in <data-dir>/pki; the kubeconfig carries the CA")
+    add_authorization_mode_flag(p)
+    add_event_ttl_flag(p, "how long the API server keeps an event after its last write (default 1h)")
     p.add_argument("--apiservers", type=positive, default=1, metavar="N",
                    help="run N API servers on the one etcd (cluster): the first in this process at --listen, the "
                         "others as `kubelab apiserver` processes on the next ports; all are endpoints of the "
@@ -113,22 +110,19 @@ def _add_apiserver(sub: Any) -> None:
     """`kubelab apiserver`: kube-apiserver's flags that kubelab serves."""
     p = sub.add_parser("apiserver", help="run only the API server")
     p.add_argument("--etcd-servers", required=True, help="etcd URL[,URL]")
-    p.add_argument("--listen", type=host_port, default=defaults.LISTEN,
-                   help=f"address to serve on (default {defaults.LISTEN})")
+    add_listen_flag(p, f"address to serve on (default {defaults.LISTEN})")
     p.add_argument("--advertise-address", help="IP the kubernetes Service's endpoints point at")
     p.add_argument("--tls-cert-file", metavar="FILE",
                    help="serve HTTPS with this certificate (PEM, with its chain); kubectl sends tokens only over TLS")
     p.add_argument("--tls-private-key-file", metavar="FILE", help="the private key of --tls-cert-file (PEM)")
-    p.add_argument("--token-auth-file", metavar="FILE",
-                   help="kube-apiserver's static token file (token,user,uid[,\"group1,group2\"]): requests must "
-                        "carry `Authorization: Bearer <token>`; users system:node:<name> in group system:nodes may "
-                        "write only what their kubelet needs; anonymous requests reach /healthz, /livez, /readyz "
-                        "and /version only. Without it the API is open to whoever can reach it")
-    p.add_argument("--authorization-mode", type=authorization_modes, default=defaults.AUTHORIZATION_MODE, metavar="MODES",
-                   help=AUTHORIZATION_MODE_HELP)
-    p.add_argument("--event-ttl", type=event_ttl, default=defaults.EVENT_TTL, metavar="DURATION",
-                   help="how long an event is kept after its last write (kube-apiserver's --event-ttl; "
-                        "default 1h; e.g. 30m, 90s)")
+    add_token_auth_file_flag(p, "kube-apiserver's static token file (token,user,uid[,\"group1,group2\"]): requests "
+                                "must carry `Authorization: Bearer <token>`; users system:node:<name> in group "
+                                "system:nodes may write only what their kubelet needs; anonymous requests reach "
+                                "/healthz, /livez, /readyz and /version only. Without it the API is open to whoever "
+                                "can reach it")
+    add_authorization_mode_flag(p)
+    add_event_ttl_flag(p, "how long an event is kept after its last write (kube-apiserver's --event-ttl; default 1h; "
+                          "e.g. 30m, 90s)")
     p.add_argument("--service-account-signing-key-file", metavar="FILE",
                    help="a P-256 private key (PEM) that signs service account tokens (TokenRequest, pods' projected "
                         "tokens) and checks them; give every API server of a cluster the same one. Without it "
@@ -143,7 +137,8 @@ def _add_apiserver(sub: Any) -> None:
     p.add_argument("--kubelet-client-key", metavar="FILE", help="the private key of --kubelet-client-certificate")
     p.add_argument("--kubelet-certificate-authority", metavar="FILE",
                    help="the CA kubelets' serving certificates must chain to (default: not checked, as kube)")
-    p.add_argument("--endpoint-reconciler-type", choices=["lease", "none"], default="lease",
+    p.add_argument("--endpoint-reconciler-type", choices=defaults.ENDPOINT_RECONCILER_TYPES,
+                   default=defaults.ENDPOINT_RECONCILER_TYPE,
                    help="lease: this server is an endpoint of the kubernetes Service while its master lease (15 s) "
                         "lives; none: it leaves the Service's endpoints alone (default lease, as kube)")
     p.add_argument("--identity-hostname", metavar="NAME",

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import json
 import logging
 import os
@@ -60,7 +61,7 @@ class UpOptions:
     # the file when missing) and the kubeconfig gets the admin's.
     token_auth_file: Path | None = None
     # kube-apiserver's --authorization-mode when tokens are on (apiserver/authz.py).
-    authorization_modes: tuple[str, ...] = tuple(defaults.AUTHORIZATION_MODE.split(","))
+    authorization_modes: tuple[str, ...] = defaults.AUTHORIZATION_MODES
     event_ttl: int = defaults.EVENT_TTL_SECONDS  # kube-apiserver's --event-ttl, in seconds
     # The API server's timeouts and in-flight limits (apiserver.serving.ServingOptions; None: kube's defaults).
     serving: Any = None
@@ -117,8 +118,10 @@ async def up(options: UpOptions, *, ready: Callable[[dict[str, Any]], None] | No
     """Run the cluster until cancelled. `ready(state)` is called once everything is registered."""
     import uvicorn
 
-    from apiserver.app import Config, create_app
+    from apiserver.app import create_app
     from apiserver.serving import Internal, ServingOptions, api_server, raise_open_files_limit, uvicorn_config
+
+    from .build import ApiServerOptions, build_apiserver_config
 
     data_dir = options.data_dir.resolve()
     data_dir.mkdir(parents=True, exist_ok=True)
@@ -188,14 +191,19 @@ async def up(options: UpOptions, *, ready: Callable[[dict[str, Any]], None] | No
         # The lab's prefix is chosen now: the API server dials kubelets from its namespace on the lab network.
         lab_prefix = f"kl-{secrets.token_hex(2)}" if netns else None
         tls = pki if tokens is not None else None  # the port users reach, and the kubelets: HTTPS with tokens
-        app = create_app(Config(etcd_servers, advertise_ip=advertise[0], port=advertise[1],
-                                token_auth_file=str(options.token_auth_file.resolve())
-                                if options.token_auth_file is not None else None, event_ttl=options.event_ttl,
-                                authorization_modes=options.authorization_modes, serving=serving_options, etcd_cafile=cafile, etcd_certfile=certfile,
-                                etcd_keyfile=keyfile, service_account_key_file=str(sa_key),
-                                kubelet_netns=f"{lab_prefix}-{APISERVER_NETNS}" if lab_prefix else None,
-                                kubelet_address=None if lab_prefix else "127.0.0.1",
-                                **_kubelet_client_tls(tls)))
+        first = ApiServerOptions(
+            tuple(etcd_servers), listen=f"{host}:{port}", advertise_address=advertise[0], advertise_port=advertise[1],
+            tls_cert_file=str(tls.cert_file) if tls else None, tls_private_key_file=str(tls.key_file) if tls else None,
+            token_auth_file=str(options.token_auth_file.resolve()) if options.token_auth_file is not None else None,
+            authorization_modes=options.authorization_modes, event_ttl=options.event_ttl,
+            service_account_signing_key_file=str(sa_key), serving=serving_options, etcd_cafile=cafile,
+            etcd_certfile=certfile, etcd_keyfile=keyfile,
+            kubelet_client_certificate=str(tls.kubelet_client_cert_file) if tls else None,
+            kubelet_client_key=str(tls.kubelet_client_key_file) if tls else None,
+            kubelet_certificate_authority=str(tls.ca_file) if tls else None,
+            kubelet_netns=f"{lab_prefix}-{APISERVER_NETNS}" if lab_prefix else None,
+            kubelet_address=None if lab_prefix else "127.0.0.1")
+        app = create_app(build_apiserver_config(first))
         server = api_server(uvicorn_config(app, options=serving_options, host=host, port=port,
                                            ssl_certfile=str(tls.cert_file) if tls else None,
                                            ssl_keyfile=str(tls.key_file) if tls else None), serving_options)
@@ -225,18 +233,15 @@ async def up(options: UpOptions, *, ready: Callable[[dict[str, Any]], None] | No
                 await asyncio.sleep(0.01)
             _log("apiserver").info("ready at %s [%s]", server_url, timer)
             if options.apiservers > 1:
-                await apiservers.start(apiservers.Flags(
-                    tuple(etcd_servers), host=host, advertise_address=advertise[0] if not netns else "127.0.0.1",
-                    authorization_modes=options.authorization_modes, event_ttl=options.event_ttl,
-                    service_account_key_file=str(sa_key),
-                    token_auth_file=str(options.token_auth_file.resolve()) if options.token_auth_file else None,
-                    tls_cert_file=str(tls.cert_file) if tls else None, tls_key_file=str(tls.key_file) if tls else None,
-                    ca_file=str(tls.ca_file) if tls else None, etcd_tls=(cafile, certfile, keyfile),
-                    kubelet_client_tls=(str(tls.kubelet_client_cert_file), str(tls.kubelet_client_key_file),
-                                        str(tls.ca_file)) if tls else None,
-                    # In the netns lab pods reach the API at the first server's lab address only.
-                    endpoint_reconciler_type="none" if netns else "lease"),
-                    count=options.apiservers, first_port=port, data_dir=data_dir, started=extras)
+                # The others: the first one's settings as flags, with their own defaults for what `up` gives only
+                # the first (its serving limits, its lab address and kubelet dialing); in the netns lab pods reach
+                # the API at the first server's lab address only.
+                await apiservers.start(dataclasses.replace(
+                    first, advertise_address=advertise[0] if not netns else "127.0.0.1", advertise_port=None,
+                    serving=ServingOptions(), kubelet_netns=None, kubelet_address=None,
+                    endpoint_reconciler_type="none" if netns else defaults.ENDPOINT_RECONCILER_TYPE),
+                    ca_file=str(tls.ca_file) if tls else None, count=options.apiservers, first_port=port,
+                    data_dir=data_dir, started=extras)
                 for extra in extras:
                     _log(f"apiserver-{extra.index}").info("ready at %s (pid %d, log %s) [%s]", extra.url,
                                                           extra.process.pid if extra.process else 0, extra.log_path,
@@ -472,15 +477,6 @@ def _refuse_second_cluster(data_dir: Path) -> None:
         if report.removed_netns:
             _log("netns").info("removed %d namespaces left by an earlier run", len(report.removed_netns))
     path.unlink(missing_ok=True)
-
-
-def _kubelet_client_tls(pki: Any) -> dict[str, Any]:
-    """The API server's side of the kubelet API's TLS (kube-apiserver's --kubelet-client-certificate,
-    --kubelet-client-key, --kubelet-certificate-authority); none without a lab PKI."""
-    if pki is None:
-        return {}
-    return {"kubelet_client_certificate": str(pki.kubelet_client_cert_file),
-            "kubelet_client_key": str(pki.kubelet_client_key_file), "kubelet_certificate_authority": str(pki.ca_file)}
 
 
 def _kubelet_server_tls(pki: Any) -> dict[str, Any]:

@@ -31,6 +31,7 @@ from .proxier import BURST_SYNCS, Proxier
 from .render import ProxyConfig, Ruleset
 from .servicecidrs import ServiceCIDRTracker
 from .sharedinformers import SharedProxyInformers
+from .timer import MONOTONIC, Timer
 
 log = logging.getLogger(__name__)
 
@@ -41,14 +42,15 @@ PROXY_MODES = ("iptables", "nftables")  # kube-proxy's --proxy-mode on Linux (ip
 class ProxyAgent:
     """kube-proxy for one node. `metrics` is its own registry; `proxier` does the work: the
     iptables Proxier, or with proxy_mode="nftables" the NftProxier, which applies its transactions
-    with `nft` (and ignores `applier` and `delta_sync`, iptables-mode settings)."""
+    with `nft` (and ignores `applier` and `delta_sync`, iptables-mode settings). `timer`: the monotonic time
+    its syncs are paced by (timer.py)."""
 
     def __init__(self, api: ApiClient, config: ProxyConfig, applier: Applier | None = None, *,
                  min_sync_period: float = 1.0, sync_period: float = 30.0, burst: int = BURST_SYNCS,
                  state_file: Path | None = None, metrics: ProxyMetrics | None = None,
                  delta_sync: bool = False, proxy_mode: str = "iptables", nft: NftApplierLike | None = None,
                  informers: SharedProxyInformers | None = None, health_checks: bool = False,
-                 health_netns: str | None = None) -> None:
+                 health_netns: str | None = None, timer: Timer = MONOTONIC) -> None:
         if proxy_mode not in PROXY_MODES:
             raise ValueError(f"unknown proxy mode {proxy_mode!r} (one of {', '.join(PROXY_MODES)})")
         self.api = api
@@ -58,10 +60,11 @@ class ProxyAgent:
         self._other_mode: Applier | NftApplierLike | None = applier if proxy_mode == "nftables" else nft
         if proxy_mode == "nftables":
             self.proxier = NftProxier(config, nft, min_sync_period=min_sync_period, sync_period=sync_period,
-                                      burst=burst, state_file=state_file, metrics=metrics)
+                                      burst=burst, state_file=state_file, metrics=metrics, timer=timer)
         else:
             self.proxier = Proxier(config, applier, min_sync_period=min_sync_period, sync_period=sync_period,
-                                   burst=burst, state_file=state_file, metrics=metrics, delta_sync=delta_sync)
+                                   burst=burst, state_file=state_file, metrics=metrics, delta_sync=delta_sync,
+                                   timer=timer)
         name = config.node_name or "proxy"
         # kube-proxy's health-check NodePorts (healthcheck.py), opened in `health_netns` (the node's
         # network namespace) on the addresses its --nodeport-addresses select, in either mode.

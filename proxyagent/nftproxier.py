@@ -28,7 +28,6 @@ from __future__ import annotations
 import dataclasses
 import logging
 import time
-from collections.abc import Callable
 from pathlib import Path
 
 from .apply import ApplyError
@@ -38,6 +37,7 @@ from .nftables.render import TABLE, NftConfig, NftRuleset, render_nft_ports
 from .proxier import BURST_SYNCS, FULL_SYNC_PERIOD, MAX_APPLIED_REPORTED, Proxier
 from .render import ProxyConfig, Ruleset
 from .serviceports import family_of, parse_cidr_sloppy
+from .timer import MONOTONIC, Timer
 
 log = logging.getLogger(__name__)
 
@@ -66,9 +66,9 @@ class NftProxier(Proxier):
     def __init__(self, config: ProxyConfig, nft: NftApplierLike | None = None, *,
                  nft_config: NftConfig | None = None, min_sync_period: float = 1.0, sync_period: float = 30.0,
                  burst: int = BURST_SYNCS, state_file: Path | None = None, metrics: ProxyMetrics | None = None,
-                 clock: Callable[[], float] = time.monotonic) -> None:
+                 timer: Timer = MONOTONIC) -> None:
         super().__init__(config, None, min_sync_period=min_sync_period, sync_period=sync_period, burst=burst,
-                         state_file=state_file, metrics=metrics, clock=clock)
+                         state_file=state_file, metrics=metrics, timer=timer)
         self.nft: NftApplierLike = nft if nft is not None else RecordingNftApplier(
             "ip6" if config.ip_family == "IPv6" else "ip")
         self.nft_config = nft_config if nft_config is not None else nft_config_of(config)
@@ -151,10 +151,7 @@ class NftProxier(Proxier):
                 raise
             timings["transact"] = time.perf_counter() - mark
         except Exception as exc:  # noqa: BLE001 - any failure: kube-proxy retries with a full sync
-            for service, causes in taken.items():
-                self._causes[service] = {**causes, **self._causes.get(service, {})}
-            self._failed(exc, full=full)
-            self.metrics.observe_sync(time.perf_counter() - start, full=full)
+            self._sync_failed(exc, taken, full=full, start=start)
             return None
         self.need_full_sync = False
         self.first_sync = False
@@ -168,13 +165,7 @@ class NftProxier(Proxier):
         # Only per-service chains and affinity sets matter to the next render (the fixed ones it rewrites).
         self._chains = ruleset.active_chains | frozenset(self._stale)
         self._sets = ruleset.active_affinity_sets  # the render deleted the others
-        if full:
-            self._last_full_sync = now
-        self.metrics.record_success(ruleset, trigger_times)
-        timings["total"] = time.perf_counter() - start
-        self.metrics.observe_sync(timings["total"], full=full)
-        self.last_updated = time.time()
-        self.oldest_pending_queued = None
+        self._sync_succeeded(ruleset, trigger_times, timings, full=full, now=now, start=start)
         self.last_nft = ruleset
         self.last_transaction = self.last_payload = transaction
         self.last_changes = frozenset() if full else changed

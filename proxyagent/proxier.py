@@ -36,11 +36,12 @@ from .apply import CANARY_TABLES, Applier, ApplyError, RecordingApplier
 from .changes import Changes, ProxyState
 from .delta import ChainRules, minimize
 from .healthcheck import ServiceHealthServer, health_check_ports, local_ready_endpoints
-from .metrics import ProxyMetrics
+from .metrics import LocalPolicyCounts, ProxyMetrics
 from .render import LARGE_CLUSTER_ENDPOINTS_THRESHOLD, ProxyConfig, Ruleset, render_ports
 from .runner import BoundedFrequencyRunner
 from .screening import Screen, service_problems, slice_problems
 from .servicerules import FragmentCache
+from .timer import MONOTONIC, Timer
 
 log = logging.getLogger(__name__)
 
@@ -55,7 +56,7 @@ CANARY_FLUSH_TIMEOUT = 5.0  # iptablesFlushTimeout
 class Proxier:
     def __init__(self, config: ProxyConfig, applier: Applier | None = None, *, min_sync_period: float = 1.0,
                  sync_period: float = 30.0, burst: int = BURST_SYNCS, state_file: Path | None = None,
-                 metrics: ProxyMetrics | None = None, clock: Callable[[], float] = time.monotonic,
+                 metrics: ProxyMetrics | None = None, timer: Timer = MONOTONIC,
                  delta_sync: bool = False) -> None:
         self.config = config
         self.delta_sync = delta_sync
@@ -71,8 +72,9 @@ class Proxier:
         self.cache = FragmentCache()
         self.runner = BoundedFrequencyRunner(self.sync_proxy_rules, min_interval=min_sync_period,
                                              max_interval=max(MAX_SYNC_INTERVAL, min_sync_period), burst=burst,
-                                             name=f"proxy-{config.node_name or 'node'}-sync", clock=clock)
-        self._clock = clock
+                                             name=f"proxy-{config.node_name or 'node'}-sync", timer=timer)
+        self._timer = timer
+        self._clock = timer.now
         self._lock = asyncio.Lock()  # proxier.mu: syncs never overlap (the monitor syncs directly too)
         self.need_full_sync = True
         self._last_full_sync = float("-inf")
@@ -246,22 +248,13 @@ class Proxier:
                 raise
             timings["restore"] = time.perf_counter() - mark
         except Exception as exc:  # noqa: BLE001 - any failure: kube-proxy retries with a full sync
-            for service, causes in taken.items():  # the retry applies them: it reports them
-                self._causes[service] = {**causes, **self._causes.get(service, {})}
-            self._failed(exc, full=full)
-            self.metrics.observe_sync(time.perf_counter() - start, full=full)
+            self._sync_failed(exc, taken, full=full, start=start)
             return None
         self.need_full_sync = False
         self._applied_shared = shared
         self._kernel_chains = ruleset.active_nat_chains
         self.last_payload = payload
-        if full:
-            self._last_full_sync = now
-        self.metrics.record_success(ruleset, changes.trigger_times)
-        timings["total"] = time.perf_counter() - start
-        self.metrics.observe_sync(timings["total"], full=full)
-        self.last_updated = time.time()
-        self.oldest_pending_queued = None
+        self._sync_succeeded(ruleset, changes.trigger_times, timings, full=full, now=now, start=start)
         self.last_ruleset = ruleset
         self.last_changes = frozenset() if full else changes.all
         self.syncs += 1
@@ -292,6 +285,26 @@ class Proxier:
         except Exception:  # a health check must never fail the sync that was applied
             log.exception("%s: could not sync the health-check NodePorts", self.config.node_name)
         self.health.sync_endpoints(local_ready_endpoints(wanted, self.state.ports_of, self.state.endpoints_map()))
+
+    def _sync_failed(self, exc: BaseException, taken: dict[str, dict[str, int]], *, full: bool, start: float) -> None:
+        """A sync (either mode's) that did not apply: the objects it took are reported by the full sync
+        that retries it (kube-proxy's behaviour on failure), and its duration is observed."""
+        for service, causes in taken.items():  # the retry applies them: it reports them
+            self._causes[service] = {**causes, **self._causes.get(service, {})}
+        self._failed(exc, full=full)
+        self.metrics.observe_sync(time.perf_counter() - start, full=full)
+
+    def _sync_succeeded(self, ruleset: LocalPolicyCounts, trigger_times: Iterable[float], timings: dict[str, float], *,
+                        full: bool, now: float, start: float) -> None:
+        """A sync (either mode's) that applied: its metrics, and the times /healthz and the next full
+        sync go by (`now` is the timer's, decisions; the wall clock is what /metrics and /healthz report)."""
+        if full:
+            self._last_full_sync = now
+        self.metrics.record_success(ruleset, trigger_times)
+        timings["total"] = time.perf_counter() - start
+        self.metrics.observe_sync(timings["total"], full=full)
+        self.last_updated = time.time()
+        self.oldest_pending_queued = None
 
     def _failed(self, exc: BaseException, *, full: bool) -> None:
         # The changes may have been checked out already: only a full sync can recover the lost state.
@@ -363,10 +376,10 @@ class Proxier:
                 await self.applier.ensure_canary()
             except ApplyError as exc:
                 log.warning("%s: could not set up the iptables canary: %s", self.config.node_name, exc)
-                await asyncio.sleep(self.sync_period)
+                await self._timer.sleep(self.sync_period)
                 continue
             while True:
-                await asyncio.sleep(self.sync_period)
+                await self._timer.sleep(self.sync_period)
                 try:
                     if not await self.applier.canary_exists(CANARY_TABLES[0]):
                         break
@@ -377,7 +390,7 @@ class Proxier:
                 remaining = [t for t in CANARY_TABLES[1:] if await self._canary_left(t)]
                 if not remaining:
                     break
-                await asyncio.sleep(CANARY_FLUSH_POLL)
+                await self._timer.sleep(CANARY_FLUSH_POLL)
             log.info("%s: iptables canary gone (flushed?), resyncing everything", self.config.node_name)
             await self.force_sync()
 

@@ -17,8 +17,9 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import time
 from collections.abc import Awaitable, Callable
+
+from .timer import MONOTONIC, Timer
 
 log = logging.getLogger(__name__)
 
@@ -47,23 +48,25 @@ class TokenBucket:
 
 class BoundedFrequencyRunner:
     """Runs `fn` on request, at most `burst` times in a row and then once per `min_interval`, and at
-    least once per `max_interval`. Runs never overlap. `loop()` must be running for anything to run."""
+    least once per `max_interval`. Runs never overlap. `loop()` must be running for anything to run. Every
+    time it reads or waits for is `timer`'s (timer.py)."""
 
     def __init__(self, fn: Callable[[], Awaitable[object]], *, min_interval: float, max_interval: float,
-                 burst: int = 2, name: str = "sync-runner", clock: Callable[[], float] = time.monotonic) -> None:
+                 burst: int = 2, name: str = "sync-runner", timer: Timer = MONOTONIC) -> None:
         if max_interval < min_interval:
             raise ValueError(f"{name}: max_interval ({max_interval}) must be >= min_interval ({min_interval})")
         self.name = name
         self.min_interval = min_interval
         self.max_interval = max_interval
         self._fn = fn
-        self._clock = clock
+        self._timer = timer
+        self._clock = timer.now
         # minSyncPeriod 0 means no rate limit at all (nullLimiter).
-        self._bucket = TokenBucket(1.0 / min_interval, burst, clock()) if min_interval > 0 else None
+        self._bucket = TokenBucket(1.0 / min_interval, burst, timer.now()) if min_interval > 0 else None
         self._wake = asyncio.Event()
         self._run_requested = False
         self._retry_at: float | None = None
-        self._next_at = clock() + max_interval
+        self._next_at = timer.now() + max_interval
         self._last_run = float("-inf")
         self.runs = 0
 
@@ -87,10 +90,7 @@ class BoundedFrequencyRunner:
             if not self._wake.is_set():
                 delay = self._next_at - self._clock()
                 if delay > 0:
-                    try:
-                        await asyncio.wait_for(self._wake.wait(), timeout=delay)
-                    except TimeoutError:
-                        pass
+                    await self._timer.wait(self._wake, delay)
             self._wake.clear()
             if self._retry_at is not None:
                 # doRetry: only ever brings the next run forward.

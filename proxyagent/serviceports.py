@@ -6,7 +6,9 @@ pkg/proxy/endpointslicecache.go, pkg/proxy/topology.go, pkg/api/v1/service/util.
 * one `ServicePortInfo` per entry of `spec.ports` of every proxied Service, for one IP family;
 * one sorted tuple of `EndpointInfo` per (service, port name, protocol), collected from the
   EndpointSlices labelled `kubernetes.io/service-name`;
-* `categorize_endpoints`, which picks the endpoints each traffic policy may use.
+* `categorize_endpoints`, which picks the endpoints each traffic policy may use, and `traffic_policy`,
+  the decisions both proxiers take from them (which policy chain ClusterIP and external traffic use, and
+  whether either has an endpoint), so the iptables and nftables renderers cannot decide differently.
 
 Everything here is pure: no clock, no subprocess, no I/O, no state but the memo of the IP parsers
 (which changes their cost, never their answers). Inputs are never mutated. The per-slice step
@@ -412,3 +414,50 @@ def categorize_endpoints(endpoints: Sequence[EndpointInfo], sp: ServicePortInfo)
     union = {e.endpoint: e for e in (*cluster, *local)}
     reachable = tuple(sorted(union.values(), key=lambda e: e.endpoint))
     return CategorizedEndpoints(cluster, local, reachable, has_any)
+
+
+# --- The traffic-policy decision -----------------------------------------------------------------
+
+@dataclass(frozen=True)
+class TrafficPolicy:
+    """Where one service port's traffic goes on this node, as both of kube-proxy's proxiers decide it right
+    after CategorizeEndpoints in syncProxyRules (the same block in proxy/iptables and proxy/nftables):
+    which policy chains are written, which one ClusterIP traffic and external traffic (NodePorts, external
+    IPs, load-balancer IPs) use, and whether either has an endpoint to go to. Each proxier names the chains."""
+
+    endpoints: CategorizedEndpoints
+    uses_cluster_chain: bool  # usesClusterPolicyChain: Cluster policy is in use and has endpoints
+    uses_local_chain: bool  # usesLocalPolicyChain: Local policy is in use and has endpoints
+    internal_local: bool  # ClusterIP traffic goes to the Local policy chain (internalTrafficPolicy Local)
+    external_local: bool  # external traffic's policy chain is the Local one (externalTrafficPolicy Local)
+    has_internal: bool  # hasInternalEndpoints
+    has_external: bool  # hasExternalEndpoints
+    # The external chain is written whenever there are endpoints at all and the port is externally
+    # accessible, even with no usable external endpoint: its short-circuits serve pod and host traffic.
+    uses_external_chain: bool
+
+    @property
+    def no_local_internal(self) -> bool:
+        """Endpoints exist, none local, under internalTrafficPolicy Local: ClusterIP traffic is dropped (kube
+        counts it in sync_proxy_rules_no_local_endpoints_total{traffic_policy="internal"})."""
+        return self.endpoints.has_any and not self.has_internal
+
+    @property
+    def no_local_external(self) -> bool:
+        """The same for external traffic under externalTrafficPolicy Local."""
+        return self.endpoints.has_any and not self.has_external
+
+
+def traffic_policy(endpoints: Sequence[EndpointInfo], sp: ServicePortInfo) -> TrafficPolicy:
+    """CategorizeEndpoints, then kube-proxy's policy-chain decisions for the port (TrafficPolicy). Pure."""
+    cat = categorize_endpoints(endpoints, sp)
+    has_internal = has_external = cat.has_any
+    if sp.internal_policy_local:
+        has_internal = has_internal and bool(cat.local)
+    if sp.external_policy_local:
+        has_external = has_external and bool(cat.local)
+    return TrafficPolicy(cat, uses_cluster_chain=bool(cat.cluster) and sp.uses_cluster_endpoints,
+                         uses_local_chain=bool(cat.local) and sp.uses_local_endpoints,
+                         internal_local=sp.internal_policy_local, external_local=sp.external_policy_local,
+                         has_internal=has_internal, has_external=has_external,
+                         uses_external_chain=cat.has_any and sp.externally_accessible)

@@ -18,7 +18,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from .hashing import endpoint_chain_name, service_chain_names
-from .serviceports import EndpointInfo, IPAddress, ServicePortInfo, categorize_endpoints, parse_cidr_sloppy
+from .serviceports import EndpointInfo, IPAddress, ServicePortInfo, parse_cidr_sloppy, traffic_policy
 
 KUBE_SERVICES = "KUBE-SERVICES"
 KUBE_EXTERNAL_SERVICES = "KUBE-EXTERNAL-SERVICES"
@@ -61,8 +61,8 @@ class Fragment:
 def service_fragment(sp: ServicePortInfo, endpoints: tuple[EndpointInfo, ...], ctx: RenderContext) -> Fragment:
     """§6: the rules of one service port with these endpoints (sorted, as `build_endpoints_map`
     gives them). Pure."""
-    cat = categorize_endpoints(endpoints, sp)
-    has_endpoints, cluster, local = cat.has_any, cat.cluster, cat.local
+    policy = traffic_policy(endpoints, sp)
+    has_endpoints, cluster, local = policy.endpoints.has_any, policy.endpoints.cluster, policy.endpoints.local
     s, p = sp.svc_port_name, sp.proto
     pm = f"-m {p} -p {p}"
     cip_dport = f"-d {sp.cluster_ip} --dport {sp.port}"
@@ -73,17 +73,10 @@ def service_fragment(sp: ServicePortInfo, endpoints: tuple[EndpointInfo, ...], c
     nat_rules: list[str] = []
     active: list[str] = []
 
-    uses_cluster_chain = bool(cluster) and sp.uses_cluster_endpoints
-    uses_local_chain = bool(local) and sp.uses_local_endpoints
-    internal_chain, has_internal = chains.svc, has_endpoints
-    if sp.internal_policy_local:
-        internal_chain, has_internal = chains.svl, has_internal and bool(local)
-    external_policy_chain, has_external = chains.svc, has_endpoints
-    if sp.external_policy_local:
-        external_policy_chain, has_external = chains.svl, has_external and bool(local)
-    # EXT is needed whenever there are endpoints at all: its short-circuit rules serve pod and host
-    # traffic even when no endpoint is local.
-    uses_ext = has_endpoints and sp.externally_accessible
+    uses_cluster_chain, uses_local_chain = policy.uses_cluster_chain, policy.uses_local_chain
+    internal_chain, has_internal = chains.svl if policy.internal_local else chains.svc, policy.has_internal
+    external_policy_chain, has_external = chains.svl if policy.external_local else chains.svc, policy.has_external
+    uses_ext = policy.uses_external_chain
     uses_fw = has_endpoints and bool(sp.load_balancer_vips) and bool(sp.load_balancer_source_ranges)
     lb_chain = chains.fw if uses_fw else chains.ext
 
@@ -93,9 +86,9 @@ def service_fragment(sp: ServicePortInfo, endpoints: tuple[EndpointInfo, ...], c
         internal_target = external_target = "REJECT"
         internal_comment = external_comment = f'"{s} has no endpoints"'
     else:
-        if not has_internal:
+        if policy.no_local_internal:
             internal_target, internal_comment, no_local_internal = "DROP", f'"{s} has no local endpoints"', True
-        if not has_external:
+        if policy.no_local_external:
             external_target, external_comment, no_local_external = "DROP", f'"{s} has no local endpoints"', True
 
     # 1. cluster IP
@@ -201,7 +194,7 @@ def service_fragment(sp: ServicePortInfo, endpoints: tuple[EndpointInfo, ...], c
         _write_dispatch(nat_rules, sp, chains.svl, local, sep_names, ctx.large_cluster)
     # 11. one chain per reachable endpoint
     comment = "" if ctx.large_cluster else f" -m comment --comment {s}"
-    for ep in cat.all_reachable:
+    for ep in policy.endpoints.all_reachable:
         sep = sep_names.get(ep.endpoint) or endpoint_chain_name(s, p, ep.endpoint)
         nat_chains.append(f":{sep} - [0:0]")
         active.append(sep)

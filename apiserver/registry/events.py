@@ -16,10 +16,10 @@ from kubelab.kinds import ResourceType
 from kubelab.models import Event, Lease, TypedObject
 from kubelab.validation import FieldError, invalid, required
 
+from .. import defaults
 from .strategy import Strategy
 
-# kube-apiserver's --event-ttl default: an event is gone an hour after its last write.
-DEFAULT_EVENT_TTL = 3600
+DEFAULT_EVENT_TTL = defaults.EVENT_TTL  # kube-apiserver's --event-ttl default (apiserver/defaults.py)
 
 # pkg/apis/core/validation/events.go
 REPORTING_INSTANCE_LENGTH_LIMIT = 128

@@ -30,10 +30,10 @@ from ..serviceports import (
     ServicePortInfo,
     build_endpoints_map,
     build_service_ports,
-    categorize_endpoints,
     family_of,
     parse_cidr_sloppy,
     parse_ip_sloppy,
+    traffic_policy,
 )
 from .names import (
     AFFINITY_PREFIX,
@@ -614,8 +614,9 @@ def _render_port(ctx: _Context, sp: ServicePortInfo, eps: Sequence[EndpointInfo]
                 tx.add_chain(chain)
                 tx.verb("flush", "chain", chain)
 
-    cat = categorize_endpoints(eps, sp)
-    cluster, local, reachable, has_endpoints = cat.cluster, cat.local, cat.all_reachable, cat.has_any
+    policy = traffic_policy(eps, sp)
+    cluster, local, reachable = policy.endpoints.cluster, policy.endpoints.local, policy.endpoints.all_reachable
+    has_endpoints = policy.endpoints.has_any
     proto, name = sp.proto, sp.svc_port_name
     chains = service_port_chains(sp.namespace, sp.name, proto, sp.port_name)
     affinity = sp.session_affinity_client_ip
@@ -628,22 +629,16 @@ def _render_port(ctx: _Context, sp: ServicePortInfo, eps: Sequence[EndpointInfo]
         if affinity:
             affinity_sets.add(AFFINITY_PREFIX + base)
 
-    uses_cluster_chain = bool(cluster) and sp.uses_cluster_endpoints
+    uses_cluster_chain, uses_local_chain = policy.uses_cluster_chain, policy.uses_local_chain
     if uses_cluster_chain:
         ensure_chain(chains.cluster)
-    uses_local_chain = bool(local) and sp.uses_local_endpoints
     if uses_local_chain:
         ensure_chain(chains.local)
 
-    internal_chain, has_internal = chains.cluster, has_endpoints
-    if sp.internal_policy_local:
-        internal_chain, has_internal = chains.local, has_internal and bool(local)
-    external_policy_chain, has_external = chains.cluster, has_endpoints
-    if sp.external_policy_local:
-        external_policy_chain, has_external = chains.local, has_external and bool(local)
-    # The external chain is needed even with no usable external endpoint: its short-circuits
-    # serve pod and host traffic.
-    uses_external_chain = has_endpoints and sp.externally_accessible
+    internal_chain, has_internal = chains.local if policy.internal_local else chains.cluster, policy.has_internal
+    external_policy_chain = chains.local if policy.external_local else chains.cluster
+    has_external = policy.has_external
+    uses_external_chain = policy.uses_external_chain
     if uses_external_chain:
         ensure_chain(chains.external)
 
@@ -651,10 +646,10 @@ def _render_port(ctx: _Context, sp: ServicePortInfo, eps: Sequence[EndpointInfo]
         internal_verdict = external_verdict = f"goto {REJECT_CHAIN}"
     else:
         internal_verdict = external_verdict = ""
-        if not has_internal:  # iTP Local with no local endpoint: drop ClusterIP traffic
+        if policy.no_local_internal:  # iTP Local with no local endpoint: drop ClusterIP traffic
             internal_verdict = "drop"
             no_local_internal += 1
-        if not has_external:  # eTP Local with no local endpoint: drop what is not short-circuited
+        if policy.no_local_external:  # eTP Local with no local endpoint: drop what is not short-circuited
             external_verdict = "drop"
             no_local_external += 1
 

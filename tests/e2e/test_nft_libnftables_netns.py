@@ -19,6 +19,7 @@ from collections.abc import Iterator
 
 import pytest
 from proxyobjects import endpoint_slice, ep, listed, port, service
+from proxytimer import FakeTimer
 
 from kubelab.models import EndpointSlice, Service
 from proxyagent import ProxyConfig
@@ -84,25 +85,17 @@ SLICES = [eps("alpha", "10.244.1.2"), eps("beta", "10.244.1.3", "10.244.1.4", "1
           eps("gamma", "10.244.1.5"), eps("delta", "10.244.1.8", "10.244.1.9")]
 
 
-class Clock:
-    def __init__(self) -> None:
-        self.now = 1000.0
-
-    def __call__(self) -> float:
-        return self.now
-
-
 def libnft_threads() -> list[str]:
     return [t.name for t in threading.enumerate() if t.name.startswith("libnft-")]
 
 
 async def test_libnftables_leaves_the_kernel_state_nft_f_leaves(pair: tuple[str, str]) -> None:
     cli_ns, lib_ns = pair
-    clock = Clock()
+    timer = FakeTimer(start=1000.0)
     lib = LibNftApplier(lib_ns)
     try:
-        cli = listed(NftProxier(CONFIG, NftApplier(cli_ns), clock=clock), [*SERVICES, *SLICES])
-        fast = listed(NftProxier(CONFIG, lib, clock=clock), [*SERVICES, *SLICES])
+        cli = listed(NftProxier(CONFIG, NftApplier(cli_ns), timer=timer), [*SERVICES, *SLICES])
+        fast = listed(NftProxier(CONFIG, lib, timer=timer), [*SERVICES, *SLICES])
 
         async def both(step: str) -> None:
             await cli.sync_proxy_rules()
@@ -126,7 +119,7 @@ async def test_libnftables_leaves_the_kernel_state_nft_f_leaves(pair: tuple[str,
         event("DELETED", SLICES[2], None)
         await both("partial: an endpoint and a NodePort Service gone")
         assert fast.last_nft is not None and not fast.last_nft.full_sync and fast.last_nft.stale_chains
-        clock.now += 1.0
+        timer.t += 1.0
         await both("stale chains deleted")
         epsilon = svc("epsilon", "10.96.0.14", svc_type="NodePort", ports=[port("http", 80, nodePort=30081)])
         event("ADDED", None, epsilon)
@@ -134,7 +127,7 @@ async def test_libnftables_leaves_the_kernel_state_nft_f_leaves(pair: tuple[str,
         event("MODIFIED", SLICES[3], eps("delta", "10.244.1.9"))
         await both("partial: a Service added, an affinity endpoint gone")
         assert fast.last_nft is not None and not fast.last_nft.full_sync
-        clock.now += 1.0
+        timer.t += 1.0
         await both("stale chains deleted again")
         assert lib.transactions == 5
     finally:

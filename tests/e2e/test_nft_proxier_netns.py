@@ -90,24 +90,16 @@ SLICES = [eps("alpha", "10.244.1.2"), eps("beta", "10.244.1.3", "10.244.1.4", "1
           eps("gamma", "10.244.1.5")]
 
 
-class Clock:
-    """The proxier's monotonic clock, moved by the test (stale chains wait a second to be deleted)."""
-
-    def __init__(self) -> None:
-        self.now = 1000.0
-
-    def __call__(self) -> float:
-        return self.now
-
-
 def service_chains(chains: dict[str, int]) -> set[str]:
     return {c for c in chains if is_service_chain(c)}
 
 
 async def test_full_then_partial_syncs_and_stale_chains_on_real_nft(netns: str) -> None:
-    clock = Clock()
+    from proxytimer import FakeTimer  # the proxier's monotonic time, moved by the test
+
+    timer = FakeTimer(start=1000.0)
     applier = NftApplier(netns)
-    proxier = listed(NftProxier(CONFIG, applier, clock=clock), [*SERVICES, *SLICES])
+    proxier = listed(NftProxier(CONFIG, applier, timer=timer), [*SERVICES, *SLICES])
     reports: list[dict[str, object]] = []
     proxier.on_synced = reports.append
 
@@ -140,7 +132,7 @@ async def test_full_then_partial_syncs_and_stale_chains_on_real_nft(netns: str) 
 
     # A second later, the next sync (even one with no change) deletes them; nothing else changes.
     assert proxier.runner._retry_at is not None  # the proxier asked for that sync itself
-    clock.now += 1.0
+    timer.t += 1.0
     await proxier.sync_proxy_rules()
     assert applier.transactions == 3
     assert proxier.last_transaction == "".join(f"delete chain ip kube-proxy {c}\n" for c in sorted(stale))
@@ -163,21 +155,23 @@ async def test_full_then_partial_syncs_and_stale_chains_on_real_nft(netns: str) 
 
 
 async def test_a_restarted_agent_takes_over_the_table(netns: str) -> None:
-    clock = Clock()
-    old = listed(NftProxier(CONFIG, NftApplier(netns), clock=clock), [*SERVICES, *SLICES])
+    from proxytimer import FakeTimer  # the proxier's monotonic time, moved by the test
+
+    timer = FakeTimer(start=1000.0)
+    old = listed(NftProxier(CONFIG, NftApplier(netns), timer=timer), [*SERVICES, *SLICES])
     await old.sync_proxy_rules()
     assert old.last_nft is not None
 
     # A new agent, with gamma gone while none ran: its first (full) sync finds gamma's chains in the
     # kernel, flushes them, and a later sync deletes them.
-    new = listed(NftProxier(CONFIG, NftApplier(netns), clock=clock), [*SERVICES[:2], *SLICES[:2]])
+    new = listed(NftProxier(CONFIG, NftApplier(netns), timer=timer), [*SERVICES[:2], *SLICES[:2]])
     await new.sync_proxy_rules()
     assert new.last_nft is not None and new.last_nft.full_sync and new.last_nft.stale_chains
     assert "delete chain ip kube-proxy filter-input" in new.last_transaction  # base chains recreated once
     _, sets = kernel(netns)
     want = fresh(SERVICES[:2], SLICES[:2])
     assert sets == want[1]
-    clock.now += 1.0
+    timer.t += 1.0
     await new.sync_proxy_rules()
     assert kernel(netns) == want
 

@@ -12,12 +12,20 @@ from typing import Any
 
 import controllers
 from apiserver import authz
+from apiserver.app import Config
 from apiserver.registry.events import DEFAULT_EVENT_TTL
 from apiserver.serving import ServingOptions
 from kubeletstub.node import NodeConfig
 from launcher import defaults
-from launcher.build import ControllersOptions, NodeOptions, SchedulerOptions
+from launcher.build import (
+    ApiServerOptions,
+    ControllersOptions,
+    NodeOptions,
+    SchedulerOptions,
+    build_apiserver_config,
+)
 from launcher.cli import build_parser
+from launcher.components import apiserver_options
 from launcher.runner import UpOptions
 from launcher.upcommand import up_options
 from proxyagent import ProxyAgent
@@ -79,3 +87,11 @@ def test_apiserver_flags_give_the_api_servers_own_defaults() -> None:
         assert command.event_ttl == DEFAULT_EVENT_TTL == defaults.EVENT_TTL_SECONDS
     assert UpOptions().authorization_modes == authz.DEFAULT_MODES
     assert UpOptions().event_ttl == DEFAULT_EVENT_TTL
+
+
+def test_apiserver_flags_build_the_config_the_api_server_has_by_default() -> None:
+    """`kubelab apiserver` with nothing but its etcd builds exactly the Config the API server has when
+    nothing is said (apiserver/defaults.py and Config's own defaults): no setting defaulted twice differently."""
+    options = apiserver_options(parse("apiserver", "--etcd-servers", "http://127.0.0.1:2379"))
+    assert options == ApiServerOptions(("http://127.0.0.1:2379",))
+    assert build_apiserver_config(options) == Config(["http://127.0.0.1:2379"])

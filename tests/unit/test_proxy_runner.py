@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import asyncio
-import time
 
 import pytest
+from proxytimer import FakeTimer
 
 from proxyagent.runner import BoundedFrequencyRunner, TokenBucket
 
@@ -28,54 +28,60 @@ def test_token_bucket_rejects_nonsense() -> None:
         BoundedFrequencyRunner(lambda: asyncio.sleep(0), min_interval=10, max_interval=1)
 
 
-async def _runner(min_interval: float, max_interval: float, work: float = 0.0) -> tuple[BoundedFrequencyRunner,
-                                                                                          list[float]]:
+async def _runner(timer: FakeTimer, min_interval: float, max_interval: float) -> tuple[BoundedFrequencyRunner,
+                                                                                         list[float], asyncio.Task[None]]:
     runs: list[float] = []
 
     async def fn() -> None:
-        runs.append(time.monotonic())
-        await asyncio.sleep(work)
+        runs.append(timer.now())
 
-    return BoundedFrequencyRunner(fn, min_interval=min_interval, max_interval=max_interval, burst=2), runs
+    runner = BoundedFrequencyRunner(fn, min_interval=min_interval, max_interval=max_interval, burst=2, timer=timer)
+    loop = asyncio.create_task(runner.loop())
+    await timer.idle()  # the loop waits for its first request
+    return runner, runs, loop
+
+
+async def _stop(loop: asyncio.Task[None]) -> None:
+    loop.cancel()
+    await asyncio.gather(loop, return_exceptions=True)
 
 
 async def test_requests_are_coalesced_and_rate_limited() -> None:
-    runner, runs = await _runner(min_interval=2.0, max_interval=60.0, work=0.02)
-    loop = asyncio.create_task(runner.loop())
+    timer = FakeTimer()
+    runner, runs, loop = await _runner(timer, min_interval=2.0, max_interval=60.0)
     try:
-        start = time.monotonic()
-        for _ in range(40):  # 40 requests within ~0.4 s
-            runner.run()
-            await asyncio.sleep(0.01)
+        for _ in range(40):  # 40 requests within 0.4 s
+            await timer.step(runner.run, advance=0.01)
         burst = len(runs)
-        window = time.monotonic() - start
-        await asyncio.sleep(2.4)  # the rest is coalesced into one run once the bucket refills
+        for _ in range(200):  # 2 s more: the rest is coalesced into one run once the bucket refills
+            await timer.step(advance=0.01)
     finally:
-        loop.cancel()
-        await asyncio.gather(loop, return_exceptions=True)
+        await _stop(loop)
 
-    assert window < 2.0, "the requests took longer than min_interval; the bound below would not hold"
     assert burst == 2
     assert len(runs) == 3
     assert runs[2] - runs[0] >= 1.9  # not before the bucket had a token again
+    assert runs[2] - runs[1] == pytest.approx(2.0, abs=0.011)  # and as soon as it had one (minSyncPeriod)
 
 
 async def test_runs_at_least_every_max_interval_and_on_retry() -> None:
-    runner, runs = await _runner(min_interval=0.05, max_interval=0.3)
-    loop = asyncio.create_task(runner.loop())
+    timer = FakeTimer()
+    runner, runs, loop = await _runner(timer, min_interval=0.05, max_interval=0.3)
     try:
-        await asyncio.sleep(1.0)
+        for _ in range(100):
+            await timer.step(advance=0.01)
         periodic = len(runs)
-        runner.retry_after(0.05)
         before = len(runs)
-        await asyncio.sleep(0.15)
+        await timer.step(lambda: runner.retry_after(0.05))
+        for _ in range(15):
+            await timer.step(advance=0.01)
         retried = len(runs) - before
     finally:
-        loop.cancel()
-        await asyncio.gather(loop, return_exceptions=True)
+        await _stop(loop)
 
-    assert 2 <= periodic <= 4  # every 0.3 s with nobody asking
-    assert retried >= 1
+    assert periodic == 3  # at 0.3, 0.6 and 0.9 s with nobody asking
+    assert runs == pytest.approx([0.3, 0.6, 0.9, 1.05], abs=0.011)
+    assert retried == 1
 
 
 async def test_a_failing_function_does_not_stop_the_loop() -> None:
@@ -86,13 +92,13 @@ async def test_a_failing_function_does_not_stop_the_loop() -> None:
         calls += 1
         raise RuntimeError("boom")
 
-    runner = BoundedFrequencyRunner(fn, min_interval=0.0, max_interval=60.0)
+    timer = FakeTimer()
+    runner = BoundedFrequencyRunner(fn, min_interval=0.0, max_interval=60.0, timer=timer)
     loop = asyncio.create_task(runner.loop())
     try:
+        await timer.idle()
         for _ in range(3):
-            runner.run()
-            await asyncio.sleep(0.02)
+            await timer.step(runner.run)
     finally:
-        loop.cancel()
-        await asyncio.gather(loop, return_exceptions=True)
+        await _stop(loop)
     assert calls == 3

@@ -14,6 +14,7 @@ from datetime import UTC, datetime
 
 import pytest
 from proxyobjects import endpoint_slice, ep, listed, port, service
+from proxytimer import FakeTimer
 
 from kubelab.models import EndpointSlice, Service
 from proxyagent import Proxier, ProxyConfig, render
@@ -173,12 +174,12 @@ async def test_restarted_agent_converges_and_removes_chains_it_no_longer_owns() 
 
 
 async def test_a_full_sync_comes_back_after_the_full_sync_period() -> None:
-    now = [1000.0]
-    proxier = make_proxier([*SERVICES, *SLICES], clock=lambda: now[0])
+    timer = FakeTimer(start=1000.0)
+    proxier = make_proxier([*SERVICES, *SLICES], timer=timer)
     assert (await proxier.sync_proxy_rules()).full_sync  # type: ignore[union-attr]
-    now[0] += 60
+    timer.t += 60
     assert not (await proxier.sync_proxy_rules()).full_sync  # type: ignore[union-attr]
-    now[0] += 3600
+    timer.t += 3600
     assert (await proxier.sync_proxy_rules()).full_sync  # type: ignore[union-attr]
 
 
@@ -243,29 +244,27 @@ async def test_agents_in_one_process_keep_separate_metrics() -> None:
 
 async def test_a_burst_of_changes_is_coalesced() -> None:
     """burst 2 per min_sync_period: thirty changes in well under a period give at most two syncs
-    after the initial one, and the last change is applied by the sync the rate limit allows next."""
+    after the initial one, and the last change is applied by the sync the rate limit allows next. The
+    proxier's time is the test's (proxytimer.FakeTimer): nothing here depends on how fast the machine is."""
     applier = RecordingApplier()
-    proxier = make_proxier([*SERVICES, *SLICES], applier, min_sync_period=2.0)
+    timer = FakeTimer()
+    proxier = make_proxier([*SERVICES, *SLICES], applier, min_sync_period=2.0, timer=timer)
     task = asyncio.create_task(proxier.run())
     try:
         await asyncio.wait_for(proxier.synced.wait(), 10)
+        await timer.idle()
         initial = proxier.syncs
-        started = time.monotonic()
+        started = timer.now()
         previous = SLICES[0]
         for i in range(30):
             changed = eps("alpha", f"10.244.1.{100 + i}")
-            proxier.on_slice("MODIFIED", previous, changed)
+            await timer.step(lambda old=previous, new=changed: proxier.on_slice("MODIFIED", old, new), advance=0.01)
             previous = changed
-            await asyncio.sleep(0.01)
-        burst_window = time.monotonic() - started
+        burst_window = timer.now() - started
         during_burst = proxier.syncs - initial
-
-
-        async def applied() -> None:
-            while sep_chain("alpha", "10.244.1.129:8080") not in await applier.existing_nat_chains():
-                await asyncio.sleep(0.05)
-
-        await asyncio.wait_for(applied(), 10)
+        for _ in range(250):  # 2.5 s: the rate limit allows the next sync
+            await timer.step(advance=0.01)
+        applied = sep_chain("alpha", "10.244.1.129:8080") in await applier.existing_nat_chains()
         total = proxier.syncs - initial
     finally:
         task.cancel()
@@ -274,6 +273,7 @@ async def test_a_burst_of_changes_is_coalesced() -> None:
     assert burst_window < 2.0, "the burst took longer than a sync period; the bound below would not hold"
     assert 1 <= during_burst <= 2
     assert during_burst <= total <= 3
+    assert applied
     assert not proxier.state.has_pending()
 
 
