@@ -154,7 +154,7 @@ def up(docker: Engine, files: tuple[str, ...], services: tuple[str, ...] = ()) -
         TIMINGS[f"up {len(files)} file(s), healthy"] = time.monotonic() - started
         yield project
     except BaseException:
-        print(project.compose("logs", "--no-color", "--tail=40", check=False).stdout[-12000:])
+        print(project.compose("logs", "--no-color", "--tail=40", check=False).stdout[-40000:])
         raise
     finally:
         started = time.monotonic()
@@ -277,17 +277,19 @@ def test_ha_lab_keeps_working_with_an_apiserver_and_the_leading_scheduler_killed
         wait_for("three nodes Ready", lambda: _ready_nodes(lab), timeout=240)
         identities = lab.kubectl_json("get", "leases", "-n", "kube-system", "-l", "apiserver.kubernetes.io/identity")
         assert len(identities["items"]) == 3, identities
-        assert wait_for("default/kubernetes lists the three API servers", lambda: _api_endpoints(lab, "apiserver"),
-                        timeout=60) == sorted(APISERVERS.values())
+        # (Until: on a machine loaded enough that a server misses its 10 s master-lease refresh, etcd drops
+        # its key after 15 s and the Service lists two for a while, as kube's does.)
+        every = sorted(APISERVERS.values())
+        wait_for("default/kubernetes lists the three API servers",
+                 lambda: _api_endpoints(lab, "apiserver") == every, timeout=180)
         lab.kubectl("apply", "-f", str(REPO / "examples" / "clusterip-svc.yaml"))
         wait_for("three api pods Running", lambda: _running_pods(lab), timeout=120)
 
         # The API server every component has first in its --server list: SIGKILLed, no goodbye.
         lab.compose("kill", "apiserver")
         # Its master lease expires (15 s) and the survivors drop it from the kubernetes Service.
-        assert wait_for("the killed API server dropped from default/kubernetes", lambda: (
-            ends if (ends := _api_endpoints(lab, "apiserver-2")) == ["10.240.0.8", "10.240.0.9"] else None),
-            timeout=90) == ["10.240.0.8", "10.240.0.9"]
+        wait_for("the killed API server dropped from default/kubernetes",
+                 lambda: _api_endpoints(lab, "apiserver-2") == ["10.240.0.8", "10.240.0.9"], timeout=180)
         # A pod created through another API server is scheduled, started and given its endpoint: the
         # scheduler, the controllers and the nodes moved to the next server and their watches resumed.
         _apply(lab, _api_pod("api-4"), via="apiserver-3")
@@ -316,8 +318,8 @@ def test_ha_lab_keeps_working_with_an_apiserver_and_the_leading_scheduler_killed
         # The first API server started again: back in the kubernetes Service.
         lab.compose("start", "apiserver")
         lab.wait_healthy(("apiserver",))
-        assert wait_for("default/kubernetes lists the three API servers again", lambda: _api_endpoints(
-            lab, "apiserver"), timeout=90) == sorted(APISERVERS.values())
+        wait_for("default/kubernetes lists the three API servers again",
+                 lambda: _api_endpoints(lab, "apiserver") == every, timeout=180)
 
 
 def _api_pod(name: str) -> dict[str, Any]:
