@@ -29,10 +29,12 @@ issue() {
   chmod 644 "$1.key"  # read by the container's user, whatever uid the bind mount shows
 }
 
-# The names the API server is reached by: the compose service name and its static IP (10.240.0.4),
-# the published port on the docker host (127.0.0.1, localhost), and the kubernetes Service.
+# The names the API servers are reached by: the compose service names and their static IPs (apiserver
+# 10.240.0.4; apiserver-2 .8 and apiserver-3 .9 of docker-compose.ha.yml, which serve with this same
+# certificate, as kube-apiservers behind one name share theirs), the published ports on the docker host
+# (127.0.0.1, localhost), and the kubernetes Service, which spreads over all of them.
 issue apiserver kube-apiserver serverAuth \
-  "DNS:apiserver,DNS:localhost,DNS:kubernetes,DNS:kubernetes.default,DNS:kubernetes.default.svc,DNS:kubernetes.default.svc.cluster.local,IP:127.0.0.1,IP:10.240.0.4,IP:10.96.0.1"
+  "DNS:apiserver,DNS:apiserver-2,DNS:apiserver-3,DNS:localhost,DNS:kubernetes,DNS:kubernetes.default,DNS:kubernetes.default.svc,DNS:kubernetes.default.svc.cluster.local,IP:127.0.0.1,IP:10.240.0.4,IP:10.240.0.8,IP:10.240.0.9,IP:10.96.0.1"
 # The kubelet API (10250) of every node container: one certificate naming the three nodes' addresses,
 # which the API server checks against this CA (--kubelet-certificate-authority).
 issue kubelet kubelab-kubelet serverAuth \

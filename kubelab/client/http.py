@@ -96,6 +96,11 @@ class ApiClient:
         # An https server's certificate is checked against `ca_file` (kubectl's --certificate-authority)
         # when given, else against the system's trust store.
         self._ssl: ssl.SSLContext | None = ssl.create_default_context(cafile=ca_file) if ca_file else None
+        # One context for every httpx client this client makes: httpx builds a new one from the trust store
+        # for each client given verify=True, and a failover makes a new client, so the first request on the
+        # next server waited for the store to load again (1.2 s of CPU per failover at load 30 on 2 cores;
+        # bench/apiserver_failover.py). client-go keeps its one transport's TLS config across retries too.
+        self._verify: ssl.SSLContext = self._ssl if self._ssl is not None else httpx.create_ssl_context()
         # `uds`: reach the server on this Unix socket instead (`kubelab up`'s components, on the API
         # server's private socket); `server` then only names it in URLs.
         self._uds = uds
@@ -114,7 +119,7 @@ class ApiClient:
 
     def _httpx_client(self) -> httpx.AsyncClient:
         limits = httpx.Limits(max_connections=200, max_keepalive_connections=50)
-        verify: ssl.SSLContext | bool = self._ssl if self._ssl is not None else True
+        verify = self._verify
         transport = httpx.AsyncHTTPTransport(uds=self._uds, limits=limits, verify=verify) if self._uds else None
         return httpx.AsyncClient(base_url=self.server, headers=self._headers, timeout=self._timeout, limits=limits,
                                  verify=verify, transport=transport)

@@ -25,7 +25,9 @@ from pathlib import Path
 from typing import Any, Protocol
 
 import pytest
+import yaml
 from composelab import REPO, ComposeLab, compose_config, parse_port, running
+from cryptography import x509
 from kubelab_cluster import wait_for
 
 from kubelab.tokenfile import load as load_tokens
@@ -36,6 +38,7 @@ pytestmark = pytest.mark.root
 
 COMPOSE_FILE = REPO / "docker-compose.yml"
 ETCD3_FILE = REPO / "docker-compose.etcd3.yml"
+HA_FILE = REPO / "docker-compose.ha.yml"
 KUBECONFIG = REPO / "compose" / "kubeconfig"
 MANIFEST = REPO / "examples" / "clusterip-svc.yaml"
 NODES = ("node-1", "node-2", "node-3")
@@ -123,6 +126,44 @@ def test_three_member_etcd_file_is_valid_on_top() -> None:
     servers = _flag([str(w) for w in services["apiserver"]["command"]], "--etcd-servers")
     assert servers == "http://etcd:2379,http://etcd-2:2379,http://etcd-3:2379"
     assert set(services["apiserver"]["depends_on"]) == {"etcd", "etcd-2", "etcd-3"}
+
+
+def test_ha_file_gives_three_apiservers_on_three_etcd_members_and_every_component_all_three() -> None:
+    merged = compose_config([COMPOSE_FILE, ETCD3_FILE, HA_FILE])
+    services = merged["services"]
+    apiservers = {"apiserver": "10.240.0.4", "apiserver-2": "10.240.0.8", "apiserver-3": "10.240.0.9"}
+    assert {*apiservers, "etcd", "etcd-2", "etcd-3", "scheduler-2", "controllers-2"} <= set(services)
+    # Still one image, built once; the API published on loopback only, one port per API server.
+    assert [name for name, spec in services.items() if spec.get("build")] == ["apiserver"]
+    published = {name: [parse_port(p)[:3] for p in spec.get("ports", [])] for name, spec in services.items()
+                 if spec.get("ports")}
+    assert published == {"apiserver": [("127.0.0.1", 8080, 8080)], "apiserver-2": [("127.0.0.1", 8081, 8080)],
+                         "apiserver-3": [("127.0.0.1", 8082, 8080)]}
+    urls = ",".join(f"https://{name}:8080" for name in apiservers)
+    for name, address in apiservers.items():
+        argv = [str(w) for w in services[name]["command"]]
+        assert services[name]["networks"]["lab"]["ipv4_address"] == address
+        assert _flag(argv, "--advertise-address") == address  # each is its own endpoint of default/kubernetes
+        assert set(_flag(argv, "--etcd-servers").split(",")) == {f"http://{m}:2379" for m in ("etcd", "etcd-2", "etcd-3")}
+        assert _flag(argv, "--service-account-signing-key-file") == "/etc/kubelab/pki/sa.key"  # one key for all
+        assert set(services[name]["depends_on"]) == {"etcd", "etcd-2", "etcd-3"}
+    for name in ("scheduler", "scheduler-2", "controllers", "controllers-2", "dns", *NODES):
+        argv = [str(w) for w in services[name]["command"]]
+        assert _flag(argv, "--server") == urls, name
+        assert {"apiserver", "apiserver-2", "apiserver-3"} <= set(services[name]["depends_on"]), name
+        if "scheduler" in name or "controllers" in name:
+            assert _flag(argv, "--leader-elect") == "true", name
+    # Every name and address a client reaches an API server by is in the one serving certificate.
+    cert = x509.load_pem_x509_certificate((REPO / "compose" / "pki" / "apiserver.crt").read_bytes())
+    sans = cert.extensions.get_extension_for_class(x509.SubjectAlternativeName).value
+    names = set(sans.get_values_for_type(x509.DNSName)) | {str(ip) for ip in sans.get_values_for_type(x509.IPAddress)}
+    assert {*apiservers, *apiservers.values(), "127.0.0.1", "kubernetes.default.svc", "10.96.0.1"} <= names
+    # kubectl talks to one server: compose/kubeconfig has a context for each published port.
+    config = yaml.safe_load(KUBECONFIG.read_text())
+    servers = {c["name"]: c["cluster"]["server"] for c in config["clusters"]}
+    assert servers == {"kubelab-compose": "https://127.0.0.1:8080", "kubelab-compose-2": "https://127.0.0.1:8081",
+                       "kubelab-compose-3": "https://127.0.0.1:8082"}
+    assert {c["context"]["cluster"] for c in config["contexts"]} == set(servers)
 
 
 def test_invalid_file_is_refused(tmp_path: Path) -> None:

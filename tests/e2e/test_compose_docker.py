@@ -11,7 +11,9 @@ ClusterIP from every node reaching every pod, a NodePort on a node's IP, another
 through the kubelets' HTTPS API (compose/pki's kubelet certificate), a pod reading the API with its
 projected service account token, a node container killed and started again with its rules back, and
 `docker-compose down -v` leaving nothing. The three-etcd variant keeps the API writable with one
-member stopped.
+member stopped. The highly available variant (three API servers on the three members, two leader-elected
+replicas of the scheduler and the controllers) keeps scheduling, running and serving pods with the API
+server every component talks to first killed, and with the leading scheduler killed after it.
 """
 
 from __future__ import annotations
@@ -36,11 +38,14 @@ pytestmark = [pytest.mark.root, pytest.mark.timeout(2400)]
 PROJECT = "kubelab-e2e"
 COMPOSE_FILES = ("docker-compose.yml",)
 ETCD3_FILES = ("docker-compose.yml", "docker-compose.etcd3.yml")
+HA_FILES = (*ETCD3_FILES, "docker-compose.ha.yml")
 KUBECONFIG = REPO / "compose" / "kubeconfig"
 PKI = REPO / "compose" / "pki"
 NODES = ("node-1", "node-2", "node-3")
 PODS = ("api-1", "api-2", "api-3")
 SERVICES = ("etcd", "apiserver", "scheduler", "controllers", "dns", *NODES)
+APISERVERS = {"apiserver": "10.240.0.4", "apiserver-2": "10.240.0.8", "apiserver-3": "10.240.0.9"}
+HA_SERVICES = (*SERVICES, "etcd-2", "etcd-3", "apiserver-2", "apiserver-3", "scheduler-2", "controllers-2")
 NODE_IPS = {"node-1": "10.240.0.11", "node-2": "10.240.0.12", "node-3": "10.240.0.13"}
 TIMINGS: dict[str, float] = {}
 
@@ -81,9 +86,15 @@ class Project:
     def __init__(self, docker: Engine, files: tuple[str, ...]) -> None:
         self.docker = docker
         self.port = _free_port()
+        self.ports = {"apiserver": self.port, "apiserver-2": _free_port(), "apiserver-3": _free_port()}
         self.files = files
         self.containers: dict[str, str] = {}
-        self.env = {"BASE_IMAGE": BASE_IMAGE, "ETCD_IMAGE": BASE_IMAGE, "KUBELAB_API_PORT": str(self.port)}
+        self.env = {"BASE_IMAGE": BASE_IMAGE, "ETCD_IMAGE": BASE_IMAGE, "KUBELAB_API_PORT": str(self.port),
+                    "KUBELAB_API_PORT_2": str(self.ports["apiserver-2"]),
+                    "KUBELAB_API_PORT_3": str(self.ports["apiserver-3"]),
+                    # docker-compose's own wait on the engine (60 s by default): `down` of the HA lab's 14
+                    # containers on a loaded machine took longer, and the project was left behind.
+                    "COMPOSE_HTTP_TIMEOUT": "300"}
 
     def compose(self, *args: str, check: bool = True, timeout: float = 300) -> subprocess.CompletedProcess[str]:
         files = [word for f in self.files for word in ("-f", f)]
@@ -108,15 +119,17 @@ class Project:
         wait_for(f"{services} healthy", lambda: all(self.health(s) == "healthy" for s in services), timeout=240,
                  interval=1)
 
-    def kubectl(self, *args: str, check: bool = True, timeout: float = 60) -> subprocess.CompletedProcess[str]:
-        argv = ["kubectl", "--kubeconfig", str(KUBECONFIG), "--server", f"https://127.0.0.1:{self.port}", *args]
+    def kubectl(self, *args: str, check: bool = True, timeout: float = 60,
+                via: str = "apiserver") -> subprocess.CompletedProcess[str]:
+        """The real kubectl through `via`'s published port (kubectl talks to one server)."""
+        argv = ["kubectl", "--kubeconfig", str(KUBECONFIG), "--server", f"https://127.0.0.1:{self.ports[via]}", *args]
         done = subprocess.run(argv, check=False, capture_output=True, text=True, timeout=timeout)
         if check and done.returncode != 0:
             raise AssertionError(f"{' '.join(argv)} failed ({done.returncode}):\n{done.stdout}{done.stderr}")
         return done
 
-    def kubectl_json(self, *args: str) -> Any:
-        return json.loads(self.kubectl(*args, "-o", "json").stdout)
+    def kubectl_json(self, *args: str, via: str = "apiserver") -> Any:
+        return json.loads(self.kubectl(*args, "-o", "json", via=via).stdout)
 
     def leftovers(self) -> list[str]:
         label = f"label=com.docker.compose.project={PROJECT}"
@@ -137,11 +150,11 @@ def up(docker: Engine, files: tuple[str, ...], services: tuple[str, ...] = ()) -
     try:
         started = time.monotonic()
         project.compose("up", "-d", *services)
-        project.wait_healthy(services or SERVICES)
+        project.wait_healthy(services or (HA_SERVICES if files == HA_FILES else SERVICES))
         TIMINGS[f"up {len(files)} file(s), healthy"] = time.monotonic() - started
         yield project
     except BaseException:
-        print(project.compose("logs", "--no-color", "--tail=40", check=False).stdout[-12000:])
+        print(project.compose("logs", "--no-color", "--tail=40", check=False).stdout[-40000:])
         raise
     finally:
         started = time.monotonic()
@@ -257,14 +270,79 @@ def test_three_member_etcd_keeps_the_api_writable_with_one_member_down(docker: E
         assert {"before", "after"} <= names
 
 
-def _apply(lab: Project, manifest: dict[str, Any]) -> None:
-    argv = ["kubectl", "--kubeconfig", str(KUBECONFIG), "--server", f"https://127.0.0.1:{lab.port}", "apply", "-f", "-"]
+def test_ha_lab_keeps_working_with_an_apiserver_and_the_leading_scheduler_killed(docker: Engine) -> None:
+    with up(docker, HA_FILES) as lab:
+        # Three identity Leases, and the kubernetes Service's endpoints are the three API servers (kube's
+        # lease endpoint reconciler): pods' API traffic spreads over them.
+        wait_for("three nodes Ready", lambda: _ready_nodes(lab), timeout=240)
+        identities = lab.kubectl_json("get", "leases", "-n", "kube-system", "-l", "apiserver.kubernetes.io/identity")
+        assert len(identities["items"]) == 3, identities
+        # (Until: on a machine loaded enough that a server misses its 10 s master-lease refresh, etcd drops
+        # its key after 15 s and the Service lists two for a while, as kube's does.)
+        every = sorted(APISERVERS.values())
+        wait_for("default/kubernetes lists the three API servers",
+                 lambda: _api_endpoints(lab, "apiserver") == every, timeout=180)
+        lab.kubectl("apply", "-f", str(REPO / "examples" / "clusterip-svc.yaml"))
+        wait_for("three api pods Running", lambda: _running_pods(lab), timeout=120)
+
+        # The API server every component has first in its --server list: SIGKILLed, no goodbye.
+        lab.compose("kill", "apiserver")
+        # Its master lease expires (15 s) and the survivors drop it from the kubernetes Service.
+        wait_for("the killed API server dropped from default/kubernetes",
+                 lambda: _api_endpoints(lab, "apiserver-2") == ["10.240.0.8", "10.240.0.9"], timeout=180)
+        # A pod created through another API server is scheduled, started and given its endpoint: the
+        # scheduler, the controllers and the nodes moved to the next server and their watches resumed.
+        _apply(lab, _api_pod("api-4"), via="apiserver-3")
+        ready = wait_for("api-4 Running and an endpoint", lambda: _endpoints(lab, "clusterip-svc", 4, via="apiserver-2"),
+                         timeout=120)
+        assert len(ready) == 4
+        # A pod reads the API through the kubernetes Service, which now leads only to live servers.
+        lab.kubectl("create", "rolebinding", "default-view", "--clusterrole=view", "--serviceaccount=default:default",
+                    via="apiserver-2")
+        _apply(lab, READER, via="apiserver-2")
+        assert wait_for("reader finished", lambda: _finished(lab, "reader", via="apiserver-3"), timeout=120) == "Succeeded"
+
+        # The leading scheduler killed: the other replica takes the Lease over (15 s + 2 s) and binds.
+        lease = lab.kubectl_json("get", "lease", "-n", "kube-system", "kube-scheduler", via="apiserver-2")
+        leader_host = lease["spec"]["holderIdentity"].split("_", 1)[0]
+        replicas = {s: lab.docker.run(["docker", "inspect", "--format", "{{.Config.Hostname}}", lab.container(s)]
+                                      ).stdout.strip() for s in ("scheduler", "scheduler-2")}
+        (leader,) = [s for s, host in replicas.items() if host == leader_host]
+        lab.compose("kill", leader)
+        _apply(lab, _api_pod("api-5"), via="apiserver-2")
+        assert len(wait_for("api-5 bound by the other scheduler", lambda: _endpoints(
+            lab, "clusterip-svc", 5, via="apiserver-3"), timeout=150)) == 5
+        taken = lab.kubectl_json("get", "lease", "-n", "kube-system", "kube-scheduler", via="apiserver-3")
+        assert taken["spec"]["holderIdentity"].split("_", 1)[0] == replicas[next(s for s in replicas if s != leader)]
+
+        # The first API server started again: back in the kubernetes Service.
+        lab.compose("start", "apiserver")
+        lab.wait_healthy(("apiserver",))
+        wait_for("default/kubernetes lists the three API servers again",
+                 lambda: _api_endpoints(lab, "apiserver") == every, timeout=180)
+
+
+def _api_pod(name: str) -> dict[str, Any]:
+    return {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name, "labels": {"app": "api-container"}},
+            "spec": {"containers": [{"name": "api", "image": "example/api:1.0", "ports": [{"containerPort": 5000}]}]}}
+
+
+def _api_endpoints(lab: Project, via: str) -> list[str] | None:
+    ep = lab.kubectl_json("get", "endpoints", "kubernetes", via=via)
+    ips = sorted(a["ip"] for s in ep.get("subsets") or [] for a in s.get("addresses") or [])
+    ports = {p["port"] for s in ep.get("subsets") or [] for p in s.get("ports") or []}
+    return ips if ports == {8080} else None
+
+
+def _apply(lab: Project, manifest: dict[str, Any], *, via: str = "apiserver") -> None:
+    argv = ["kubectl", "--kubeconfig", str(KUBECONFIG), "--server", f"https://127.0.0.1:{lab.ports[via]}", "apply",
+            "-f", "-"]
     done = subprocess.run(argv, check=False, input=json.dumps(manifest), capture_output=True, text=True, timeout=60)
     assert done.returncode == 0, done.stderr
 
 
-def _finished(lab: Project, pod: str) -> str | None:
-    phase = lab.kubectl_json("get", "pod", pod)["status"].get("phase")
+def _finished(lab: Project, pod: str, *, via: str = "apiserver") -> str | None:
+    phase = lab.kubectl_json("get", "pod", pod, via=via)["status"].get("phase")
     return phase if phase in ("Succeeded", "Failed") else None
 
 
@@ -285,7 +363,7 @@ def _running_pods(lab: Project) -> dict[str, dict[str, str]] | None:
     return found if set(found) == set(PODS) else None
 
 
-def _endpoints(lab: Project, name: str) -> list[str] | None:
-    ep = lab.kubectl_json("get", "endpoints", name)
+def _endpoints(lab: Project, name: str, count: int = len(PODS), *, via: str = "apiserver") -> list[str] | None:
+    ep = lab.kubectl_json("get", "endpoints", name, via=via)
     ips = sorted(a["ip"] for s in ep.get("subsets") or [] for a in s.get("addresses") or [])
-    return ips if len(ips) == len(PODS) else None
+    return ips if len(ips) == count else None

@@ -8,6 +8,7 @@ real `kubelab apiserver` processes, and the real ApiClient given every API serve
   the members started again, writes go on without restarting any API server.
 * An API server whose etcd cannot be reached answers 503; the client asks the next server (reads at once,
   writes from the next request).
+* A failover does not load the system trust store again (it used to, for the new server's HTTP client).
 
 Timings (the longest pause in acknowledgements, time to recover) are measured for the report, never
 asserted."""
@@ -16,6 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import itertools
+import ssl
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -27,6 +29,7 @@ from faultkit import ApiServerProcess, Figures
 from polling import wait_for
 
 from kubelab.client import AlreadyExists, ApiClient, ApiError
+from kubelab.etcd import free_port
 from kubelab.etcdcluster import EtcdCluster
 from kubelab.kinds import CONFIGMAPS, NAMESPACES
 
@@ -202,3 +205,29 @@ def test_the_client_moves_on_from_an_apiserver_answering_503(
     _, stored = asyncio.run(run())
     assert stored == 1
     figures["lonely_server_answered"] = 503
+
+
+def test_a_failover_does_not_load_the_trust_store_again(
+        etcd_cluster: EtcdCluster, apiserver_process: Callable[..., ApiServerProcess], figures: Figures,
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    # The first URL refuses connections (nothing listens there); the client moves to the live server with
+    # a new HTTP client. Loading the system trust store again for it cost a failover 1.2 s at load 30
+    # (bench/apiserver_failover.py): the context made when the client was made must serve every server.
+    live = apiserver_process(",".join(etcd_cluster.urls))
+    refused = f"http://127.0.0.1:{free_port()}"
+    loads: list[object] = []
+    real_load = ssl.SSLContext.load_verify_locations
+
+    def counted(self: ssl.SSLContext, *args: Any, **kwargs: Any) -> None:
+        loads.append(args or kwargs)
+        real_load(self, *args, **kwargs)
+
+    async def run() -> str:
+        async with ApiClient([refused, live.url], timeout=60) as api:
+            monkeypatch.setattr(ssl.SSLContext, "load_verify_locations", counted)
+            await api.list(CONFIGMAPS, "default")  # refused: not sent, so asked of the next server at once
+            return api.server
+
+    assert asyncio.run(run()) == live.url
+    assert loads == []
+    figures["trust_store_loads_per_failover"] = len(loads)
