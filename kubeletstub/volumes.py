@@ -194,27 +194,11 @@ class VolumeManager:
         self.jitter = jitter or (lambda: random.uniform(0, TOKEN_MAX_JITTER))
         # (pod uid, account, audiences, expirationSeconds) -> the token kubelet's token manager caches
         self._tokens: dict[tuple[str, str, tuple[str, ...], int], IssuedToken] = {}
-        # pod uid -> (the Pod object, its dict): the dict that downwardAPI items read, made again only when
-        # the informer hands over a new object (a running pod's volumes are refreshed every minute, and
-        # dumping the whole pod each time was half of the refresh's cost in the density profile).
-        self._raw: dict[str, tuple[Pod, dict[str, Any]]] = {}
 
     def forget(self, pod_uid: str) -> None:
         """The pod is gone: its tokens with it."""
         for key in [k for k in self._tokens if k[0] == pod_uid]:
             del self._tokens[key]
-        self._raw.pop(pod_uid, None)
-
-    def _pod_dict(self, pod: Pod) -> dict[str, Any]:
-        """`pod.to_dict()`, reused while the pod is the same object (objects from the informer are replaced,
-        never changed in place, on every update); read only."""
-        uid = pod.metadata.uid or ""
-        cached = self._raw.get(uid)
-        if cached is not None and cached[0] is pod:
-            return cached[1]
-        raw = pod.to_dict()
-        self._raw[uid] = (pod, raw)
-        return raw
 
     async def _get(self, rt: Any, namespace: str, name: str) -> dict[str, Any] | None:
         try:
@@ -306,7 +290,7 @@ class VolumeManager:
         `refresh`, the volumes kubelet keeps up to date (configMap, secret, downwardAPI, projected, whose
         tokens are renewed when due) are written again, where their content changed. Returns whether
         the pod has any such volume."""
-        raw = self._pod_dict(pod)
+        raw = pod.to_dict()
         refreshable = False
         for volume in (pod.spec.volumes if pod.spec else None) or []:
             kind = volume_kind(volume)
