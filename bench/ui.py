@@ -26,6 +26,7 @@ import argparse
 import asyncio
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -241,12 +242,16 @@ def start_ui(code: Path, data_dir: Path) -> tuple[subprocess.Popen[str], str]:
     return proc, proc.stdout.readline().split(": ", 1)[1].strip().rstrip("/")
 
 
-def run(count: int, *, codes: dict[str, Path], creators: int, change_count: int) -> dict[str, Any]:
+def run(count: int, *, codes: dict[str, Path], creators: int, change_count: int, etcd_data: Path | None = None
+        ) -> dict[str, Any]:
     lab = Lab()
     data_dir = lab.base / "up"
     uis: dict[str, tuple[subprocess.Popen[str], str]] = {}
     result: dict[str, Any] = {"services": count}
     try:
+        if etcd_data is not None:  # a copy of an earlier run's etcd that holds the Services already
+            shutil.copytree(etcd_data, lab.base / "etcd")
+            creators = 0
         etcd = lab.start_etcd()
         servers = []
         for n in range(creators):
@@ -254,9 +259,10 @@ def run(count: int, *, codes: dict[str, Path], creators: int, change_count: int)
             proc = lab.spawn(f"creator-{n}", "apiserver", "--etcd-servers", etcd.url, "--listen", f"127.0.0.1:{port}")
             asyncio.run(wait_ready(f"http://127.0.0.1:{port}", proc))
             servers.append(f"http://127.0.0.1:{port}")
-        created = asyncio.run(create_all(servers, count))
-        result["create_seconds"] = round(created, 1)
-        result["creates_per_second"] = round(2 * count / created, 1)  # a Service and its slice each
+        if servers:
+            created = asyncio.run(create_all(servers, count))
+            result["create_seconds"] = round(created, 1)
+            result["creates_per_second"] = round(2 * count / created, 1)  # a Service and its slice each
         for n in range(creators):
             stop_process(lab.procs.pop(f"creator-{n}"), sig=signal.SIGTERM, timeout=30)
 
@@ -264,7 +270,7 @@ def run(count: int, *, codes: dict[str, Path], creators: int, change_count: int)
         t = time.monotonic()
         lab.spawn("up", "up", "--nodes", "2", "--dataplane", "render", "--data-dir", str(data_dir),
                   "--etcd-servers", etcd.url, "--listen", f"127.0.0.1:{port}")
-        lab.wait_for_up("up", timeout=900)
+        lab.wait_for_up("up", timeout=1800)
         result["up_seconds"] = round(time.monotonic() - t, 1)
         state = json.loads((data_dir / "cluster.json").read_text())
         target = f"default/svc-{count // 2:05d}"
@@ -294,11 +300,14 @@ def main() -> None:
                         help="a checkout whose `kubelab ui` to measure (repeatable; default: this one)")
     parser.add_argument("--creators", type=int, default=2, help="API server processes that create the Services")
     parser.add_argument("--changes", type=int, default=5, help="endpoint moves timed to the page")
+    parser.add_argument("--etcd-data", type=Path, help="start from a copy of this etcd data dir (an earlier run's, "
+                                                       "holding the --services Services) instead of creating them")
     args = parser.parse_args()
     codes = {label: Path(d).resolve() for label, _, d in (c.partition("=") for c in args.code or [])} \
         or {"this": Path(ROOT)}
     print(json.dumps({"machine": machine(), "run": run(args.services, codes=codes, creators=args.creators,
-                                                       change_count=args.changes)}, indent=1))
+                                                       change_count=args.changes, etcd_data=args.etcd_data)},
+                     indent=1))
 
 
 if __name__ == "__main__":
