@@ -180,11 +180,11 @@ def kubectl(kubeconfig: Path, *args: str) -> subprocess.CompletedProcess[str]:
                           check=True)
 
 
-async def until(what: str, check: Any, timeout: float = 180) -> None:
+async def until(what: str, check: Any, timeout: float = 180, detail: Any = None) -> None:
     deadline = time.monotonic() + timeout
     while not check():
         if time.monotonic() > deadline:
-            raise TimeoutError(what)
+            raise TimeoutError(f"{what}: {detail() if detail else ''}")
         await asyncio.sleep(0.05)
 
 
@@ -214,7 +214,8 @@ async def rounds(api: str, kubeconfig: Path, state: dict[str, Any], uis: dict[st
             await until("two branches on every node", lambda: all(n.at for n in nodes))
             # The slice's latest write when every node has committed: the one that took api-2 out.
             steps = await asyncio.to_thread(trace, api, f"/registry/endpointslices/default/{watch.slice_name}")
-            await until("two branches on every page", lambda: all(p.at for p in pages.values()))
+            await until("two branches on every page", lambda: all(p.at for p in pages.values()),
+                        detail=lambda: {label: p.shown for label, p in pages.items() if not p.at})
             watch.armed = False
 
             # Zero: the pod's Terminating event, the deletion as a watcher first sees it. kubectl returns
