@@ -243,7 +243,6 @@ class EndpointSliceController(QueueController):
     async def reconcile(self, key: str) -> None:
         namespace, name = key.split("/", 1)
         service = self.informers.services.get(key)
-        existing = self.owned_slices(namespace, name)
         if service is None:
             self.triggers.forget(key)
             self.causes.forget(key)
@@ -257,6 +256,9 @@ class EndpointSliceController(QueueController):
             return
         if service.metadata.deletion_timestamp:
             return  # deleted in the foreground: no new slices while the garbage collector removes these
+        # Listed only now, as kube's syncService returns for a selector-less Service before it lists any slice:
+        # a scan of the namespace's slices per Service made a start-up with 10k such Services 10k x 10k.
+        existing = self.owned_slices(namespace, name)
         for old in [s for s in existing if not any(o.uid == service.metadata.uid for o in s.metadata.owner_references or [])]:
             await self._delete(old)  # left over from an earlier Service of the same name
             existing.remove(old)

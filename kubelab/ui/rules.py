@@ -6,14 +6,21 @@ KUBE-SEP chain with the `--probability` the rule carries as the node prints it, 
 Pure: text in, a plain dict out. The chains are found by following the jumps and the comments kube-proxy
 writes on every KUBE-SERVICES and KUBE-NODEPORTS rule ("ns/name[:port] cluster IP", "ns/name[:port]"),
 never by recomputing chain names, so what is shown is what the kernel holds.
+
+Only what a path needs is split into words. At 10k Services a node's nat table is ~60,000 rules (4 MB);
+splitting all of them took 1.2-2.8 s per node on a loaded machine, and it happened again at every change
+of the node's rules, so under churn every path read waited for it. `parse_nat` only files each rule's
+text under its chain (one `split` per line, tens of milliseconds); a chain's rules are split when a
+path first walks it, and the two big entry chains are searched for the Service's name as text first.
 """
 
 from __future__ import annotations
 
 import shlex
+from collections.abc import Iterator, Mapping
 from typing import Any
 
-Chains = dict[str, list[list[str]]]
+Chains = Mapping[str, list[list[str]]]
 
 
 def _words(line: str) -> list[str] | None:
@@ -40,21 +47,70 @@ def _words(line: str) -> list[str] | None:
     return words
 
 
-def parse_nat(text: str) -> Chains:
-    """The nat table's rules by chain (each rule's arguments after `-A CHAIN`), from iptables-save or
-    iptables-restore text; other tables are skipped."""
-    chains: Chains = {}
+class NatRules(Mapping[str, list[list[str]]]):
+    """The nat table's rules by chain (each rule's arguments after `-A CHAIN`), a chain's text split into
+    words the first time it is asked for. A chain none of whose rules iptables would print is absent."""
+
+    def __init__(self, lines: dict[str, list[str]]) -> None:
+        self._lines = lines
+        self._split: dict[str, list[list[str]]] = {}
+
+    @staticmethod
+    def _rules(lines: list[str]) -> list[list[str]]:
+        rules = []
+        for line in lines:
+            words = _words(line)
+            if words is not None and len(words) >= 2:  # else not a rule iptables would print: nothing to show
+                rules.append(words[2:])
+        return rules
+
+    def __getitem__(self, chain: str) -> list[list[str]]:
+        rules = self._split.get(chain)
+        if rules is None:
+            rules = self._split[chain] = self._rules(self._lines[chain])
+        if not rules:
+            raise KeyError(chain)
+        return rules
+
+    def __iter__(self) -> Iterator[str]:
+        return (chain for chain in self._lines if chain in self)
+
+    def __len__(self) -> int:
+        return sum(1 for _ in self)
+
+    def __contains__(self, chain: object) -> bool:
+        try:
+            self[chain]  # type: ignore[index]
+        except KeyError:
+            return False
+        return True
+
+    def naming(self, chain: str, text: str) -> list[list[str]]:
+        """The chain's rules whose line holds the name `text` ending a word, split: the one or two rules of
+        a Service among the 10k of KUBE-SERVICES, without splitting the others. A superset of the rules
+        whose comment names it (a name is DNS labels: iptables-save prints it as it is); the caller checks
+        each comment word by word."""
+        if chain in self._split:
+            return self._split[chain]
+        # The name ends the word ("ns/name:port", "ns/name cluster IP", "ns/name" quoted): so default/s1
+        # does not pick up default/s10..s19.
+        ends = (f"{text}:", f"{text} ", f'{text}"')
+        return self._rules([line for line in self._lines.get(chain, ()) if any(end in line for end in ends)])
+
+
+def parse_nat(text: str) -> NatRules:
+    """The nat table's rules by chain, from iptables-save or iptables-restore text; other tables are
+    skipped. Each rule's text is filed under its chain here; its words are split when asked for."""
+    lines: dict[str, list[str]] = {}
     table = ""
     for line in text.splitlines():
         if line.startswith("*"):
             table = line[1:].strip()
         elif table == "nat" and line.startswith("-A "):
-            words = _words(line)
-            if words is None:
-                continue  # not a rule iptables would print; nothing to show of it
-            if len(words) >= 2:
-                chains.setdefault(words[1], []).append(words[2:])
-    return chains
+            head = line.split(None, 2)
+            if len(head) >= 2:
+                lines.setdefault(head[1], []).append(line)
+    return NatRules(lines)
 
 
 def _option(rule: list[str], name: str) -> str | None:
@@ -101,7 +157,8 @@ def service_path(chains: Chains, service: str) -> list[dict[str, Any]]:
     its service chain and the branches: [{"port", "entries", "chain", "branches"}], ports in name order."""
     ports: dict[str, dict[str, Any]] = {}
     for source in ("KUBE-SERVICES", "KUBE-NODEPORTS"):
-        for rule in chains.get(source, []):
+        rules = chains.naming(source, service) if isinstance(chains, NatRules) else chains.get(source, [])
+        for rule in rules:
             comment = _option(rule, "--comment")
             named = _port_of(comment, service) if comment else None
             target = _option(rule, "-j")

@@ -26,7 +26,10 @@ What it serves (JSON under /ui/v1/, the page under /):
 When a node's rules change, the page hears it from the kernel, not from a timer: on the netns lab the
 UI runs `nft monitor` in every node's namespace (iptables 1.8 is nf_tables underneath, so it reports
 iptables-restore and `nft -f` alike) and says "node X's rules changed" as the agent's transaction lands;
-in render mode it watches the rules file the agent replaces at each sync.
+in render mode it watches the rules file the agent replaces at each sync. Because the monitor hears every
+commit once it is subscribed, a node's rules read since its last change are kept: after one node's commit
+the page's next path read runs `iptables-save` in that node only (under load a read of every node took
+most of the page's share of delete-to-branch-gone).
 
 The static page (static/index.html, app.js, style.css) is plain files shipped in the package: nothing is
 built, nothing comes from npm.
@@ -39,6 +42,7 @@ import contextlib
 import functools
 import json
 import logging
+import os
 from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine
 from pathlib import Path
 from typing import Any
@@ -61,14 +65,21 @@ STATIC = Path(__file__).parent / "static"
 STATIC_FILES = {"index.html": "text/html", "app.js": "text/javascript", "style.css": "text/css"}
 MAX_LIMIT = 500  # Services per page of the list
 MAX_KEYS_PER_EVENT = 200  # Services named in one event message; past it the page re-reads its list
-EVENT_BATCH_SECONDS = 0.05  # changes arriving together go out as one message
+# At most one event message per this many seconds to a page; the first change after a quiet spell goes
+# out at once (a leading edge, as kube-proxy's burst lets its first sync run at once), the changes that
+# arrive within the interval after it go out together at its end.
+EVENT_MIN_INTERVAL_SECONDS = 0.05
 RULES_FILE_POLL_SECONDS = 0.1  # render mode: how often the agent's rules file is stat()ed
 MONITOR_RESTART_SECONDS = 1.0  # a node's `nft monitor` that ended is started again after this
+MONITOR_SUBSCRIBED_POLL_SECONDS = 0.01  # until a started `nft monitor` has joined the kernel's groups
+MONITOR_SUBSCRIBED_TIMEOUT_SECONDS = 30.0
 
 # A node's rules as (proxy mode, text): iptables-save text, or `nft -j list table ip kube-proxy` JSON.
 RulesReader = Callable[[str], Awaitable[tuple[str, str]]]
-# Waits for the next change of a node's rules, calling back each time (runs until cancelled).
-RulesWatcher = Callable[[str, Callable[[], None]], Coroutine[Any, Any, None]]
+# Waits for the next change of a node's rules, calling back each time (runs until cancelled). The callback's
+# argument says whether the watcher now hears every change of that node (the kernel's monitor is subscribed):
+# only then may a read of the node's rules be kept until the next call.
+RulesWatcher = Callable[[str, Callable[[bool], None]], Coroutine[Any, Any, None]]
 # scheduler/explain.py's explain() as a plain dict: (pod, nodes, pods) -> Explanation.
 PodExplainer = Callable[[Pod, list[Node], list[Pod]], dict[str, Any]]
 
@@ -120,7 +131,11 @@ class View:
         self.pods: Informer[Pod] = Informer(api, kinds.PODS, name="ui-pods")
         self.nodes: Informer[Node] = Informer(api, kinds.NODES, name="ui-nodes")
         self.subscribers: set[Subscriber] = set()
-        self._parsed: dict[str, tuple[tuple[str, str], Callable[[str], list[dict[str, Any]]]]] = {}
+        # Per node: the generation its last read started at, what it read, and that text parsed.
+        self._parsed: dict[str, tuple[int, tuple[str, str], Callable[[str], list[dict[str, Any]]]]] = {}
+        # Per node: how many changes its watcher has reported, and whether it hears every change now.
+        self._generation: dict[str, int] = {}
+        self._heard: dict[str, bool] = {}
         self.services.add_handler(lambda e, old, new: self._changed("services", (new or old).key))
         self.slices.add_handler(lambda e, old, new: self._changed("endpointslices", _slice_service(new or old)))
         self.pods.add_handler(lambda e, old, new: self._changed("pods", None))
@@ -130,7 +145,9 @@ class View:
         for subscriber in self.subscribers:
             subscriber.note(kind, service)
 
-    def _rules_changed(self, node: str) -> None:
+    def _rules_changed(self, node: str, listening: bool = False) -> None:
+        self._generation[node] = self._generation.get(node, 0) + 1
+        self._heard[node] = listening
         for subscriber in self.subscribers:
             subscriber.note_rules(node)
 
@@ -192,15 +209,23 @@ class View:
 
         async def one(node: str) -> dict[str, dict[str, Any]]:
             try:
-                mode, text = await self.read_rules(node)
+                generation = self._generation.get(node, 0)
                 cached = self._parsed.get(node)
-                if cached is not None and cached[0] == (mode, text):
-                    ports_of = cached[1]
+                if cached is not None and cached[0] == generation and self._heard.get(node):
+                    # Nothing changed on that node since a read that began while its monitor listened: on the
+                    # netns lab a read is an `ip netns exec ... iptables-save` per node, and after one node's
+                    # commit the page's path read waits only for that node's, not every node's.
+                    mode, ports_of = cached[1][0], cached[2]
                 else:
-                    # Parsed off the loop (tens of thousands of rules at 10k Services), and kept while the
-                    # node's rules stay the same text: opening another Service costs a read, not a parse.
-                    ports_of = await asyncio.to_thread(_path_reader, mode, text)
-                    self._parsed[node] = ((mode, text), ports_of)
+                    mode, text = await self.read_rules(node)
+                    if cached is not None and cached[1] == (mode, text):
+                        ports_of = cached[2]
+                    else:
+                        # Parsed off the loop (60,000 rules at 10k Services), and kept while the node's rules
+                        # stay the same text: opening another Service costs a read, not a parse.
+                        ports_of = await asyncio.to_thread(_path_reader, mode, text)
+                    # The generation from before the read: a change during it makes the next path read again.
+                    self._parsed[node] = (generation, (mode, text), ports_of)
             except Exception as exc:  # noqa: BLE001 - a node whose rules cannot be read says so, the others show
                 return {key: {"node": node, "mode": None, "error": str(exc), "ports": []} for key in keys}
             out = {}
@@ -363,12 +388,16 @@ def build_app(view: View) -> Starlette:
         view.subscribers.add(subscriber)
 
         async def stream() -> AsyncIterator[str]:
+            loop = asyncio.get_running_loop()
+            sent = float("-inf")
             try:
                 yield "retry: 1000\n\n"
                 while True:
                     await subscriber.wake.wait()
-                    await asyncio.sleep(EVENT_BATCH_SECONDS)
+                    if (wait := sent + EVENT_MIN_INTERVAL_SECONDS - loop.time()) > 0:
+                        await asyncio.sleep(wait)
                     yield f"data: {json.dumps(subscriber.take())}\n\n"
+                    sent = loop.time()
             finally:
                 view.subscribers.discard(subscriber)
 
@@ -412,31 +441,55 @@ def rules_reader(state: dict[str, Any], data_dir: Path) -> RulesReader:
     return read
 
 
+async def _subscribed(proc: asyncio.subprocess.Process) -> bool:
+    """Whether `nft monitor` (the process itself: `ip netns exec` execs it) has joined nf_tables' netlink
+    multicast groups: one of its sockets (/proc/PID/fd) is listed in /proc/PID/net/netlink, the sockets of
+    its network namespace, as NETLINK_NETFILTER with non-zero groups. False when it cannot be told within
+    MONITOR_SUBSCRIBED_TIMEOUT_SECONDS or the process ended."""
+    deadline = asyncio.get_running_loop().time() + MONITOR_SUBSCRIBED_TIMEOUT_SECONDS
+    while proc.returncode is None and asyncio.get_running_loop().time() < deadline:
+        with contextlib.suppress(OSError, ValueError):
+            fds = Path(f"/proc/{proc.pid}/fd")
+            inodes = {link.removeprefix("socket:[").removesuffix("]") for link in (
+                os.readlink(fd) for fd in fds.iterdir()) if link.startswith("socket:[")}
+            for line in Path(f"/proc/{proc.pid}/net/netlink").read_text().splitlines()[1:]:
+                fields = line.split()  # sk Eth Pid Groups Rmem Wmem Dump Locks Drops Inode
+                if len(fields) >= 10 and fields[1] == "12" and int(fields[3], 16) and fields[9] in inodes:
+                    return True
+        await asyncio.sleep(MONITOR_SUBSCRIBED_POLL_SECONDS)
+    return False
+
+
 def rules_watcher(state: dict[str, Any], data_dir: Path) -> RulesWatcher:
     """How to hear that a node's rules changed. netns: `nft monitor` in the node's namespace, which the
     kernel feeds each committed change (iptables 1.8's nf_tables backend included): any output is a
-    change. render: the rules file the agent replaces at each sync, by its mtime."""
+    change; it says it hears every change once the kernel lists its netlink socket as subscribed. render:
+    the rules file the agent replaces at each sync, by its mtime (a poll, so never "hears every change")."""
     nodes = state["nodes"]
 
-    async def monitor(node: str, changed: Callable[[], None]) -> None:
+    async def monitor(node: str, changed: Callable[[bool], None]) -> None:
         while True:
             proc = await asyncio.create_subprocess_exec(
                 "ip", "netns", "exec", nodes[node]["netns"], "nft", "monitor",
                 stdin=asyncio.subprocess.DEVNULL, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.DEVNULL)
             assert proc.stdout is not None
             try:
+                # From the moment it is subscribed every commit is heard: what was read before is read again.
+                # (Not told: it still says when something changes, but every path read reads the node.)
+                listening = await _subscribed(proc)
+                changed(listening)
                 # Chunks, not lines: one rule of a big vmap can be longer than a StreamReader line.
                 while await proc.stdout.read(1 << 16):
-                    changed()
+                    changed(listening)
             finally:
                 if proc.returncode is None:
                     proc.kill()
                 await asyncio.shield(proc.wait())
             log.warning("nft monitor in %s ended (%s); starting it again", nodes[node]["netns"], proc.returncode)
-            changed()  # something may have changed while nobody listened
+            changed(False)  # something may have changed while nobody listened; until it listens, always read
             await asyncio.sleep(MONITOR_RESTART_SECONDS)
 
-    async def file(node: str, changed: Callable[[], None]) -> None:
+    async def file(node: str, changed: Callable[[bool], None]) -> None:
         path = data_dir / "nodes" / node / "iptables.rules"
         last: int | None = None
         while True:
@@ -444,7 +497,7 @@ def rules_watcher(state: dict[str, Any], data_dir: Path) -> RulesWatcher:
                 mtime = path.stat().st_mtime_ns
                 if mtime != last:
                     if last is not None:
-                        changed()
+                        changed(False)
                     last = mtime
             await asyncio.sleep(RULES_FILE_POLL_SECONDS)
 

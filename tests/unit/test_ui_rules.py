@@ -60,3 +60,39 @@ def test_rules_are_split_as_the_shell_splits_them() -> None:
     for line in lines:
         assert _words(line) == shlex.split(line), line
     assert _words('-A X --comment "unterminated') is None
+
+
+def _many(count: int) -> str:
+    """A nat table of `count` one-endpoint Services, as kube-proxy writes it."""
+    lines = ["*nat", ":KUBE-SERVICES - [0:0]"]
+    for i in range(count):
+        svc, sep = f"KUBE-SVC-{i:012d}", f"KUBE-SEP-{i:012d}"
+        lines += [(f'-A KUBE-SERVICES -d 10.96.{i // 250}.{i % 250}/32 -p tcp -m comment --comment "default/s{i}:http '
+                  f'cluster IP" -m tcp --dport 80 -j {svc}'),
+                  f'-A {svc} -m comment --comment "default/s{i}:http -> 10.250.{i // 250}.{i % 250}:8080" -j {sep}',
+                  f'-A {sep} -s 10.250.{i // 250}.{i % 250}/32 -m comment --comment "default/s{i}:http" -j KUBE-MARK-MASQ',
+                  (f'-A {sep} -p tcp -m comment --comment "default/s{i}:http" -m tcp -j DNAT '
+                  f'--to-destination 10.250.{i // 250}.{i % 250}:8080')]
+    return "\n".join([*lines, "COMMIT", ""])
+
+
+def test_one_path_splits_only_its_own_rules(monkeypatch: object) -> None:
+    # At 10k Services a node's nat table is ~60,000 rules, read again at each change of the node's rules:
+    # splitting every rule into words took seconds per node. Only the rules of the Service asked for (and
+    # the few whose text contains its name: s1 is in s10..s19) are split.
+    import pytest
+
+    from kubelab.ui import rules
+
+    assert isinstance(monkeypatch, pytest.MonkeyPatch)
+    split: list[str] = []
+    words = rules._words
+    monkeypatch.setattr(rules, "_words", lambda line: split.append(line) or words(line))
+    text = _many(2_000)
+    chains = parse_nat(text)
+    [port] = service_path(chains, "default/s1")
+    assert [b["destination"] for b in port["branches"]] == ["10.250.0.1:8080"]
+    assert len(split) < 20, f"{len(split)} of {text.count(chr(10))} lines split"
+    # The same answer as with every chain split first.
+    assert {chain: chains[chain] for chain in chains} == {chain: chains[chain] for chain in list(chains)}
+    assert service_path(dict(chains), "default/s1") == [port]
