@@ -282,11 +282,22 @@ def cmd_ui(args: argparse.Namespace) -> int:
     async def main() -> None:
         api = ApiClient(server, token=token, user_agent="kubelab-ui", ca_file=ca)
         try:
-            await serve(api, state=state, data_dir=Path(args.data_dir), host=host, port=int(port), on_ready=ready)
+            await serve(api, state=state, data_dir=Path(args.data_dir), host=host, port=int(port), on_ready=ready,
+                        explain_pod=_explain_for_ui)
         finally:
             await api.close()
 
     return run_until_interrupted(main)
+
+
+def _explain_for_ui(pod: Any, nodes: list[Any], pods: list[Any]) -> dict[str, Any]:
+    """`kubelab explain pod`'s verdicts (scheduler/explain.py) as the page's JSON: handed to kubelab/ui
+    from here because the core imports no component (tests/unit/test_layering.py)."""
+    import dataclasses
+
+    from scheduler.explain import explain
+
+    return dataclasses.asdict(explain(pod, nodes, pods))
 
 
 def cmd_trace(args: argparse.Namespace) -> int:
