@@ -67,6 +67,17 @@ def lab_space(tmp_path: Path) -> Iterator[LabSpace]:
         yield space
 
 
+@pytest.fixture
+def node_netns(lab_space: LabSpace) -> Iterator[str]:
+    """One empty namespace in the test's lab space, for a proxy agent's applier to program."""
+    name = f"{lab_space.prefix}-node"  # the lab space's teardown removes it too if this one cannot
+    pyroute2_netns.create(name)
+    try:
+        yield name
+    finally:
+        pyroute2_netns.remove(name)
+
+
 # --- a whole cluster (kubelab up --dataplane netns) ----------------------------------------------
 
 @pytest.fixture(scope="module")

@@ -12,12 +12,9 @@ import asyncio
 import os
 import shutil
 import subprocess
-from collections.abc import Iterator
 from pathlib import Path
-from typing import Protocol
 
 import pytest
-from pyroute2 import netns as pyroute2_netns
 
 from proxyagent.apply import ApplyError, IptablesApplier
 
@@ -26,18 +23,6 @@ pytestmark = pytest.mark.root
 PAYLOAD = "*nat\n:KUBE-TEST-CHAIN - [0:0]\n-A KUBE-TEST-CHAIN -j RETURN\nCOMMIT\n"
 
 
-class LabSpace(Protocol):
-    prefix: str
-
-
-@pytest.fixture
-def node_netns(lab_space: LabSpace) -> Iterator[str]:
-    name = f"{lab_space.prefix}-node"  # the lab space's teardown removes it too if this one cannot
-    pyroute2_netns.create(name)
-    try:
-        yield name
-    finally:
-        pyroute2_netns.remove(name)
 
 
 def _nat(netns: str | None) -> str:

@@ -8,12 +8,9 @@ value that is already 1 alone (a container whose runtime set it has /proc/sys re
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Iterator
 from pathlib import Path
-from typing import Protocol
 
 import pytest
-from pyroute2 import netns as pyroute2_netns
 
 from kubelab.netnsthread import run_in_netns
 from proxyagent.apply import IptablesApplier
@@ -22,18 +19,6 @@ pytestmark = pytest.mark.root
 ROUTE_LOCALNET = "/proc/sys/net/ipv4/conf/all/route_localnet"
 
 
-class LabSpace(Protocol):
-    prefix: str
-
-
-@pytest.fixture
-def node_netns(lab_space: LabSpace) -> Iterator[str]:
-    name = f"{lab_space.prefix}-node"  # the lab space's teardown removes it too if this one cannot
-    pyroute2_netns.create(name)
-    try:
-        yield name
-    finally:
-        pyroute2_netns.remove(name)
 
 
 def _read(netns: str) -> str:
