@@ -19,7 +19,7 @@ from kubelab.validation import FieldError, invalid, required
 
 from . import decoding
 from .pods import PodStrategy
-from .strategy import Strategy
+from .strategy import Strategy, spec_generation
 
 Workload = Deployment | ReplicaSet
 
@@ -63,12 +63,7 @@ class WorkloadStrategy(Strategy):
 
     def prepare_update(self, new: TypedObject, old: TypedObject, subresource: str | None) -> None:
         super().prepare_update(new, old, subresource)
-        old_spec = getattr(old, "spec", None)
-        new_spec = getattr(new, "spec", None)
-        generation = old.metadata.generation or 1
-        if subresource is None and (old_spec.to_dict() if old_spec else None) != (new_spec.to_dict() if new_spec else None):
-            generation += 1
-        new.metadata.generation = generation
+        new.metadata.generation = spec_generation(new, old, subresource)
 
     def validate_create(self, obj: TypedObject) -> list[FieldError]:
         return self.validate_meta(obj) + self.validate_workload(obj)  # type: ignore[arg-type]

@@ -36,7 +36,7 @@ from .jobspec import (
     validate_job_spec,
 )
 from .pods import PodStrategy
-from .strategy import Strategy
+from .strategy import Strategy, spec_generation
 
 
 class JobStrategy(Strategy):
@@ -103,12 +103,7 @@ class JobStrategy(Strategy):
 
     def prepare_update(self, new: TypedObject, old: TypedObject, subresource: str | None) -> None:
         super().prepare_update(new, old, subresource)
-        old_spec = getattr(old, "spec", None)
-        new_spec = getattr(new, "spec", None)
-        generation = old.metadata.generation or 1
-        if subresource is None and dump(old_spec) != dump(new_spec):
-            generation += 1
-        new.metadata.generation = generation
+        new.metadata.generation = spec_generation(new, old, subresource)
 
     def validate_create(self, obj: TypedObject) -> list[FieldError]:
         assert isinstance(obj, Job)

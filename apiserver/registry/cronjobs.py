@@ -14,9 +14,9 @@ from kubelab import cron, validation
 from kubelab.models import CronJob, JobSpec, TypedObject
 from kubelab.validation import FieldError, invalid, not_supported, required
 
-from .jobspec import default_job_spec, dump, nonnegative_field, selector_literal, validate_job_spec
+from .jobspec import default_job_spec, nonnegative_field, selector_literal, validate_job_spec
 from .pods import PodStrategy
-from .strategy import Strategy
+from .strategy import Strategy, spec_generation
 
 _TZ_PART = re.compile(r"[A-Za-z.\-_0-9+]{1,14}", re.ASCII)
 
@@ -77,10 +77,7 @@ class CronJobStrategy(Strategy):
 
     def prepare_update(self, new: TypedObject, old: TypedObject, subresource: str | None) -> None:
         super().prepare_update(new, old, subresource)
-        generation = old.metadata.generation or 1
-        if subresource is None and dump(getattr(old, "spec", None)) != dump(getattr(new, "spec", None)):
-            generation += 1
-        new.metadata.generation = generation
+        new.metadata.generation = spec_generation(new, old, subresource)
 
     def validate_create(self, obj: TypedObject) -> list[FieldError]:
         assert isinstance(obj, CronJob)

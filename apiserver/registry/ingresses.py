@@ -26,7 +26,7 @@ from kubelab.models import (
 )
 from kubelab.validation import FieldError, GoLiteral, GoRegexp, forbidden, invalid, not_supported, required
 
-from .strategy import Strategy
+from .strategy import Strategy, spec_generation
 
 INGRESS_CLASS_ANNOTATION = "kubernetes.io/ingress.class"
 PATH_TYPES = ["Exact", "ImplementationSpecific", "Prefix"]  # sets.NewString(...).List(): sorted
@@ -79,15 +79,6 @@ def domain_prefixed_path_errors(path: str, value: str) -> list[FieldError]:
     return errs
 
 
-def count_spec_generation(new: TypedObject, old: TypedObject, subresource: str | None) -> None:
-    """Generation counts spec changes (the strategies' PrepareForUpdate), never status writes."""
-    generation = old.metadata.generation or 1
-    new_spec, old_spec = getattr(new, "spec", None), getattr(old, "spec", None)
-    if subresource is None and (new_spec.to_dict() if new_spec else {}) != (old_spec.to_dict() if old_spec else {}):
-        generation += 1
-    new.metadata.generation = generation
-
-
 class IngressStrategy(Strategy):
     def prepare_create(self, obj: TypedObject) -> None:
         super().prepare_create(obj)
@@ -104,7 +95,7 @@ class IngressStrategy(Strategy):
 
     def prepare_update(self, new: TypedObject, old: TypedObject, subresource: str | None) -> None:
         super().prepare_update(new, old, subresource)
-        count_spec_generation(new, old, subresource)
+        new.metadata.generation = spec_generation(new, old, subresource)
 
     def validate_create(self, obj: TypedObject) -> list[FieldError]:
         """ValidateIngressCreate: the object, then the class annotation against spec.ingressClassName."""
@@ -271,7 +262,7 @@ class IngressClassStrategy(Strategy):
 
     def prepare_update(self, new: TypedObject, old: TypedObject, subresource: str | None) -> None:
         super().prepare_update(new, old, subresource)
-        count_spec_generation(new, old, subresource)
+        new.metadata.generation = spec_generation(new, old, subresource)
 
     def validate_create(self, obj: TypedObject) -> list[FieldError]:
         assert isinstance(obj, IngressClass)

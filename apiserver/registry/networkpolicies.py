@@ -21,9 +21,8 @@ from kubelab.models import (
 )
 from kubelab.validation import FieldError, GoLiteral, forbidden, invalid, not_supported, required
 
-from .ingresses import count_spec_generation
 from .servicecidrs import _sloppy_network  # netutils.ParseCIDRSloppy, shared with ServiceCIDR's checks
-from .strategy import Strategy
+from .strategy import Strategy, spec_generation
 
 PROTOCOLS = ["TCP", "UDP", "SCTP"]  # in ValidateNetworkPolicyPort's order
 POLICY_TYPES = ["Ingress", "Egress"]
@@ -75,7 +74,7 @@ class NetworkPolicyStrategy(Strategy):
 
     def prepare_update(self, new: TypedObject, old: TypedObject, subresource: str | None) -> None:
         super().prepare_update(new, old, subresource)
-        count_spec_generation(new, old, subresource)
+        new.metadata.generation = spec_generation(new, old, subresource)
 
     def validate_create(self, obj: TypedObject) -> list[FieldError]:
         assert isinstance(obj, NetworkPolicy)

@@ -8,7 +8,7 @@ from kubelab.models import PodDisruptionBudget, TypedObject
 from kubelab.selectors import SelectorError, selector_from_label_selector
 from kubelab.validation import FieldError, invalid, not_supported
 
-from .strategy import Strategy
+from .strategy import Strategy, spec_generation
 from .workloads import int_or_percent_errors
 
 EVICTION_POLICIES = ["AlwaysAllow", "IfHealthyBudget"]
@@ -27,11 +27,7 @@ class PodDisruptionBudgetStrategy(Strategy):
     def prepare_update(self, new: TypedObject, old: TypedObject, subresource: str | None) -> None:
         super().prepare_update(new, old, subresource)
         assert isinstance(new, PodDisruptionBudget) and isinstance(old, PodDisruptionBudget)
-        generation = old.metadata.generation or 1
-        if subresource is None and (new.spec.to_dict() if new.spec else None) != (old.spec.to_dict() if old.spec
-                                                                                   else None):
-            generation += 1
-        new.metadata.generation = generation
+        new.metadata.generation = spec_generation(new, old, subresource)
 
     def validate_create(self, obj: TypedObject) -> list[FieldError]:
         assert isinstance(obj, PodDisruptionBudget)

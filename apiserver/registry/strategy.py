@@ -61,6 +61,17 @@ def generate_name(base: str) -> str:
     return base[:58] + "".join(secrets.choice(_NAME_ALPHABET) for _ in range(5))
 
 
+def spec_generation(new: TypedObject, old: TypedObject, subresource: str | None) -> int:
+    """metadata.generation after an update of a kind whose generation counts its spec (the PrepareForUpdate
+    of kube's Deployments, Jobs, Ingresses, budgets, ...): one more when a write through the main resource
+    changed the spec, never for status or other subresource writes. An absent spec is an empty one, as the
+    Go struct it is in kube."""
+    old_spec, new_spec = getattr(old, "spec", None), getattr(new, "spec", None)
+    changed = (old_spec.to_dict() if old_spec is not None else {}) != (new_spec.to_dict() if new_spec is not None else {})
+    generation = old.metadata.generation or 1
+    return generation + 1 if subresource is None and changed else generation
+
+
 class Strategy:
     """Defaults and validation shared by every kind; subclasses add their own."""
 

@@ -19,7 +19,7 @@ from kubelab.selectors import Selector, SelectorError, selector_from_label_selec
 from kubelab.validation import FieldError, forbidden, invalid, not_supported, required
 
 from .pods import PodStrategy
-from .strategy import Strategy
+from .strategy import Strategy, spec_generation
 
 PERCENT = re.compile(r"[0-9]+%")
 PERCENT_MESSAGE = "a valid percent string must be a numeric string followed by an ending '%' (e.g. '1%',  or '93%')"
@@ -156,12 +156,7 @@ class TemplateStrategy(Strategy):
         """metadata.generation counts spec changes: what observedGeneration and `kubectl rollout status`
         compare against."""
         super().prepare_update(new, old, subresource)
-        old_spec, new_spec = getattr(old, "spec", None), getattr(new, "spec", None)
-        generation = old.metadata.generation or 1
-        if subresource is None and (old_spec.to_dict() if old_spec else None) != \
-                (new_spec.to_dict() if new_spec else None):
-            generation += 1
-        new.metadata.generation = generation
+        new.metadata.generation = spec_generation(new, old, subresource)
 
     def validate_create(self, obj: TypedObject) -> list[FieldError]:
         return self.validate_meta(obj) + self.validate_spec(obj)
