@@ -17,7 +17,10 @@ netlink.py can encode (a partial sync's chains, rules and elements) is sent by t
 nf_tables netlink batch on a NETLINK_NETFILTER socket opened inside the namespace, with no cache at
 all; the kernel applies it all or nothing, as it applies nft's. A GETGEN sent after it is answered
 after every answer to the batch, so the refusals are known without a timeout. Anything else (full
-syncs, IPv6, source-range sets) goes through the library as text.
+syncs, IPv6, source-range sets) goes through the library as text. What is left is the kernel's:
+any rule, or any verdict-map element naming a chain, makes the commit validate the whole table's
+chain graph (measured at 10k Services: ~80-100 ms of CPU per commit, against ~5 ms for a commit
+without it).
 
 The listings (`existing`, `listed`) and the cleanup run rarely (full syncs, start) and stay with
 `nft` (NftApplier). `nft_applier()` picks this applier when the library loads, `nft -f` otherwise.
