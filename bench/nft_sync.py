@@ -16,8 +16,10 @@ For every size, two namespaces:
   agent keeps them) twice: the walk of every port (before: `previous_elements`) and the proportional
   render (after: `previous`, only that Service's ports); the two texts must be equal. The walk's is
   applied with `nft -f` in the first namespace (before), the other with libnftables in the second
-  (after); each change is then undone the same way (not measured). "before" and "after" are render +
-  apply, and their ratio is printed.
+  (after) and as an nf_tables netlink batch (LibNftApplier(netlink_batches=True), netlink.py) in a
+  third, all three in the same round; each change is then undone the same way (not measured).
+  "before", "after" and "netlink" are render + apply, and their ratios are printed. After the
+  changes the three namespaces' `nft list table ip kube-proxy` must be equal.
 
 Nothing here is asserted beyond the texts' equality; the numbers go to BENCHMARKS.md (issue M).
 """
@@ -128,9 +130,12 @@ def main() -> int:
             render_full = time.perf_counter() - start
             made.append(cli_ns := netns())
             made.append(lib_ns := netns())
+            made.append(nl_ns := netns())
             appliers.append(lib := LibNftApplier(lib_ns))
+            appliers.append(nl := LibNftApplier(nl_ns, netlink_batches=True))
             cli_full = nft_apply(cli_ns, full.text)
             lib_full = lib_apply(lib, full.text)
+            lib_apply(nl, full.text)  # a full sync goes through the library whatever the option
             print(f"{n:6d} Services x 3, full sync: render {render_full * 1000:.0f} ms, nft -f {cli_full * 1000:.0f} ms, "
                   f"libnftables {lib_full * 1000:.0f} ms ({full.operations} operations, {len(full.text) // 1024} KiB)",
                   flush=True)
@@ -141,7 +146,8 @@ def main() -> int:
             endpoints = build_endpoints_map(slices, node_name=CONFIG.node_name)
             state: dict[str, object] = {"ports": svc_ports, "endpoints": endpoints, "by_service": by_service,
                                         "previous": full}
-            timings: dict[str, list[float]] = {k: [] for k in ("walk", "proportional", "nft -f", "libnftables")}
+            timings: dict[str, list[float]] = {k: [] for k in ("walk", "proportional", "nft -f", "libnftables",
+                                                                "netlink", "libnftables CPU", "netlink CPU")}
             ops = []
             for k in range(args.repeat):
                 target = n // 2 + k
@@ -151,22 +157,39 @@ def main() -> int:
                     assert fast.text == walk.text, "the proportional render must write the walk's transaction"
                     t_cli = nft_apply(cli_ns, walk.text)
                     t_lib = lib_apply(lib, fast.text)
+                    cpu_lib = lib.last_cpu_seconds
+                    batches = nl.netlink_transactions
+                    t_nl = lib_apply(nl, fast.text)
+                    assert nl.netlink_transactions == batches + 1, "the partial sync must go as a netlink batch"
                     if not undo:  # the change measured; the undo (same size) only resets the table
                         timings["walk"].append(t_walk)
                         timings["proportional"].append(t_fast)
                         timings["nft -f"].append(t_cli)
                         timings["libnftables"].append(t_lib)
+                        timings["netlink"].append(t_nl)
+                        # The worker thread's CPU (user + system: nft's cache reload, the kernel's
+                        # commit): what the wall clock would be on an idle core.
+                        timings["libnftables CPU"].append(cpu_lib)
+                        timings["netlink CPU"].append(nl.last_cpu_seconds)
                         ops.append(fast.operations)
                     state["previous"] = fast
             before = [w + c for w, c in zip(timings["walk"], timings["nft -f"], strict=True)]
             after = [f + lib_t for f, lib_t in zip(timings["proportional"], timings["libnftables"], strict=True)]
+            batch = [f + t for f, t in zip(timings["proportional"], timings["netlink"], strict=True)]
             print(f"{n:6d} Services, one-Service endpoint change ({statistics.median(ops):.0f} operations), "
                   f"median (min-max) of {args.repeat}:")
             for name, values in timings.items():
-                print(f"    {name:13s} {summary(values)}")
+                print(f"    {name:16s} {summary(values)}")
             print(f"    before (walk + nft -f)           {summary(before)}")
             print(f"    after (proportional + libnftables) {summary(after)}  "
                   f"ratio {statistics.median(before) / statistics.median(after):.1f}x", flush=True)
+            print(f"    netlink (proportional + batch)   {summary(batch)}  "
+                  f"ratio {statistics.median(before) / statistics.median(batch):.1f}x "
+                  f"({statistics.median(after) / statistics.median(batch):.1f}x libnftables)", flush=True)
+            listings = {ns: subprocess.run(["ip", "netns", "exec", ns, "nft", "list", "table", "ip", "kube-proxy"],
+                                           capture_output=True, text=True, check=True).stdout
+                        for ns in (cli_ns, lib_ns, nl_ns)}
+            assert len(set(listings.values())) == 1, "the three namespaces must hold the same table"
             for applier in appliers:
                 applier.close()
             appliers.clear()
