@@ -29,6 +29,7 @@ from typing import Any
 
 import pytest
 from proxyobjects import endpoint_slice, ep, listed, port, service
+from proxytimer import FakeTimer
 
 from kubelab.models import EndpointSlice, Service
 from proxyagent import ProxyConfig
@@ -170,20 +171,12 @@ def libnft_threads() -> list[str]:
     return [t.name for t in threading.enumerate() if t.name.startswith("libnft-")]
 
 
-class Clock:
-    def __init__(self) -> None:
-        self.now = 1000.0
-
-    def __call__(self) -> float:
-        return self.now
-
-
 @pytest.mark.parametrize("seed", range(3))
 async def test_random_changes_as_netlink_batches_leave_the_table_nft_leaves(
         namespaces: tuple[str, str, str], seed: int) -> None:
     cli_ns, nl_ns, scratch_ns = namespaces
     rng = random.Random(seed)
-    clock = Clock()
+    timer = FakeTimer(start=1000.0)  # the proxiers' monotonic time, moved by the test
     services = dict(SERVICES)
     names = sorted(SERVICES)
     slices: dict[str, EndpointSlice] = {}
@@ -194,8 +187,8 @@ async def test_random_changes_as_netlink_batches_leave_the_table_nft_leaves(
     fast = LibNftApplier(nl_ns, netlink_batches=True)
     try:
         objects: list[Service | EndpointSlice] = [*services.values(), *slices.values()]
-        cli = listed(NftProxier(CONFIG, NftApplier(cli_ns), clock=clock), objects)
-        net = listed(NftProxier(CONFIG, fast, clock=clock), objects)
+        cli = listed(NftProxier(CONFIG, NftApplier(cli_ns), timer=timer), objects)
+        net = listed(NftProxier(CONFIG, fast, timer=timer), objects)
         partial = 0
 
         async def both(step: str) -> None:
@@ -230,7 +223,7 @@ async def test_random_changes_as_netlink_batches_leave_the_table_nft_leaves(
             await both(f"step {step}")
             assert net.last_nft is not None and not net.last_nft.full_sync
             partial += fast.netlink_transactions > before
-            clock.now += 1.0
+            timer.t += 1.0
             await both(f"step {step}: stale chains deleted")
             scratch = render_nft(list(services.values()), list(slices.values()), net.nft_config, first_sync=True)
             nft(scratch_ns, "-f", "-", stdin="delete table ip kube-proxy\n" if step else "")
