@@ -51,24 +51,8 @@ READ_CHUNK = 64 * 1024
 DRAIN_TIMEOUT = 2.0
 START_ERROR_EXIT = 128
 START_TIMEOUT = 60.0  # seconds the launcher may take to set a container up and exec
-# The pod sandbox without a Python interpreter: setpriv asks for SIGKILL when kubelab dies, unshare makes the
-# UTS namespace, the shell checks that kubelab did not die before that was asked (its parent is still
-# the PID given) and sets the hostname, then `sleep infinity` holds the namespace. Each exec keeps the PID.
-# What `containerinit --sandbox` does, for a millisecond of CPU instead of a Python start-up (about 80 ms
-# a pod, which in `kubelab up` shares the cores with the cluster); that one stays the fallback when the
-# programs are missing.
-SANDBOX_SCRIPT = '[ "$PPID" = "$2" ] || exit 128; hostname "$1" || exit 128; exec sleep infinity'
-SANDBOX_TOOLS = ("setpriv", "unshare", "hostname", "sh", "sleep")
 __all__ = ["Container", "ContainerRuntime", "ContainerRuntimeError", "ContainerSpec", "Mount", "Sandbox",
            "spawn_in_container"]
-
-
-def sandbox_argv(hostname: str, parent_pid: int) -> list[str]:
-    """The pod sandbox's command: util-linux and a shell when the node has them, else containerinit's."""
-    if all(shutil.which(tool) for tool in SANDBOX_TOOLS):
-        return ["setpriv", "--pdeathsig", "KILL", "--", "unshare", "--uts", "--", "sh", "-c", SANDBOX_SCRIPT,
-                "sh", hostname, str(parent_pid)]
-    return [sys.executable, "-m", "kubeletstub.containerinit", "--sandbox", hostname, str(parent_pid)]
 
 
 class ContainerRuntime(ContainerStreams):
@@ -116,7 +100,7 @@ class ContainerRuntime(ContainerStreams):
             return box
         box = Sandbox(pod_key, hostname)
         if self.namespaces:
-            argv = sandbox_argv(hostname, os.getpid())
+            argv = [sys.executable, "-m", "kubeletstub.containerinit", "--sandbox", hostname, str(os.getpid())]
             popen = spawn_launcher(argv, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
             box.popen, box.pid = popen, popen.pid
             box.pidfd = os.pidfd_open(popen.pid)
