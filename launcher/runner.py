@@ -138,6 +138,7 @@ async def up(options: UpOptions, *, ready: Callable[[dict[str, Any]], None] | No
     etcd: Etcd | EtcdCluster | None = None
     lab = None
     extras: list[apiservers.ExtraApiServer] = []
+    runtimes: list[Any] = []  # every node's container runtime, whose pods' files go last
     try:
         tokens = None
         from kubelab.pki import ensure_lab_pki, ensure_service_account_key
@@ -287,7 +288,7 @@ async def up(options: UpOptions, *, ready: Callable[[dict[str, Any]], None] | No
                     for task in (serving, serving_internal, *(t for _, t in extra_serving)):
                         tg.create_task(_watch_apiserver(task), name=f"{task.get_name()}-watchdog")
                     await _run_components(tg, options, private.path, data_dir, state, lab, timer, ready, clients,
-                                          tokens=tokens, root_ca=pki.ca_file.read_text(), app=in_process,
+                                          runtimes=runtimes, tokens=tokens, root_ca=pki.ca_file.read_text(), app=in_process,
                                           pki=tls)
             finally:
                 for api in clients:  # only now: every component using them has stopped
@@ -305,6 +306,11 @@ async def up(options: UpOptions, *, ready: Callable[[dict[str, Any]], None] | No
     finally:
         await apiservers.stop(extras)  # before etcd: each removes its master lease on the way out
         await _tear_down(lab, etcd)
+        for runtime in runtimes:
+            # Again, now that the pods' processes are gone: a pod start the cancelled kubelet no longer
+            # waited for may have written its volumes (Secrets) after the runtime's own close().
+            with contextlib.suppress(Exception):
+                runtime.clear()
         with contextlib.suppress(FileNotFoundError):
             (data_dir / STATE_FILE).unlink()
 
@@ -532,7 +538,7 @@ class _Node:
 async def _run_components(tg: asyncio.TaskGroup, options: UpOptions, api_socket: str, data_dir: Path,
                           state: dict[str, Any], lab: Any, timer: Timer,
                           ready: Callable[[dict[str, Any]], None] | None, clients: list[Any], *,
-                          tokens: Any = None, root_ca: str | None = None, app: Any = None,
+                          runtimes: list[Any], tokens: Any = None, root_ca: str | None = None, app: Any = None,
                           pki: Any = None) -> None:
     from kubelab.client import ApiClient
     from kubelab.client.queuemetrics import WorkQueueMetricsProvider
@@ -646,6 +652,7 @@ async def _run_components(tg: asyncio.TaskGroup, options: UpOptions, api_socket:
         # The node's files (kubelet's /var/lib/kubelet/pods and /var/log/pods) under the data dir.
         root = data_dir / "nodes" / name
         dataplane = NetnsDataplane(lab, name, ip, cidr, root=root) if lab is not None else RenderDataplane(root)
+        runtimes.append(dataplane.runtime)
         node = nodes[name] = _Node(name, ip, cidr, dataplane, make)
         node.start(tg)
         announce(name, [node.kubelet.registered.wait()], f"registered and Ready (InternalIP {ip}, pods {cidr})")
