@@ -264,8 +264,11 @@ class StatefulSetController(QueueController):
                                                   self.informers.controllerrevisions.items(), selector)
         status = sts.status or StatefulSetStatus()
         try:
+            # Always a count, 0 before the first status (kube's getStatefulSetRevisions): hashing without one
+            # named the first sync's revision differently from the next one's, and a sync whose cache had
+            # not yet seen the first revision made a second of the same template.
             update, revisions = await history.sync_revisions(self.api, sts, sts.spec.template if sts.spec else None,
-                                                             revisions, collision_count=status.collision_count)
+                                                             revisions, collision_count=status.collision_count or 0)
         except history.HashCollision:
             bumped = status.model_copy(update={"collision_count": (status.collision_count or 0) + 1})
             await self.api.update_status(kinds.STATEFULSETS, sts.model_copy(update={"status": bumped}))

@@ -344,6 +344,40 @@ async def test_a_statefulset_recreated_after_an_orphaning_delete_adopts_its_pods
         await http.delete(ns_path("statefulsets", name=name, group=APPS))
 
 
+async def test_a_revision_of_the_same_name_and_data_is_used_whoever_owns_it(private_api: str) -> None:
+    """kube's CreateControllerRevision: when the revision's name is taken by one with the same data, that
+    one is the revision, owned or not; only other data is a hash collision (a new collisionCount, a new
+    name). Here the orphaned revision loses its labels, so the new set cannot adopt it, only run into it."""
+    name = unique_name("taken")
+    path = ns_path("controllerrevisions", group=APPS)
+    async with control_plane(private_api) as http:
+        resp = await http.post(ns_path("statefulsets", group=APPS), json=statefulset(name, replicas=1))
+        assert resp.status_code == 201, resp.text
+        first = await wait_for("1 ready replica", lambda: sts_done(http, name, 1), timeout=60)
+        resp = await http.request("DELETE", ns_path("statefulsets", name=name, group=APPS),
+                                  json={"propagationPolicy": "Orphan"})
+        assert resp.status_code == 200, resp.text
+        revision_name = first["status"]["updateRevision"]
+
+        async def orphaned() -> bool:
+            revision = await get(http, f"{path}/{revision_name}")
+            gone = await get(http, ns_path("statefulsets", name=name, group=APPS)) is None
+            return gone and revision is not None and not revision["metadata"].get("ownerReferences")
+
+        await wait_for("the set gone, its revision orphaned", orphaned)
+        resp = await http.patch(f"{path}/{revision_name}", headers=MERGE, json={"metadata": {"labels": None}})
+        assert resp.status_code == 200, resp.text
+        resp = await http.post(ns_path("statefulsets", group=APPS), json=statefulset(name, replicas=1))
+        assert resp.status_code == 201, resp.text
+        again = await wait_for("1 ready replica again", lambda: sts_done(http, name, 1), timeout=60)
+        assert again["status"]["updateRevision"] == revision_name
+        assert not again["status"].get("collisionCount")
+        named = [r["metadata"]["name"] for r in await items(http, path) if r["metadata"]["name"].startswith(f"{name}-")]
+        assert named == [revision_name]
+        await http.delete(ns_path("statefulsets", name=name, group=APPS))
+        await http.delete(f"{path}/{revision_name}")
+
+
 async def test_replicationcontroller_keeps_its_replicas(private_api: str) -> None:
     name = unique_name("rc")
     async with control_plane(private_api) as http:
