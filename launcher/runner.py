@@ -11,15 +11,19 @@ tasks are cancelled, the netns dataplane is torn down and etcd is stopped.
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import contextlib
 import dataclasses
+import faulthandler
 import json
 import logging
 import os
 import secrets
 import signal
 import sys
+import threading
 import time
+import traceback
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -780,20 +784,76 @@ def control(data_dir: Path, command: str, timeout: float = 30.0) -> dict[str, An
     return result
 
 
+# How long a stop may take before every thread's stack and every pending task is written to stderr (the
+# process goes on stopping), and how long closing the loop waits for threads still busy in its executor.
+STOP_REPORT_AFTER = 40.0
+EXECUTOR_GRACE = 10.0
+
+
+class _DefaultExecutor(concurrent.futures.ThreadPoolExecutor):
+    """The loop's default executor (asyncio.to_thread), whose shutdown waits a bounded time. asyncio.run
+    joins every worker thread when the loop closes, without a limit before Python 3.12; one thread stuck in
+    work the cancelled components no longer wait for kept a stopped `kubelab up` alive until the test
+    harness killed it. Queued work is dropped; threads still busy after the grace are named on the log,
+    with their stacks, and left to the process's exit."""
+
+    PREFIX = "kubelab-worker"
+
+    def __init__(self, grace: float) -> None:
+        super().__init__(thread_name_prefix=self.PREFIX)
+        self.grace = grace
+
+    def shutdown(self, wait: bool = True, *, cancel_futures: bool = False) -> None:
+        super().shutdown(wait=False, cancel_futures=True)
+        if not wait:
+            return
+        deadline = time.monotonic() + self.grace
+        workers = [t for t in threading.enumerate() if t.name.startswith(self.PREFIX)]
+        for thread in workers:
+            thread.join(max(0.0, deadline - time.monotonic()))
+        stuck = [t for t in workers if t.is_alive()]
+        if stuck:
+            frames = sys._current_frames()
+            log.warning("%d worker thread(s) still busy %.0f s after the loop stopped; not waiting for them:\n%s",
+                        len(stuck), self.grace, "\n".join(
+                            f"{t.name}:\n" + "".join(traceback.format_stack(frames[t.ident]))
+                            for t in stuck if t.ident in frames))
+
+
+def _report_slow_stop(loop: asyncio.AbstractEventLoop) -> None:
+    """From a timer thread: what a stop that takes too long is waiting for (diagnosis only)."""
+    sys.stderr.write(f"still stopping after {STOP_REPORT_AFTER:.0f} s; every thread's stack follows\n")
+    with contextlib.suppress(Exception):
+        faulthandler.dump_traceback(file=sys.stderr, all_threads=True)
+    with contextlib.suppress(Exception):
+        for task in asyncio.all_tasks(loop):
+            sys.stderr.write(f"pending {task!r}\n")
+            for frame in task.get_stack(limit=4):
+                sys.stderr.write("".join(traceback.format_stack(frame, limit=1)))
+    sys.stderr.flush()
+
+
 def run_until_interrupted(coro_factory: Callable[[], Any], *, fast_loop: bool = False) -> int:
     """asyncio.run with Ctrl-C and SIGTERM turned into a clean cancellation (exit code 0). With
-    `fast_loop`, on uvloop, as uvicorn runs the API server (the pure API clients: scheduler, controllers)."""
+    `fast_loop`, on uvloop, as uvicorn runs the API server (the pure API clients: scheduler, controllers).
+    Closing the loop waits at most EXECUTOR_GRACE for threads still busy (_DefaultExecutor); a stop still
+    going after STOP_REPORT_AFTER writes what it waits for to stderr."""
 
     async def main() -> None:
         task = asyncio.current_task()
         assert task is not None
         loop = asyncio.get_running_loop()
+        loop.set_default_executor(_DefaultExecutor(EXECUTOR_GRACE))
         main_pid = os.getpid()
 
         def stop(sig: signal.Signals) -> None:
             if os.getpid() != main_pid:  # a forked helper inherited this handler; not ours to act on
                 return
             log.info("%s received: stopping", sig.name)
+            if not task.cancelling():
+                report = threading.Timer(STOP_REPORT_AFTER, _report_slow_stop, (loop,))
+                report.daemon = True
+                report.start()
             task.cancel()
 
         for sig in (signal.SIGINT, signal.SIGTERM):
