@@ -12,7 +12,7 @@ from typing import Any
 import dns.message
 
 from kubelab import addressing, kinds
-from kubelab.client import ApiClient, ApiError, Informer
+from kubelab.client import ApiClient, ApiError, Informer, TransportError
 from kubelab.models import EndpointSlice, Namespace, Service
 
 from . import registration
@@ -90,7 +90,7 @@ async def _ensure_all(api: ApiClient, objects: list[tuple[kinds.ResourceType, di
             try:
                 await registration.ensure(api, rt, body)
                 break
-            except (ApiError, OSError) as exc:
+            except (ApiError, TransportError, OSError) as exc:  # an API server not up yet is a TransportError
                 log.warning("cannot write %s kube-system/kube-dns yet: %s", rt.kind, exc)
                 await asyncio.sleep(delay)
                 delay = min(delay * 2, 10.0)

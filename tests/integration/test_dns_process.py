@@ -99,3 +99,29 @@ def test_follows_services_and_slices(private_api: str, dns_port: int) -> None:
         http.delete(ns_path("services", name=name))
         wait_for("the Service to go", lambda: ask(dns_port, f"{name}.default.svc.cluster.local.", "A").rcode()
                  == dns.rcode.NXDOMAIN)
+
+
+def test_kubelab_dns_started_before_the_api_server_waits_for_it(tmp_path: Any) -> None:
+    """An API server not yet listening is a refused connection, which kubelab's client raises as its
+    TransportError, not as OSError: `kubelab dns` must retry it as it retries any other, not exit."""
+    log_path = tmp_path / "kubelab-dns.log"
+    with open(log_path, "wb") as log:
+        proc = subprocess.Popen([sys.executable, "-m", "kubelab", "dns", "--server", f"http://127.0.0.1:{free_port()}",
+                                 "--listen", f"127.0.0.1:{free_port()}", "--metrics-port", "-1"],
+                                stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+        try:
+            def retried_twice_or_exited() -> bool:
+                retries = log_path.read_text().count("cannot write Service kube-system/kube-dns yet")
+                return proc.poll() is not None or retries >= 2
+
+            polling.wait_for("kubelab dns to retry its registration twice", retried_twice_or_exited, 60)
+            assert proc.poll() is None, f"kubelab dns exited ({proc.returncode}):\n{log_path.read_text()}"
+        finally:
+            if proc.poll() is None:
+                os.killpg(proc.pid, signal.SIGINT)  # our own process group
+            try:
+                proc.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                os.killpg(proc.pid, signal.SIGKILL)
+                proc.wait()
+    assert proc.returncode == 0, log_path.read_text()
