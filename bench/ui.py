@@ -129,15 +129,23 @@ def requests(ui: str, target: str) -> dict[str, Any]:
 class Page:
     """What app.js does with a Service selected: on each event that names the Service or a node's rules,
     read the path again (one read at a time; events during a read ask for one more), and on an event
-    naming Services or slices, the list (as the page's loadServices). Records when the path first shows
-    `expect` on every node, and how long each path read took."""
+    naming Services or slices, the list (as the page's loadServices; `list_services`). Each read's answer
+    goes to saw(); this one records when the path first shows `expect` on every node. Every path read is
+    timed (`path_reads`). With `read_at_start`, the path is read once before any event."""
 
-    def __init__(self, ui: str, target: str) -> None:
+    def __init__(self, ui: str, target: str, *, list_services: bool = True, read_at_start: bool = False) -> None:
         self.ui, self.target = ui, target
+        self.list_services, self.read_at_start = list_services, read_at_start
         self.expect: str | None = None
         self.seen_at: float | None = None
         self.path_reads: list[float] = []
         self.changed = asyncio.Event()
+
+    def saw(self, path: dict[str, Any]) -> None:
+        shown = [b["destination"] for n in path["nodes"] for p in n["ports"] for b in p["branches"]]
+        if self.expect and self.seen_at is None and shown and all(
+                d and d.startswith(self.expect + ":") for d in shown):
+            self.seen_at = time.monotonic()
 
     async def run(self) -> None:
         import httpx
@@ -150,22 +158,22 @@ class Page:
                     t = time.perf_counter()
                     r = await http.get("/ui/v1/path", params={"service": self.target})
                     self.path_reads.append(time.perf_counter() - t)
-                    shown = [b["destination"] for n in r.json()["nodes"] for p in n["ports"] for b in p["branches"]]
-                    if self.expect and self.seen_at is None and shown and all(
-                            d and d.startswith(self.expect + ":") for d in shown):
-                        self.seen_at = time.monotonic()
+                    if r.status_code == 200:
+                        self.saw(r.json())
 
             async def lister() -> None:
                 await http.get("/ui/v1/services", params={"limit": "200"})
 
             async with asyncio.TaskGroup() as tg:
                 tg.create_task(reader())
+                if self.read_at_start:
+                    self.changed.set()
                 async with http.stream("GET", "/ui/v1/events") as stream:
                     async for line in stream.aiter_lines():
                         if not line.startswith("data: "):
                             continue
                         change = json.loads(line[6:])
-                        if {"services", "endpointslices"} & set(change["kinds"]):
+                        if self.list_services and {"services", "endpointslices"} & set(change["kinds"]):
                             tg.create_task(lister())
                         if change["overflow"] or self.target in change["services"] or change["nodes"]:
                             self.changed.set()

@@ -31,6 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from harness import ROOT, Lab, machine, percentile
+from ui import Page as PathPage
 from ui import start_ui
 
 from kubelab.etcd import free_port
@@ -81,46 +82,24 @@ class Node:
             await proc.wait()
 
 
-class Page:
-    """What app.js does with the Service selected: on each event naming it or a node's rules, read its
-    path again (one read at a time; events during a read ask for one more). `at`: when a read first showed
-    `want` branches on every node."""
+class Page(PathPage):
+    """bench/ui.py's page with the Service selected, read once at start. `at`: when a read first showed
+    `want` branches on every node; `shown`: the branches per node of the last read."""
 
-    def __init__(self, ui: str) -> None:
-        self.ui = ui
+    def __init__(self, url: str) -> None:
+        super().__init__(url, SERVICE, list_services=False, read_at_start=True)
         self.want: int | None = None
         self.at: float | None = None
         self.shown: list[int] = []
-        self.reads: list[float] = []
-        self.changed = asyncio.Event()
 
-    async def run(self) -> None:
-        import httpx
+    @property
+    def reads(self) -> list[float]:
+        return self.path_reads
 
-        async with httpx.AsyncClient(base_url=self.ui, timeout=None) as http:
-            async def reader() -> None:
-                while True:
-                    await self.changed.wait()
-                    self.changed.clear()
-                    t = time.perf_counter()
-                    r = await http.get("/ui/v1/path", params={"service": SERVICE})
-                    self.reads.append(time.perf_counter() - t)
-                    if r.status_code != 200:
-                        continue
-                    self.shown = [sum(len(p["branches"]) for p in n["ports"]) for n in r.json()["nodes"]]
-                    if self.want is not None and self.at is None and self.shown and \
-                            all(c == self.want for c in self.shown):
-                        self.at = time.monotonic()
-
-            async with asyncio.TaskGroup() as tg:
-                tg.create_task(reader())
-                self.changed.set()
-                async with http.stream("GET", "/ui/v1/events") as stream:
-                    async for line in stream.aiter_lines():
-                        if line.startswith("data: "):
-                            change = json.loads(line[6:])
-                            if change["overflow"] or SERVICE in change["services"] or change["nodes"]:
-                                self.changed.set()
+    def saw(self, path: dict[str, Any]) -> None:
+        self.shown = [sum(len(p["branches"]) for p in n["ports"]) for n in path["nodes"]]
+        if self.want is not None and self.at is None and self.shown and all(c == self.want for c in self.shown):
+            self.at = time.monotonic()
 
 
 class Watch:
