@@ -19,7 +19,7 @@ from kubelab.validation import FieldError, invalid, required
 
 from . import decoding
 from .pods import PodStrategy
-from .strategy import Strategy, spec_generation
+from .strategy import Strategy
 
 Workload = Deployment | ReplicaSet
 
@@ -39,6 +39,7 @@ def _selector_text(obj: Workload) -> str:
 
 class WorkloadStrategy(Strategy):
     """What Deployments and ReplicaSets share."""
+    counts_spec_generation = True
 
     def __init__(self, rt, pods: PodStrategy) -> None:  # type: ignore[no-untyped-def]
         super().__init__(rt)
@@ -58,12 +59,7 @@ class WorkloadStrategy(Strategy):
 
     def prepare_create(self, obj: TypedObject) -> None:
         super().prepare_create(obj)
-        obj.metadata.generation = 1
         obj.status = obj.status.__class__() if getattr(obj, "status", None) is not None else None  # type: ignore[attr-defined]
-
-    def prepare_update(self, new: TypedObject, old: TypedObject, subresource: str | None) -> None:
-        super().prepare_update(new, old, subresource)
-        new.metadata.generation = spec_generation(new, old, subresource)
 
     def validate_create(self, obj: TypedObject) -> list[FieldError]:
         return self.validate_meta(obj) + self.validate_workload(obj)  # type: ignore[arg-type]

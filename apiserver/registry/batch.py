@@ -36,12 +36,13 @@ from .jobspec import (
     validate_job_spec,
 )
 from .pods import PodStrategy
-from .strategy import Strategy, spec_generation
+from .strategy import Strategy
 
 
 class JobStrategy(Strategy):
     """jobStrategy: the generated selector on create, kube's validation, generation on spec changes."""
     status_zero = ()  # JobStatus: every field omitempty
+    counts_spec_generation = True
 
     name_check = staticmethod(validation.dns1123_subdomain_errors)
     # jobStrategy.DefaultGarbageCollectionPolicy: batch/v1 Jobs orphan their pods unless the DELETE asks
@@ -69,7 +70,6 @@ class JobStrategy(Strategy):
     def prepare_create(self, obj: TypedObject) -> None:
         super().prepare_create(obj)
         assert isinstance(obj, Job) and obj.spec is not None
-        obj.metadata.generation = 1
         obj.status = None
         spec = obj.spec
         if spec.manual_selector is None:
@@ -100,10 +100,6 @@ class JobStrategy(Strategy):
         spec.template = template
         if spec.selector is None:
             spec.selector = LabelSelector(match_labels={CONTROLLER_UID_LABEL: uid})
-
-    def prepare_update(self, new: TypedObject, old: TypedObject, subresource: str | None) -> None:
-        super().prepare_update(new, old, subresource)
-        new.metadata.generation = spec_generation(new, old, subresource)
 
     def validate_create(self, obj: TypedObject) -> list[FieldError]:
         assert isinstance(obj, Job)

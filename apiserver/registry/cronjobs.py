@@ -16,7 +16,7 @@ from kubelab.validation import FieldError, invalid, not_supported, required
 
 from .jobspec import default_job_spec, nonnegative_field, selector_literal, validate_job_spec
 from .pods import PodStrategy
-from .strategy import Strategy, spec_generation
+from .strategy import Strategy
 
 _TZ_PART = re.compile(r"[A-Za-z.\-_0-9+]{1,14}", re.ASCII)
 
@@ -47,6 +47,7 @@ class CronJobStrategy(Strategy):
     """cronJobStrategy: defaults (concurrencyPolicy Allow, suspend false, history limits 3 and 1) and
     validateCronJobSpec."""
     status_zero = ()  # CronJobStatus: every field omitempty
+    counts_spec_generation = True
 
     def __init__(self, rt, pods: PodStrategy) -> None:  # type: ignore[no-untyped-def]
         super().__init__(rt)
@@ -72,12 +73,7 @@ class CronJobStrategy(Strategy):
 
     def prepare_create(self, obj: TypedObject) -> None:
         super().prepare_create(obj)
-        obj.metadata.generation = 1
         obj.status = None  # type: ignore[attr-defined]
-
-    def prepare_update(self, new: TypedObject, old: TypedObject, subresource: str | None) -> None:
-        super().prepare_update(new, old, subresource)
-        new.metadata.generation = spec_generation(new, old, subresource)
 
     def validate_create(self, obj: TypedObject) -> list[FieldError]:
         assert isinstance(obj, CronJob)

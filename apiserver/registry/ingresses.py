@@ -26,7 +26,7 @@ from kubelab.models import (
 )
 from kubelab.validation import FieldError, GoLiteral, GoRegexp, forbidden, invalid, not_supported, required
 
-from .strategy import Strategy, spec_generation
+from .strategy import Strategy
 
 INGRESS_CLASS_ANNOTATION = "kubernetes.io/ingress.class"
 PATH_TYPES = ["Exact", "ImplementationSpecific", "Prefix"]  # sets.NewString(...).List(): sorted
@@ -80,10 +80,11 @@ def domain_prefixed_path_errors(path: str, value: str) -> list[FieldError]:
 
 
 class IngressStrategy(Strategy):
+    counts_spec_generation = True
+
     def prepare_create(self, obj: TypedObject) -> None:
         super().prepare_create(obj)
         assert isinstance(obj, Ingress)
-        obj.metadata.generation = 1
         obj.status = None  # ingressStrategy.PrepareForCreate: status is the ingress controller's
 
     def fill_status(self, obj: TypedObject) -> None:
@@ -92,10 +93,6 @@ class IngressStrategy(Strategy):
         assert isinstance(obj, Ingress)
         obj.status = obj.status or IngressStatus()
         obj.status.load_balancer = obj.status.load_balancer or IngressLoadBalancerStatus()
-
-    def prepare_update(self, new: TypedObject, old: TypedObject, subresource: str | None) -> None:
-        super().prepare_update(new, old, subresource)
-        new.metadata.generation = spec_generation(new, old, subresource)
 
     def validate_create(self, obj: TypedObject) -> list[FieldError]:
         """ValidateIngressCreate: the object, then the class annotation against spec.ingressClassName."""
@@ -248,6 +245,7 @@ def load_balancer_status_errors(new: Ingress, old: Ingress) -> list[FieldError]:
 
 class IngressClassStrategy(Strategy):
     has_status = False
+    counts_spec_generation = True
 
     def set_defaults(self, obj: TypedObject) -> None:
         """SetDefaults_IngressClass: a parameters reference without a scope is cluster-scoped."""
@@ -255,14 +253,6 @@ class IngressClassStrategy(Strategy):
         params = obj.spec.parameters if obj.spec else None
         if params is not None and params.scope is None:
             params.scope = "Cluster"
-
-    def prepare_create(self, obj: TypedObject) -> None:
-        super().prepare_create(obj)
-        obj.metadata.generation = 1
-
-    def prepare_update(self, new: TypedObject, old: TypedObject, subresource: str | None) -> None:
-        super().prepare_update(new, old, subresource)
-        new.metadata.generation = spec_generation(new, old, subresource)
 
     def validate_create(self, obj: TypedObject) -> list[FieldError]:
         assert isinstance(obj, IngressClass)

@@ -22,7 +22,7 @@ from kubelab.models import (
 from kubelab.validation import FieldError, GoLiteral, forbidden, invalid, not_supported, required
 
 from .servicecidrs import _sloppy_network  # netutils.ParseCIDRSloppy, shared with ServiceCIDR's checks
-from .strategy import Strategy, spec_generation
+from .strategy import Strategy
 
 PROTOCOLS = ["TCP", "UDP", "SCTP"]  # in ValidateNetworkPolicyPort's order
 POLICY_TYPES = ["Ingress", "Egress"]
@@ -54,6 +54,7 @@ def label_selector_errors(selector: LabelSelector | None, path: str) -> list[Fie
 
 class NetworkPolicyStrategy(Strategy):
     has_status = False
+    counts_spec_generation = True
 
     def set_defaults(self, obj: TypedObject) -> None:
         """SetDefaults_NetworkPolicy and SetDefaults_NetworkPolicyPort: ports are TCP unless said, and a
@@ -67,14 +68,6 @@ class NetworkPolicyStrategy(Strategy):
                 port.protocol = port.protocol if port.protocol is not None else "TCP"
         if not spec.policy_types:
             spec.policy_types = ["Ingress", "Egress"] if spec.egress else ["Ingress"]
-
-    def prepare_create(self, obj: TypedObject) -> None:
-        super().prepare_create(obj)
-        obj.metadata.generation = 1
-
-    def prepare_update(self, new: TypedObject, old: TypedObject, subresource: str | None) -> None:
-        super().prepare_update(new, old, subresource)
-        new.metadata.generation = spec_generation(new, old, subresource)
 
     def validate_create(self, obj: TypedObject) -> list[FieldError]:
         assert isinstance(obj, NetworkPolicy)

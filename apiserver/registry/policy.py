@@ -8,7 +8,7 @@ from kubelab.models import PodDisruptionBudget, TypedObject
 from kubelab.selectors import SelectorError, selector_from_label_selector
 from kubelab.validation import FieldError, invalid, not_supported
 
-from .strategy import Strategy, spec_generation
+from .strategy import Strategy
 from .workloads import int_or_percent_errors
 
 EVICTION_POLICIES = ["AlwaysAllow", "IfHealthyBudget"]
@@ -17,17 +17,12 @@ EVICTION_POLICIES = ["AlwaysAllow", "IfHealthyBudget"]
 class PodDisruptionBudgetStrategy(Strategy):
     # policy/v1 PodDisruptionBudgetStatus: the four counts without omitempty.
     status_zero = ("disruptions_allowed", "current_healthy", "desired_healthy", "expected_pods")
+    counts_spec_generation = True
 
     def prepare_create(self, obj: TypedObject) -> None:
         super().prepare_create(obj)
         assert isinstance(obj, PodDisruptionBudget)
-        obj.metadata.generation = 1
         obj.status = None  # podDisruptionBudgetStrategy.PrepareForCreate: the controller writes status
-
-    def prepare_update(self, new: TypedObject, old: TypedObject, subresource: str | None) -> None:
-        super().prepare_update(new, old, subresource)
-        assert isinstance(new, PodDisruptionBudget) and isinstance(old, PodDisruptionBudget)
-        new.metadata.generation = spec_generation(new, old, subresource)
 
     def validate_create(self, obj: TypedObject) -> list[FieldError]:
         assert isinstance(obj, PodDisruptionBudget)

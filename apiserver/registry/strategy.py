@@ -90,6 +90,9 @@ class Strategy:
     # The `Warning: 299` text every request to this version gets, when the version is deprecated (a CRD
     # version's deprecationWarning or apiextensions' default); None: no warning.
     deprecation_warning: str | None = None
+    # Kinds whose metadata.generation counts spec changes (kube's Deployments, Jobs, Ingresses, budgets,
+    # ...): 1 at create, one more for each write through the main resource that changes the spec.
+    counts_spec_generation: bool = False
 
     def __init__(self, rt: ResourceType) -> None:
         self.rt = rt
@@ -119,6 +122,8 @@ class Strategy:
             meta.namespace = None
         obj.api_version = self.rt.api_version
         obj.kind = self.rt.kind
+        if self.counts_spec_generation:
+            meta.generation = 1
 
     def validate_create(self, obj: TypedObject) -> list[FieldError]:
         return self.validate_meta(obj)
@@ -222,6 +227,8 @@ class Strategy:
             self.keep_non_status(new, old)
         elif subresource is None and self.has_status and hasattr(new, "status"):
             new.status = getattr(old, "status", None)
+        if self.counts_spec_generation:
+            new.metadata.generation = spec_generation(new, old, subresource)
 
     def fill_status(self, obj: TypedObject) -> None:
         """Make `status` the Go zero value plus what was written (status_zero); the store calls this

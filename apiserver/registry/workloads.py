@@ -19,7 +19,7 @@ from kubelab.selectors import Selector, SelectorError, selector_from_label_selec
 from kubelab.validation import FieldError, forbidden, invalid, not_supported, required
 
 from .pods import PodStrategy
-from .strategy import Strategy, spec_generation
+from .strategy import Strategy
 
 PERCENT = re.compile(r"[0-9]+%")
 PERCENT_MESSAGE = "a valid percent string must be a numeric string followed by an ending '%' (e.g. '1%',  or '93%')"
@@ -139,6 +139,7 @@ def validate_template(pods: PodStrategy, template: PodTemplateSpec | None, selec
 class TemplateStrategy(Strategy):
     """Defaults, generation and validation plumbing of a kind with a pod template; subclasses say what
     their spec defaults to and how it is checked (`validate_spec`)."""
+    counts_spec_generation = True  # what observedGeneration and `kubectl rollout status` compare against
 
     kind_word = ""  # how kube's messages name the kind: "daemonset", "statefulset"
 
@@ -148,15 +149,8 @@ class TemplateStrategy(Strategy):
 
     def prepare_create(self, obj: TypedObject) -> None:
         super().prepare_create(obj)
-        obj.metadata.generation = 1
         status = getattr(obj, "status", None)
         obj.status = status.__class__() if status is not None else None  # type: ignore[attr-defined]
-
-    def prepare_update(self, new: TypedObject, old: TypedObject, subresource: str | None) -> None:
-        """metadata.generation counts spec changes: what observedGeneration and `kubectl rollout status`
-        compare against."""
-        super().prepare_update(new, old, subresource)
-        new.metadata.generation = spec_generation(new, old, subresource)
 
     def validate_create(self, obj: TypedObject) -> list[FieldError]:
         return self.validate_meta(obj) + self.validate_spec(obj)
