@@ -257,7 +257,11 @@ async def _supervise(server: ExtraApiServer, ca_file: str | None, on_change: Cal
         log.warning("%s (pid %d); starting it again %s (restart %d), log %s", _how(code), server.process.pid,
                     f"in {wait:g}s" if wait else "now", server.restarts + 1, server.log_path)
         await asyncio.sleep(wait)
-        _launch(server)
+        try:
+            _launch(server)
+        except OSError as exc:  # no fork (out of memory, pids): the same back-off, as a kubelet's failed start
+            log.warning("cannot start it again: %s", exc)
+            continue
         server.restarts += 1
         server.state = "starting"
         on_change()
