@@ -2,25 +2,40 @@
 `kubelab up` serves in its own process, on the same etcd (cluster), as kube runs several kube-apiservers
 on one etcd cluster.
 
-Each is a child process (it dies with `kubelab up`, kubelab/processes.py) listening on the next ports
-after `--listen` (8081, 8082, ... for the default 8080), with the same certificates, token file, service
-account key and authorization modes as the first, so a client may use any of them, and an identity of its
-own (`--identity-hostname <host>-apiserver-<i>`: kube derives the identity Lease's name from the
-hostname, and these share one host). Each keeps its master lease, so the `default/kubernetes` Service
-lists them all (apiserver/endpointreconciler.py); in the netns lab, where pods reach the API only at the
-lab address of the first, the others leave the Service's endpoints alone (`--endpoint-reconciler-type
-none`). Their output goes to `<data-dir>/apiserver-<i>.log`.
+Each is a child process (it dies with `kubelab up`, kubelab/processes.py) serving on the next ports after
+`--listen` (8081, 8082, ... for the default 8080), with the same certificates, token file, service account
+key and authorization modes as the first, so a client may use any of them, and an identity of its own
+(`--identity-hostname <host>-apiserver-<i>`: kube derives the identity Lease's name from the hostname, and
+these share one host). Each keeps its master lease, so the `default/kubernetes` Service lists them all
+(apiserver/endpointreconciler.py); in the netns lab, where pods reach the API only at the lab address of
+the first, the others leave the Service's endpoints alone (`--endpoint-reconciler-type none`). Their output
+goes to `<data-dir>/apiserver-<i>.log`.
+
+Supervised as a kubelet runs a static pod's container with restartPolicy Always: a child that exits (a
+crash, a SIGKILL, the OOM killer) is started again with the same command line, the first time at once,
+then after 10 s doubling to 300 s, the back-off forgotten once it has run 10 minutes since its last start
+(RestartBackoff: the kubelet's backOffPeriod, MaxContainerBackOff and its flowcontrol.Backoff's expiry of
+twice the cap). `kubelab up` binds each child's listening socket itself and hands it over
+(`kubelab apiserver --listen-fd FD`, as systemd's socket activation does): the port stays bound while the
+child is down, so a restarted server is at the same URL, clients' lists of servers stay valid, and
+connections made meanwhile wait in the kernel's accept queue instead of being refused.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import logging
+import os
+import signal
 import socket
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from apiserver.serving import ServingOptions
 from kubelab.client import ApiClient, TransportError
@@ -29,6 +44,36 @@ from kubelab.processes import spawn, stop_process
 from .build import ApiServerOptions
 
 START_TIMEOUT = 120.0  # a loaded machine: the first server's bootstrap retries etcd for up to 2 minutes too
+# The kubelet's crash loop back-off (pkg/kubelet: backOffPeriod, MaxContainerBackOff); an entry of its
+# flowcontrol.Backoff expires once its last start is more than twice the cap old: 10 minutes.
+BACKOFF_INITIAL = 10.0
+BACKOFF_MAX = 300.0
+LISTEN_BACKLOG = 2048  # uvicorn's default: what may wait in the kernel while a child restarts
+READY_POLL = 0.1
+
+
+@dataclass
+class RestartBackoff:
+    """When to start an exited child again, as the kubelet restarts a crashing container. The kubelet starts
+    a container that is not in back-off at once and only then records a back-off of 10 s (kuberuntime's
+    doBackOff, then Backoff.Next); each next exit waits the recorded period, counted from the exit, and
+    doubles it up to 300 s; an exit more than 10 minutes after the last start is a first one again. So the
+    waits are 0, 10, 20, 40, ..., 300, 300 s. Pure: the caller gives the clock."""
+
+    initial: float = BACKOFF_INITIAL
+    cap: float = BACKOFF_MAX
+    period: float | None = None  # None: not in back-off
+    last_start: float = 0.0
+
+    def delay(self, exited_at: float) -> float:
+        """Seconds to wait after an exit at `exited_at` (monotonic) before the next start, which it records."""
+        if self.period is None or exited_at - self.last_start > 2 * self.cap:
+            self.period, wait = self.initial, 0.0
+        else:
+            wait = self.period
+            self.period = min(self.period * 2, self.cap)
+        self.last_start = exited_at + wait
+        return wait
 
 
 @dataclass
@@ -37,7 +82,17 @@ class ExtraApiServer:
     url: str
     port: int
     log_path: Path
+    argv: list[str] = field(default_factory=list)
+    listener: socket.socket | None = field(default=None, repr=False)  # bound by `kubelab up`, handed to each start
     process: subprocess.Popen[bytes] | None = field(default=None, repr=False)
+    restarts: int = 0
+    state: str = "starting"  # starting (not ready yet), running (ready), back-off (exited, waiting to start again)
+    backoff: RestartBackoff = field(default_factory=RestartBackoff, repr=False)
+
+    def record(self) -> dict[str, Any]:
+        """What cluster.json (and so `kubelab status`) says of it."""
+        return {"url": self.url, "pid": self.process.pid if self.process else None, "restarts": self.restarts,
+                "state": self.state}
 
 
 def ports_after(port: int, count: int) -> list[int]:
@@ -45,15 +100,19 @@ def ports_after(port: int, count: int) -> list[int]:
     return [port + i for i in range(1, count)]
 
 
-def argv(options: ApiServerOptions, index: int, port: int, identity_hostname: str) -> list[str]:
+def argv(options: ApiServerOptions, index: int, port: int, identity_hostname: str, *,
+         listen_fd: int | None = None) -> list[str]:
     """The `kubelab apiserver` command line of the index-th API server: `options` as its flags (the ones
-    components.apiserver_options reads back), on `port` of --listen's host, with an identity of its own.
-    Settings that have no flag must not be set (ValueError). Pure."""
+    components.apiserver_options reads back), on `port` of --listen's host (served on the inherited socket
+    `listen_fd` when given), with an identity of its own. Settings that have no flag must not be set
+    (ValueError). Pure."""
     if (options.advertise_port, options.kubelet_netns, options.kubelet_address) != (None, None, None):
         raise ValueError("advertise_port, kubelet_netns and kubelet_address have no `kubelab apiserver` flag")
     host, _ = options.host_port
     out = [sys.executable, "-m", "kubelab", "apiserver", "--etcd-servers", ",".join(options.etcd_servers),
            "--listen", f"{host}:{port}"]
+    if listen_fd is not None:
+        out += ["--listen-fd", str(listen_fd)]
     if options.advertise_address:
         out += ["--advertise-address", options.advertise_address]
     out += ["--authorization-mode", ",".join(options.authorization_modes), "--event-ttl", f"{options.event_ttl}s"]
@@ -84,60 +143,145 @@ def argv(options: ApiServerOptions, index: int, port: int, identity_hostname: st
     return out
 
 
-def refuse_taken_ports(host: str, ports: list[int]) -> None:
-    """RuntimeError naming the first of `ports` another process listens on (checked before anything starts)."""
+def bind_listeners(host: str, ports: list[int]) -> list[socket.socket]:
+    """A listening socket on each of `ports` (bound before anything starts, so a port another process holds
+    is named at once; RuntimeError). The caller closes them (close_listeners) once their servers are gone."""
+    bound: list[socket.socket] = []
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
     for port in ports:
-        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-            try:
-                sock.bind((host, port))
-            except OSError:
-                raise RuntimeError(f"{host}:{port} is already in use; --apiservers N takes the N-1 ports after "
-                                   "--listen's: stop what holds it or pick another --listen port") from None
+        try:
+            bound.append(socket.create_server((host, port), family=family, backlog=LISTEN_BACKLOG))
+        except OSError:
+            close_listeners(bound)
+            raise RuntimeError(f"{host}:{port} is already in use; --apiservers N takes the N-1 ports after "
+                               "--listen's: stop what holds it or pick another --listen port") from None
+    return bound
 
 
-def _launch(options: ApiServerOptions, index: int, port: int, data_dir: Path) -> ExtraApiServer:
-    scheme = "https" if options.tls_cert_file else "http"
-    server = ExtraApiServer(index, f"{scheme}://{options.advertise_address or options.host_port[0]}:{port}", port,
-                            data_dir / f"apiserver-{index}.log")
+def close_listeners(listeners: list[socket.socket]) -> None:
+    for listener in listeners:
+        listener.close()
+
+
+def _launch(server: ExtraApiServer) -> None:
+    assert server.listener is not None
     with open(server.log_path, "ab") as log_file:
         # Its own session: the terminal's Ctrl-C reaches `kubelab up`, which stops it in order (before etcd).
-        server.process = spawn(argv(options, index, port, socket.gethostname()), stdout=log_file,
-                               stderr=subprocess.STDOUT, start_new_session=True)
-    return server
+        server.process = spawn(server.argv, stdout=log_file, stderr=subprocess.STDOUT, start_new_session=True,
+                               pass_fds=(server.listener.fileno(),))
 
 
-async def _wait_ready(server: ExtraApiServer, ca_file: str | None, timeout: float) -> None:
-    deadline = time.monotonic() + timeout
+async def _ready(server: ExtraApiServer, ca_file: str | None, timeout: float | None) -> bool:
+    """Whether its process answers /readyz 200 (True) or exits first (False); RuntimeError after `timeout`."""
+    deadline = None if timeout is None else time.monotonic() + timeout
     async with ApiClient(server.url, user_agent="kubelab-up", ca_file=ca_file, timeout=2) as api:
-        while time.monotonic() < deadline:
+        while deadline is None or time.monotonic() < deadline:
             assert server.process is not None
             if server.process.poll() is not None:
-                raise RuntimeError(f"API server {server.index} ({server.url}) exited with code "
-                                   f"{server.process.returncode}; see {server.log_path}")
+                return False
             try:
                 if (await api.get_raw("/readyz"))[0] == 200:
-                    return
+                    return True
             except TransportError:
                 pass
-            await asyncio.sleep(0.1)
+            await asyncio.sleep(READY_POLL)
     raise RuntimeError(f"API server {server.index} ({server.url}) was not ready within {timeout:g}s; see "
                        f"{server.log_path}")
 
 
-async def start(options: ApiServerOptions, *, ca_file: str | None, count: int, first_port: int, data_dir: Path,
+async def start(options: ApiServerOptions, *, ca_file: str | None, listeners: list[socket.socket], data_dir: Path,
                 started: list[ExtraApiServer]) -> None:
-    """Start API servers 2..count, each with `options` (the first one's settings, as flags), and wait until
-    each is ready (`ca_file`: what clients check their serving certificate against). Each is appended to
-    `started` as soon as it runs, so the caller stops whatever did start, whatever fails."""
-    for index, port in enumerate(ports_after(first_port, count), start=2):
-        started.append(_launch(options, index, port, data_dir))
+    """Start API servers 2.. on `listeners` (bind_listeners), each with `options` (the first one's settings, as
+    flags), and wait until each is ready (`ca_file`: what clients check their serving certificate against).
+    Each is appended to `started` as soon as it runs, so the caller stops whatever did start, whatever fails.
+    One that exits before it is ready fails the start: a command line that cannot serve is not retried."""
+    scheme = "https" if options.tls_cert_file else "http"
+    host = socket.gethostname()
+    for index, listener in enumerate(listeners, start=2):
+        port = listener.getsockname()[1]
+        server = ExtraApiServer(index, f"{scheme}://{options.advertise_address or options.host_port[0]}:{port}", port,
+                                data_dir / f"apiserver-{index}.log", listener=listener,
+                                argv=argv(options, index, port, host, listen_fd=listener.fileno()))
+        _launch(server)
+        started.append(server)
     for server in started:
-        await _wait_ready(server, ca_file, START_TIMEOUT)
+        if not await _ready(server, ca_file, START_TIMEOUT):
+            assert server.process is not None
+            raise RuntimeError(f"API server {server.index} ({server.url}) exited with code "
+                               f"{server.process.returncode}; see {server.log_path}")
+        server.state = "running"
+
+
+async def _exit_code(process: subprocess.Popen[bytes]) -> int:
+    """Wait for `process` to exit (a pidfd the loop watches: no thread, no polling) and reap it."""
+    if process.poll() is None:
+        try:
+            pidfd = os.pidfd_open(process.pid)
+        except (AttributeError, OSError):  # no pidfd (Linux < 5.3): look every READY_POLL
+            while process.poll() is None:
+                await asyncio.sleep(READY_POLL)
+        else:
+            loop = asyncio.get_running_loop()
+            exited: asyncio.Future[None] = loop.create_future()
+
+            def readable() -> None:
+                if not exited.done():
+                    exited.set_result(None)
+
+            loop.add_reader(pidfd, readable)
+            try:
+                await exited
+            finally:
+                loop.remove_reader(pidfd)
+                os.close(pidfd)
+    return process.wait()
+
+
+def _how(code: int) -> str:
+    if code < 0:
+        with contextlib.suppress(ValueError):
+            return f"was killed by {signal.Signals(-code).name}"
+        return f"was killed by signal {-code}"
+    return f"exited with code {code}"
+
+
+async def _supervise(server: ExtraApiServer, ca_file: str | None, on_change: Callable[[], None]) -> None:
+    log = logging.getLogger(f"kubelab.component.apiserver-{server.index}")
+    while True:
+        assert server.process is not None
+        code = await _exit_code(server.process)
+        exited = time.monotonic()
+        wait = server.backoff.delay(exited)
+        server.state = "back-off"
+        on_change()
+        log.warning("%s (pid %d); starting it again %s (restart %d), log %s", _how(code), server.process.pid,
+                    f"in {wait:g}s" if wait else "now", server.restarts + 1, server.log_path)
+        await asyncio.sleep(wait)
+        try:
+            _launch(server)
+        except OSError as exc:  # no fork (out of memory, pids): the same back-off, as a kubelet's failed start
+            log.warning("cannot start it again: %s", exc)
+            continue
+        server.restarts += 1
+        server.state = "starting"
+        on_change()
+        if await _ready(server, ca_file, None):
+            server.state = "running"
+            on_change()
+            log.info("ready again at %s (pid %d, restart %d) %.2fs after it stopped", server.url,
+                     server.process.pid, server.restarts, time.monotonic() - exited)
+
+
+async def supervise(servers: list[ExtraApiServer], *, ca_file: str | None, on_change: Callable[[], None]) -> None:
+    """Start every one of `servers` again whenever it exits (RestartBackoff), on the socket it had; until
+    cancelled. `on_change()` after each change of a server's state, pid or restart count."""
+    async with asyncio.TaskGroup() as tg:
+        for server in servers:
+            tg.create_task(_supervise(server, ca_file, on_change), name=f"apiserver-{server.index}-supervisor")
 
 
 async def stop(servers: list[ExtraApiServer]) -> None:
     """SIGTERM every one (each removes its master lease: apiserver/endpointreconciler.py), SIGKILL after
-    the grace period; all at once."""
+    the grace period; all at once. Supervision must have stopped first."""
     await asyncio.gather(*(asyncio.to_thread(stop_process, s.process, timeout=15.0) for s in servers),
                          return_exceptions=True)

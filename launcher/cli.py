@@ -11,7 +11,22 @@ import sys
 # before the commands' modules are imported.
 os.environ.setdefault("GRPC_VERBOSITY", "ERROR")
 
-from .parsers import build_parser
+
+
+def _stop_quietly(signum: int, frame: object) -> None:
+    raise SystemExit(0)
+
+
+# `kubelab apiserver` stopped before it serves ends with 0 and nothing made (components.cmd_apiserver says
+# why); its handler goes in here, before the imports that take seconds on a loaded machine, so that a
+# supervisor's SIGTERM soon after the start does not end it as Python's default would (143).
+if next((word for word in sys.argv[1:] if not word.startswith("-")), None) == "apiserver":
+    import signal
+
+    for _sig in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(_sig, _stop_quietly)
+
+from .parsers import build_parser  # after the handler above
 
 SIGPIPE_EXIT = 141  # what a shell reports for a command killed by SIGPIPE (128 + 13)
 

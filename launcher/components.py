@@ -8,6 +8,8 @@ import argparse
 import asyncio
 import logging
 import os
+import signal
+import socket
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -39,7 +41,34 @@ def apiserver_options(args: argparse.Namespace) -> ApiServerOptions:
         endpoint_reconciler_type=args.endpoint_reconciler_type, identity_hostname=args.identity_hostname or None)
 
 
+def _stop_quietly(signum: int, frame: Any) -> None:
+    raise SystemExit(0)
+
+
+def _inherited_listener(fd: int, port: int) -> socket.socket | str:
+    """The TCP socket --listen-fd names, or why it cannot be served on."""
+    try:
+        listener = socket.socket(fileno=fd)
+    except OSError as exc:
+        return f"--listen-fd {fd}: {exc.strerror}"
+    if listener.type != socket.SOCK_STREAM or listener.family not in (socket.AF_INET, socket.AF_INET6):
+        listener.detach()
+        return f"--listen-fd {fd}: not a TCP socket"
+    bound = listener.getsockname()[1]
+    if bound != port:
+        listener.detach()
+        return f"--listen-fd {fd} is bound to port {bound}, --listen says {port}: give --listen the socket's address"
+    return listener
+
+
 def cmd_apiserver(args: argparse.Namespace) -> int:
+    # SIGTERM (or Ctrl-C) before the server runs stops it at once, with 0: nothing is made before uvicorn runs
+    # the app's lifespan (etcd, the leases). While it runs, uvicorn takes these signals itself: one during the
+    # start-up lets the start-up end, then shuts down as after it (the master lease removed); uvicorn then puts
+    # this handler back and raises the signal again, which lands here. kube-apiserver ends a stop with 0 too;
+    # Python's default would report SIGTERM's 143 and a KeyboardInterrupt traceback.
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(sig, _stop_quietly)
     from apiserver.app import create_app
     from apiserver.serving import api_server, raise_open_files_limit, uvicorn_config
     from kubelab.tokenfile import TokenFileError
@@ -51,6 +80,13 @@ def cmd_apiserver(args: argparse.Namespace) -> int:
         print("kubelab apiserver: --etcd-servers is required", file=sys.stderr)
         return 2
     host, port = options.host_port
+    listener: socket.socket | None = None
+    if args.listen_fd is not None:
+        inherited = _inherited_listener(args.listen_fd, port)
+        if isinstance(inherited, str):
+            print(f"kubelab apiserver: {inherited}", file=sys.stderr)
+            return 2
+        listener = inherited
     if bool(options.tls_cert_file) != bool(options.tls_private_key_file):
         print("kubelab apiserver: --tls-cert-file and --tls-private-key-file go together", file=sys.stderr)
         return 2
@@ -78,8 +114,10 @@ def cmd_apiserver(args: argparse.Namespace) -> int:
     raise_open_files_limit()
     # With a certificate the port serves HTTPS, as kube-apiserver's secure port does: kubectl sends
     # bearer tokens only over TLS (kubernetes/kubectl#744).
+    # On an inherited socket (--listen-fd) it does not bind one: the parent holds the port across restarts.
     api_server(uvicorn_config(app, options=options.serving, host=host, port=port, ssl_certfile=options.tls_cert_file,
-                              ssl_keyfile=options.tls_private_key_file, graceful_shutdown=None), options.serving).run()
+                              ssl_keyfile=options.tls_private_key_file, graceful_shutdown=None),
+               options.serving).run(sockets=[listener] if listener is not None else None)
     return 0
 
 

@@ -92,6 +92,15 @@ def positive(text: str) -> int:
     return int(text)
 
 
+def descriptor(text: str) -> int:
+    """--listen-fd: an inherited file descriptor's number; 0-2 are the standard streams, never a socket here."""
+    from kubelab.validation import is_ascii_digits
+
+    if not is_ascii_digits(text) or int(text) < 3:
+        raise argparse.ArgumentTypeError(f"not a file descriptor of an inherited socket (3 or more): {text!r}")
+    return int(text)
+
+
 def event_ttl(text: str) -> int:
     """--event-ttl: a duration, kept as whole seconds (etcd leases are), at least one."""
     return max(1, round(duration_seconds(text)))

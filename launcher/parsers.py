@@ -22,6 +22,7 @@ from .flags import (
     add_listen_flag,
     add_serving_flags,
     add_token_auth_file_flag,
+    descriptor,
     etcd_tls_args,
     flag_bool,
     host_port,
@@ -97,8 +98,10 @@ def _add_up(sub: Any) -> None:
     add_event_ttl_flag(p, "how long the API server keeps an event after its last write (default 1h)")
     p.add_argument("--apiservers", type=positive, default=1, metavar="N",
                    help="run N API servers on the one etcd (cluster): the first in this process at --listen, the "
-                        "others as `kubelab apiserver` processes on the next ports; all are endpoints of the "
-                        "kubernetes Service, the kubeconfig names the first (default 1)")
+                        "others as `kubelab apiserver` processes on the next ports, started again when they exit "
+                        "(at once, then the kubelet's back-off: 10 s doubling to 5 min) on the same port; all are "
+                        "endpoints of the kubernetes Service, the kubeconfig names the first, `kubelab status` "
+                        "shows them all (default 1)")
     p.add_argument("--etcd-members", type=positive, default=1, metavar="M",
                    help="the private etcd as a cluster of M members (3 keeps working with one down; default 1)")
     add_serving_flags(p)
@@ -111,6 +114,10 @@ def _add_apiserver(sub: Any) -> None:
     p = sub.add_parser("apiserver", help="run only the API server")
     p.add_argument("--etcd-servers", required=True, help="etcd URL[,URL]")
     add_listen_flag(p, f"address to serve on (default {defaults.LISTEN})")
+    p.add_argument("--listen-fd", type=descriptor, metavar="FD",
+                   help="serve on this inherited descriptor, a TCP socket already bound (and listening) at --listen's "
+                        "address, as systemd's socket activation hands one over; `kubelab up --apiservers N` starts "
+                        "its further API servers so, which keeps each one's port bound across its restarts")
     p.add_argument("--advertise-address", help="IP the kubernetes Service's endpoints point at")
     p.add_argument("--tls-cert-file", metavar="FILE",
                    help="serve HTTPS with this certificate (PEM, with its chain); kubectl sends tokens only over TLS")

@@ -134,7 +134,9 @@ async def up(options: UpOptions, *, ready: Callable[[dict[str, Any]], None] | No
     _preflight(options, host, port)
     from . import apiservers
 
-    apiservers.refuse_taken_ports(host, apiservers.ports_after(port, options.apiservers))
+    # The further API servers' ports, bound now and held until the end: each child serves on the socket it is
+    # handed, so a restarted one is at the same URL and clients' connections wait in the kernel meanwhile.
+    listeners = apiservers.bind_listeners(host, apiservers.ports_after(port, options.apiservers))
     # With tokens the API serves HTTPS with a lab CA (kubelab/pki.py): kubectl sends tokens only over TLS.
     scheme = "https" if options.token_auth_file is not None else "http"
     server_url = f"{scheme}://{'127.0.0.1' if host in ('0.0.0.0', '') else host}:{port}"
@@ -245,8 +247,8 @@ async def up(options: UpOptions, *, ready: Callable[[dict[str, Any]], None] | No
                     first, advertise_address=advertise[0] if not netns else "127.0.0.1", advertise_port=None,
                     serving=ServingOptions(), kubelet_netns=None, kubelet_address=None,
                     endpoint_reconciler_type="none" if netns else defaults.ENDPOINT_RECONCILER_TYPE),
-                    ca_file=str(tls.ca_file) if tls else None, count=options.apiservers, first_port=port,
-                    data_dir=data_dir, started=extras)
+                    ca_file=str(tls.ca_file) if tls else None, listeners=listeners, data_dir=data_dir,
+                    started=extras)
                 for extra in extras:
                     _log(f"apiserver-{extra.index}").info("ready at %s (pid %d, log %s) [%s]", extra.url,
                                                           extra.process.pid if extra.process else 0, extra.log_path,
@@ -256,6 +258,14 @@ async def up(options: UpOptions, *, ready: Callable[[dict[str, Any]], None] | No
             state: dict[str, Any] = {"pid": os.getpid(), "server": server_url, "kubeconfig": str(config_path),
                                      "dataplane": options.dataplane, "etcd": etcd_servers, "nodes": {}}
             state["servers"] = [server_url, *(extra.url for extra in extras)]  # every API server, the first first
+            # And how each is doing (the first is this process's own); rewritten whenever a child restarts.
+            state["apiservers"] = [{"url": server_url, "pid": os.getpid(), "restarts": 0, "state": "running"},
+                                   *(extra.record() for extra in extras)]
+
+            def apiservers_changed() -> None:
+                state["apiservers"][1:] = [extra.record() for extra in extras]
+                _write_state(data_dir, state)
+
             if tls is not None:
                 state["ca"] = str(tls.ca_file)
             state["proxyMode"] = options.proxy_mode  # which rules `kubelab ui` reads on each node
@@ -291,6 +301,9 @@ async def up(options: UpOptions, *, ready: Callable[[dict[str, Any]], None] | No
                 async with asyncio.TaskGroup() as tg:
                     for task in (serving, serving_internal, *(t for _, t in extra_serving)):
                         tg.create_task(_watch_apiserver(task), name=f"{task.get_name()}-watchdog")
+                    if extras:
+                        tg.create_task(apiservers.supervise(extras, ca_file=str(tls.ca_file) if tls else None,
+                                                            on_change=apiservers_changed), name="apiserver-supervisor")
                     await _run_components(tg, options, private.path, data_dir, state, lab, timer, ready, clients,
                                           runtimes=runtimes, tokens=tokens, root_ca=pki.ca_file.read_text(), app=in_process,
                                           pki=tls)
@@ -309,6 +322,7 @@ async def up(options: UpOptions, *, ready: Callable[[dict[str, Any]], None] | No
             private.remove()
     finally:
         await apiservers.stop(extras)  # before etcd: each removes its master lease on the way out
+        apiservers.close_listeners(listeners)
         await _tear_down(lab, etcd)
         for runtime in runtimes:
             # Again, now that the pods' processes are gone: a pod start the cancelled kubelet no longer

@@ -135,22 +135,26 @@ def cmd_status(args: argparse.Namespace) -> int:
 
     token = token_of(Path(state["kubeconfig"]))
     ca = state.get("ca")  # a cluster with tokens serves HTTPS with its own CA
+    # `kubelab up --apiservers N`: every API server on the one etcd, the first (up's own process) first, with
+    # its process as up supervises it (launcher/apiservers.py); one that is down is shown, not an error.
+    records = state.get("apiservers") or [{"url": url} for url in state.get("servers") or [state["server"]]]
+    for record in records:
+        url = record["url"]
+        try:
+            code, text = _get(url, "/readyz", token=None, ca_file=ca, timeout=5, agent="status")
+            ready = "ready" if code == 200 else "NOT ready: " + text
+        except TransportError as exc:
+            ready = f"unreachable: {exc or 'no answer within 5s'}"
+        process = (f" pid {record['pid']}, {record['state']}, restarts {record['restarts']}"
+                   if "pid" in record else "")
+        print(f"apiserver   {url} ({ready}){process}")
     try:
-        code, text = _get(state["server"], "/readyz", token=None, ca_file=ca, timeout=5, agent="status")
-        print(f"apiserver   {state['server']} ({'ready' if code == 200 else 'NOT ready: ' + text})")
         nodes = json.loads(_get(state["server"], "/api/v1/nodes", token=token, ca_file=ca, timeout=5,
                                 agent="status")[1]).get("items", [])
         pods = json.loads(_get(state["server"], "/api/v1/pods", token=token, ca_file=ca, timeout=5,
                                agent="status")[1]).get("items", [])
-    except TransportError as exc:
-        print(f"apiserver   {state['server']} (unreachable: {exc})")
-        return 1
-    for other in (state.get("servers") or [])[1:]:  # `kubelab up --apiservers N`: the others on the same etcd
-        try:
-            code, text = _get(other, "/readyz", token=None, ca_file=ca, timeout=5, agent="status")
-            print(f"apiserver   {other} ({'ready' if code == 200 else 'NOT ready: ' + text})")
-        except TransportError as exc:
-            print(f"apiserver   {other} (unreachable: {exc})")
+    except TransportError:
+        return 1  # the first API server is unreachable: said above
     dns = state.get("dns") or {}
     if dns.get("listen"):
         print(f"dns         {dns['listen']} (kube-system/kube-dns {addressing.CLUSTER_DNS_IP})")

@@ -9,8 +9,9 @@ watch through the third sees it. The kubernetes Service's endpoints are the firs
 only: pods reach the API on the lab network, where only the first one listens (launcher/apiservers.py),
 so the others must not add their loopback addresses to it, which would send pods' API traffic nowhere.
 A pod reads the API through 10.96.0.1. Then one child API server is SIGKILLed: the cluster goes on
-(a pod created through the survivor runs), and Ctrl-C still stops everything and leaves nothing behind:
-no namespace, no etcd member, no API server process.
+(a pod created through the survivor runs), `kubelab up` starts the killed one again at the same URL, and
+Ctrl-C still stops everything and leaves nothing behind: no namespace, no etcd member, no API server
+process.
 """
 
 from __future__ import annotations
@@ -188,7 +189,14 @@ def test_a_child_apiserver_killed_the_cluster_goes_on(ha: Cluster) -> None:
                  Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode()]
     os.kill(victim, signal.SIGKILL)
     wait_for("the killed API server gone", lambda: not _alive(victim))
-    assert kubectl(ha, second, "get", "--raw", "/readyz", check=False).returncode != 0
     kubectl(ha, third, "apply", "-f", "-", input=yaml.safe_dump(web_pod("web-4")))
     pods = wait_for("web-4 Running", lambda: running_pods(ha, first, ("web-4",)), timeout=180)
     assert pods["web-4"]["ip"].startswith("10.244.")
+
+    # `kubelab up` starts it again (launcher/apiservers.py), on the socket it kept: the same URL.
+    def restarted() -> dict[str, Any] | None:
+        record = json.loads((ha.data_dir / "cluster.json").read_text())["apiservers"][1]
+        return record if record["pid"] != victim and record["state"] == "running" else None
+    again = wait_for("the killed API server started again", restarted, timeout=240)
+    assert (again["url"], again["restarts"]) == (second, 1)
+    assert kubectl(ha, second, "get", "--raw", "/readyz").stdout == "ok"
