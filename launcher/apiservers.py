@@ -16,9 +16,11 @@ crash, a SIGKILL, the OOM killer) is started again with the same command line, t
 then after 10 s doubling to 300 s, the back-off forgotten once it has run 10 minutes since its last start
 (RestartBackoff: the kubelet's backOffPeriod, MaxContainerBackOff and its flowcontrol.Backoff's expiry of
 twice the cap). `kubelab up` binds each child's listening socket itself and hands it over
-(`kubelab apiserver --listen-fd FD`, as systemd's socket activation does): the port stays bound while the
-child is down, so a restarted server is at the same URL, clients' lists of servers stay valid, and
-connections made meanwhile wait in the kernel's accept queue instead of being refused.
+(`kubelab apiserver --listen-fd FD`, as systemd's socket activation does), so the ports are known to be free
+before anything starts. While a child is down its port is closed, so clients are refused at once and fail
+over to another server, as with a kube-apiserver that is down (a socket kept listening made them wait out
+their timeout: the kernel completes the handshake and queues the connection); the same port is bound again
+for the restart, so a restarted server is at the same URL and clients' lists of servers stay valid.
 """
 
 from __future__ import annotations
@@ -48,7 +50,6 @@ START_TIMEOUT = 120.0  # a loaded machine: the first server's bootstrap retries 
 # flowcontrol.Backoff expires once its last start is more than twice the cap old: 10 minutes.
 BACKOFF_INITIAL = 10.0
 BACKOFF_MAX = 300.0
-LISTEN_BACKLOG = 2048  # uvicorn's default: what may wait in the kernel while a child restarts
 READY_POLL = 0.1
 
 
@@ -84,6 +85,7 @@ class ExtraApiServer:
     log_path: Path
     argv: list[str] = field(default_factory=list)
     listener: socket.socket | None = field(default=None, repr=False)  # bound by `kubelab up`, handed to each start
+    bind_host: str = ""  # the address `listener` is bound to, to bind it again for a restart
     process: subprocess.Popen[bytes] | None = field(default=None, repr=False)
     restarts: int = 0
     state: str = "starting"  # starting (not ready yet), running (ready), back-off (exited, waiting to start again)
@@ -144,14 +146,19 @@ def argv(options: ApiServerOptions, index: int, port: int, identity_hostname: st
 
 
 def bind_listeners(host: str, ports: list[int]) -> list[socket.socket]:
-    """A listening socket on each of `ports` (bound before anything starts, so a port another process holds
-    is named at once; RuntimeError). The caller closes them (close_listeners) once their servers are gone."""
+    """A socket bound to each of `ports` (before anything starts, so a port another process holds is named
+    at once; RuntimeError), not listening: the child listens once it is ready to serve, and until then a
+    connection is refused, not queued. The caller closes them (close_listeners) once their servers are gone."""
     bound: list[socket.socket] = []
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
     for port in ports:
+        sock = socket.socket(family, socket.SOCK_STREAM)
         try:
-            bound.append(socket.create_server((host, port), family=family, backlog=LISTEN_BACKLOG))
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as a listening server binds
+            sock.bind((host, port))
+            bound.append(sock)
         except OSError:
+            sock.close()
             close_listeners(bound)
             raise RuntimeError(f"{host}:{port} is already in use; --apiservers N takes the N-1 ports after "
                                "--listen's: stop what holds it or pick another --listen port") from None
@@ -161,6 +168,14 @@ def bind_listeners(host: str, ports: list[int]) -> list[socket.socket]:
 def close_listeners(listeners: list[socket.socket]) -> None:
     for listener in listeners:
         listener.close()
+
+
+def _rebind(server: ExtraApiServer) -> None:
+    """Bind the child's port again for its restart (closed while it was down) and name the new socket on
+    its command line. RuntimeError when another process took the port meanwhile."""
+    if server.listener is None:
+        [server.listener] = bind_listeners(server.bind_host, [server.port])
+        server.argv[server.argv.index("--listen-fd") + 1] = str(server.listener.fileno())
 
 
 def _launch(server: ExtraApiServer) -> None:
@@ -201,6 +216,7 @@ async def start(options: ApiServerOptions, *, ca_file: str | None, listeners: li
         port = listener.getsockname()[1]
         server = ExtraApiServer(index, f"{scheme}://{options.advertise_address or options.host_port[0]}:{port}", port,
                                 data_dir / f"apiserver-{index}.log", listener=listener,
+                                bind_host=listener.getsockname()[0],
                                 argv=argv(options, index, port, host, listen_fd=listener.fileno()))
         _launch(server)
         started.append(server)
@@ -256,10 +272,14 @@ async def _supervise(server: ExtraApiServer, ca_file: str | None, on_change: Cal
         on_change()
         log.warning("%s (pid %d); starting it again %s (restart %d), log %s", _how(code), server.process.pid,
                     f"in {wait:g}s" if wait else "now", server.restarts + 1, server.log_path)
+        if server.listener is not None:
+            server.listener.close()  # refused meanwhile: clients fail over at once
+            server.listener = None
         await asyncio.sleep(wait)
         try:
+            _rebind(server)
             _launch(server)
-        except OSError as exc:  # no fork (out of memory, pids): the same back-off, as a kubelet's failed start
+        except (OSError, RuntimeError) as exc:  # port taken, no fork (memory, pids): the same back-off
             log.warning("cannot start it again: %s", exc)
             continue
         server.restarts += 1
@@ -282,6 +302,8 @@ async def supervise(servers: list[ExtraApiServer], *, ca_file: str | None, on_ch
 
 async def stop(servers: list[ExtraApiServer]) -> None:
     """SIGTERM every one (each removes its master lease: apiserver/endpointreconciler.py), SIGKILL after
-    the grace period; all at once. Supervision must have stopped first."""
+    the grace period; all at once; then close the sockets bound for restarts. Supervision must have stopped
+    first."""
     await asyncio.gather(*(asyncio.to_thread(stop_process, s.process, timeout=15.0) for s in servers),
                          return_exceptions=True)
+    close_listeners([s.listener for s in servers if s.listener is not None])

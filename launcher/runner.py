@@ -134,8 +134,8 @@ async def up(options: UpOptions, *, ready: Callable[[dict[str, Any]], None] | No
     _preflight(options, host, port)
     from . import apiservers
 
-    # The further API servers' ports, bound now and held until the end: each child serves on the socket it is
-    # handed, so a restarted one is at the same URL and clients' connections wait in the kernel meanwhile.
+    # The further API servers' ports, bound now (a port in use is named before anything starts): each child
+    # serves on the socket it is handed, bound again at the same port for a restart (launcher/apiservers.py).
     listeners = apiservers.bind_listeners(host, apiservers.ports_after(port, options.apiservers))
     # With tokens the API serves HTTPS with a lab CA (kubelab/pki.py): kubectl sends tokens only over TLS.
     scheme = "https" if options.token_auth_file is not None else "http"

@@ -1,8 +1,8 @@
 """`kubelab up --apiservers 3` supervises its child API servers (launcher/apiservers.py), and `kubelab
 apiserver` stops cleanly whenever it is told to:
 
-* a child SIGKILLed is started again by `kubelab up` on the socket up keeps bound: it is back at the same
-  URL (/readyz ok, a new pid), cluster.json and `kubelab status` say "restarts 1", and `kubelab up`'s log
+* a child SIGKILLed is started again by `kubelab up` on the port up binds for it: refused until the new
+  process serves, then back at the same URL (/readyz ok, a new pid), cluster.json and `kubelab status` say "restarts 1", and `kubelab up`'s log
   says what happened; Ctrl-C of `kubelab up` then exits 0 and leaves no child (the first or the restarted).
 * `kubelab apiserver` SIGTERMed during its start-up (before it serves) exits 0 without a traceback and
   leaves no endpoint of its own in the kubernetes Service (its master lease removed or never made), as a
@@ -97,6 +97,11 @@ def test_a_killed_child_apiserver_is_back_on_its_url_and_ctrl_c_leaves_no_child(
         victim = records()[1]
         children += [r["pid"] for r in records()[1:]]
         os.kill(victim["pid"], signal.SIGKILL)
+        polling.wait_for("the killed API server gone", lambda: not _alive(victim["pid"]), 60)
+        # Until the new process is ready to serve, its port refuses (a client moves on at once) instead of
+        # queueing the connection in the kernel, where a client would wait out its timeout.
+        with pytest.raises(ConnectionRefusedError):
+            socket.create_connection(("127.0.0.1", port + 1), timeout=10).close()
 
         def restarted() -> dict[str, Any] | None:
             record = records()[1]
