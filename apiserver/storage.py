@@ -376,7 +376,7 @@ class Storage:
         second move would leave the server the first one chose, and close a channel requests now use).
         The old channel is closed when the calls on it are done: gRPC cancels a closed channel's calls,
         which each ended as a CancelledError past every handler, a plain-text 500 from uvicorn (SIGKILL
-        of one member of three under 32 concurrent creates: 31 of them). No await here, so no request
+        of one member of three under 32 concurrent creates: 32 of them). No await here, so no request
         can come between the check and the move."""
         if broken is not self._connection:
             return
