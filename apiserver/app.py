@@ -30,6 +30,7 @@ from .flowcontrol import RequestGuard, list_seats
 from .identitylease import IdentityLease
 from .metrics import ApiserverMetrics
 from .rbacsource import PolicySource
+from .recovery import PanicRecovery
 from .registry import Registry, default_conversions, default_strategies
 from .registry.counts import ObjectCounts
 from .registry.events import DEFAULT_EVENT_TTL
@@ -281,5 +282,6 @@ def create_app(config: Config) -> ASGIApp:
     # in-flight limits (which see the user), then the resource front.
     guarded = RequestGuard(ApiServer(app), config.serving, metrics=app.state.metrics,
                            width=lambda scope, info: _list_width(app.state, scope, info))
-    # Without a token file the middleware only checks service account tokens (auth.py).
-    return AuthMiddleware(guarded, tokens=tokens, state=app.state)
+    # Without a token file the middleware only checks service account tokens (auth.py). Panic recovery goes
+    # around everything, so that nothing escapes to uvicorn's plain-text 500 (recovery.py).
+    return PanicRecovery(AuthMiddleware(guarded, tokens=tokens, state=app.state))

@@ -17,7 +17,7 @@ import builtins
 import contextlib
 import logging
 import time
-from collections.abc import AsyncIterator, Callable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -242,7 +242,7 @@ class Leases:
                     self._current = (lease_id, lease_ttl, asked, keys + 1)
                     return lease_id
             window = self.reuse_window(ttl)
-            lease = await self.storage._call(self.storage.client.lease(int(ttl + window + 0.999)),
+            lease = await self.storage._call(lambda c: c.lease(int(ttl + window + 0.999)),
                                              ("grant", "lease"))
             self._current = (int(lease.id), ttl, now, 1)
             return int(lease.id)
@@ -292,6 +292,48 @@ class _TLSClient(aetcd.Client):  # type: ignore[misc]  # aetcd has no type hints
         self._connected.set()
 
 
+# How long (in storage timeouts) a channel failed over from stays open for calls still on it at most: unary
+# calls end within one timeout, so only a watch stream is still there after two.
+RETIRED_CHANNEL_GRACE = 2.0
+
+
+def _cancelled_from_outside() -> bool:
+    """Whether the running task is being cancelled (the request went away, the server stops), as opposed to
+    gRPC raising CancelledError for a call whose channel was closed."""
+    task = asyncio.current_task()
+    return task is not None and task.cancelling() > 0
+
+
+async def _connected(client: aetcd.Client) -> aetcd.Client:
+    await client.connect()
+    return client
+
+
+class _Connection:
+    """One gRPC channel to one etcd server and the unary calls in flight on it. A connection failed over
+    from is `retired`: closed once its last call is done (Storage._failover)."""
+
+    def __init__(self, client: aetcd.Client, server: str) -> None:
+        self.client = client
+        self.server = server
+        self.calls = 0
+        self.retired = False
+        self.closing: asyncio.Task[None] | None = None
+
+    def close_soon(self, retired: set[_Connection]) -> None:
+        if self.closing is not None:
+            return
+
+        async def close() -> None:
+            try:
+                with contextlib.suppress(Exception):  # closing a broken channel may fail; it is gone either way
+                    await self.client.close()
+            finally:
+                retired.discard(self)
+
+        self.closing = asyncio.get_running_loop().create_task(close(), name=f"etcd-close-{self.server}")
+
+
 class Storage:
     """An etcd v3 connection (aetcd) with the object operations the registry needs. `https://` servers
     are dialled over TLS (with `tls`'s CA and client certificate), as kube-apiserver's etcd client does."""
@@ -303,7 +345,8 @@ class Storage:
         self.timeout = timeout
         self._credentials = (tls or EtcdTLS()).credentials() if any(
             urlparse(s).scheme == "https" for s in self.servers) else None
-        self._client: aetcd.Client | None = None
+        self._connection: _Connection | None = None
+        self._retired: set[_Connection] = set()  # failed over from, closed once their calls are done
         self._index = 0
         # observe(operation, key, seconds, ok): etcd_request_duration_seconds and friends (apiserver/metrics.py).
         self.observe: Callable[[str, str, float, bool], None] | None = None
@@ -317,26 +360,52 @@ class Storage:
             return _TLSClient(credentials=self._credentials, **where)
         return aetcd.Client(**where)
 
+    def _current(self) -> _Connection:
+        if self._connection is None:
+            server = self.servers[self._index % len(self.servers)]
+            self._connection = _Connection(self._make_client(server), server)
+        return self._connection
+
     @property
     def client(self) -> aetcd.Client:
-        if self._client is None:
-            self._client = self._make_client()
-        return self._client
+        return self._current().client
 
-    async def _failover(self) -> None:
-        """Drop the current connection so the next call dials the next server in the list."""
-        client, self._client = self._client, None
+    def _failover(self, broken: _Connection) -> None:
+        """Move to the next server in the list, once per broken connection: every request that was on
+        `broken` fails on it, and only the first to get here moves on; the others find it already left (a
+        second move would leave the server the first one chose, and close a channel requests now use).
+        The old channel is closed when the calls on it are done: gRPC cancels a closed channel's calls,
+        which each ended as a CancelledError past every handler, a plain-text 500 from uvicorn (SIGKILL
+        of one member of three under 32 concurrent creates: 32 of them). No await here, so no request
+        can come between the check and the move."""
+        if broken is not self._connection:
+            return
+        self._connection = None
         self._index += 1
-        if client is not None:
-            with contextlib.suppress(Exception):  # closing a broken channel may fail; it is gone either way
-                await client.close()
+        log.warning("etcd %s failed; moving to %s", broken.server, self.servers[self._index % len(self.servers)])
+        broken.retired = True
+        self._retired.add(broken)
+        if broken.calls == 0:
+            broken.close_soon(self._retired)
+        else:
+            # A backstop: every unary call ends within the storage timeout, but a watch stream on the old
+            # channel (not counted) would hold it open for as long as it lives. Closing ends such a watch
+            # with Unavailable, and its reader resumes on the new connection.
+            asyncio.get_running_loop().call_later(RETIRED_CHANNEL_GRACE * self.timeout, broken.close_soon,
+                                                  self._retired)
 
     async def close(self) -> None:
-        if self._client is not None:
-            await self._client.close()
-            self._client = None
+        connection, self._connection = self._connection, None
+        connections = [*self._retired, *([connection] if connection is not None else [])]
+        for each in connections:
+            each.close_soon(self._retired)
+        await asyncio.gather(*(each.closing for each in connections if each.closing is not None),
+                             return_exceptions=True)
 
-    async def _call(self, op: Any, metric: tuple[str, str] | None = None) -> Any:
+    async def _call(self, op: Callable[[aetcd.Client], Awaitable[Any]], metric: tuple[str, str] | None = None
+                    ) -> Any:
+        """Run `op` on the current connection's client. `op` gets the client rather than being a coroutine
+        made beforehand, so the connection a call runs on is the one it is counted on and failed over from."""
         if metric is None or self.observe is None:
             return await self._call_unobserved(op)
         start, ok = time.perf_counter(), False
@@ -347,31 +416,43 @@ class Storage:
         finally:
             self.observe(metric[0], metric[1], time.perf_counter() - start, ok)
 
-    async def _call_unobserved(self, op: Any) -> Any:
+    async def _call_unobserved(self, op: Callable[[aetcd.Client], Awaitable[Any]]) -> Any:
+        connection = self._current()
+        connection.calls += 1
         try:
             # asyncio.timeout, not wait_for: on Python 3.11 wait_for runs the call as a task of its own,
             # a measurable share of a request's CPU at three etcd calls per scheduled pod.
             async with asyncio.timeout(self.timeout):
-                return await op
+                return await op(connection.client)
         except StorageError:
             raise
+        except asyncio.CancelledError:
+            if _cancelled_from_outside():
+                raise
+            # gRPC cancels the calls of a channel closed under them (Storage.close, or the backstop above):
+            # etcd is out of reach for this call, not the request cancelled.
+            raise Unavailable(f"the connection to etcd {connection.server} was closed") from None
         except (TimeoutError, aetcd.exceptions.ConnectionTimeoutError) as exc:
             if len(self.servers) > 1:
-                await self._failover()
+                self._failover(connection)
             raise Timeout(f"etcd did not answer within {self.timeout:g}s ({str(exc) or type(exc).__name__})"
                           ) from exc
         except (aetcd.exceptions.ConnectionFailedError, OSError) as exc:
             if len(self.servers) > 1:
-                await self._failover()
+                self._failover(connection)
             raise Unavailable(str(exc) or type(exc).__name__) from exc
         except aetcd.exceptions.ClientError as exc:
             raise _translate(exc) from exc
+        finally:
+            connection.calls -= 1
+            if connection.retired and connection.calls == 0:
+                connection.close_soon(self._retired)
 
     # --- reads -----------------------------------------------------------------------------------
 
     async def revision(self) -> int:
         """The store's current revision (the header of an empty range read)."""
-        result = await self._call(self.client.get_range(b"/kubelab-revision", b"/kubelab-revision\x00"))
+        result = await self._call(lambda c: c.get_range(b"/kubelab-revision", b"/kubelab-revision\x00"))
         return int(result.header.revision)
 
     async def versions(self) -> builtins.list[str]:
@@ -395,14 +476,14 @@ class Storage:
         return found
 
     async def get(self, key: str) -> Stored:
-        resp = await self._call(self.client.get(key.encode()), ("get", key))
+        resp = await self._call(lambda c: c.get(key.encode()), ("get", key))
         if resp is None:
             raise KeyNotFound(key)
         return Stored(key, decode(resp.value, resp.mod_revision), resp.mod_revision, resp.create_revision)
 
     async def list(self, prefix: str) -> tuple[list[Stored], int]:
         """Every object under `prefix` (which should end in '/'), and the store revision of the read."""
-        result = await self._call(self.client.get_prefix(prefix.encode()), ("list", prefix))
+        result = await self._call(lambda c: c.get_prefix(prefix.encode()), ("list", prefix))
         return await _decoded(list(result)), int(result.header.revision)
 
     async def list_range(self, start: str, end: str, *, limit: int = 0, revision: int = 0) -> Range:
@@ -411,12 +492,11 @@ class Storage:
         revision, so its pages are one consistent snapshot (kube's etcd3 store GetList does the same).
         Compacted if etcd no longer has `revision`, FutureRevision if it has not reached it."""
         request = aetcd.rpc.RangeRequest(key=start.encode(), range_end=end.encode(), limit=limit, revision=revision)
-        response = await self._call(self._range(request), ("list", start))
+        response = await self._call(lambda c: self._range(c, request), ("list", start))
         items = await _decoded(list(response.kvs))
         return Range(items, bool(response.more), int(response.count), int(response.header.revision))
 
-    async def _range(self, request: Any) -> Any:
-        client = self.client
+    async def _range(self, client: aetcd.Client, request: Any) -> Any:
         await client.connect()
         try:
             return await client.kvstub.Range(request, timeout=self.timeout, metadata=client.metadata)
@@ -435,11 +515,14 @@ class Storage:
     async def compacted(self, revision: int) -> bool:
         """Whether etcd compacted `revision` away (a read at it is refused). The watch cache asks before
         replaying from its own history, so a compacted revision still answers 410 Gone."""
-        client = self.client
-        await self._call(client.connect())
         request = aetcd.rpc.RangeRequest(key=b"/kubelab-revision", revision=revision, count_only=True)
+
+        async def ask(client: aetcd.Client) -> None:
+            await client.connect()
+            await client.kvstub.Range(request, timeout=self.timeout, metadata=client.metadata)
+
         try:
-            await self._call(client.kvstub.Range(request, timeout=self.timeout, metadata=client.metadata))
+            await self._call(ask)
         except aetcd.rpc.AioRpcError as exc:
             if "compacted" in (exc.details() or ""):
                 return True
@@ -451,12 +534,12 @@ class Storage:
         return False
 
     async def count(self, prefix: str) -> int:
-        result = await self._call(self.client.get_prefix(prefix.encode(), keys_only=True))
+        result = await self._call(lambda c: c.get_prefix(prefix.encode(), keys_only=True))
         return len(result)
 
     # Below `async def list`, a bare `list` in a signature names that method: hence builtins.list.
     async def keys(self, prefix: str) -> builtins.list[str]:
-        result = await self._call(self.client.get_prefix(prefix.encode(), keys_only=True))
+        result = await self._call(lambda c: c.get_prefix(prefix.encode(), keys_only=True))
         return [kv.key.decode() for kv in result]
 
     # --- writes ----------------------------------------------------------------------------------
@@ -466,7 +549,7 @@ class Storage:
         t = self.client.transactions
         failure = [t.get(k.encode()) for k in check_keys]
         result: tuple[bool, Any] = await self._call(
-            self.client.transaction(compare=compares, success=ops, failure=failure), metric)
+            lambda c: c.transaction(compare=compares, success=ops, failure=failure), metric)
         return result
 
     def _extra(self, extra: Txn | None) -> tuple[builtins.list[Any], builtins.list[Any], builtins.list[str]]:
@@ -574,24 +657,24 @@ class Storage:
         raise RevisionConflict(key, current[0][1].mod_revision)
 
     async def put_raw(self, key: str, value: bytes) -> None:
-        await self._call(self.client.put(key.encode(), value))
+        await self._call(lambda c: c.put(key.encode(), value))
 
     async def delete_raw(self, key: str) -> None:
-        await self._call(self.client.delete(key.encode()))
+        await self._call(lambda c: c.delete(key.encode()))
 
     async def put_expiring(self, key: str, value: bytes, ttl: int) -> None:
         """Write `value` under a fresh lease of `ttl` seconds: etcd deletes the key unless it is written
         again before then (kube's storage with a TTL, as the master leases of the endpoint reconciler use it)."""
-        lease = await self._call(self.client.lease(ttl), ("grant", "lease"))
-        await self._call(self.client.put(key.encode(), value, lease=int(lease.id)))
+        lease = await self._call(lambda c: c.lease(ttl), ("grant", "lease"))
+        await self._call(lambda c: c.put(key.encode(), value, lease=int(lease.id)))
 
     async def list_raw(self, prefix: str) -> builtins.list[tuple[str, bytes]]:
         """Every key under `prefix` with its undecoded value, in key order."""
-        result = await self._call(self.client.get_prefix(prefix.encode()))
+        result = await self._call(lambda c: c.get_prefix(prefix.encode()))
         return [(kv.key.decode(), bytes(kv.value)) for kv in result]
 
     async def compact(self, revision: int) -> None:
-        await self._call(self.client.compact(revision, physical=True))
+        await self._call(lambda c: c.compact(revision, physical=True))
 
     # --- watch -----------------------------------------------------------------------------------
 
@@ -632,8 +715,7 @@ class Storage:
                 finished.cancel()
 
         try:
-            client = self.client
-            await self._call(client.connect())
+            client = await self._call(_connected)
             call = aetcd.rpc.WatchStub(client.channel).Watch(requests(), metadata=client.metadata)
         except StorageError:
             raise
@@ -676,6 +758,12 @@ class Storage:
             raise Unavailable("etcd ended the watch stream")
         except aetcd.rpc.AioRpcError as exc:
             raise Unavailable(exc.details() or str(exc.code())) from exc
+        except asyncio.CancelledError:
+            if _cancelled_from_outside():
+                raise
+            # The channel was closed under the stream (a failover's backstop, or Storage.close): the
+            # reader hears etcd is unavailable and watches again, on the current connection.
+            raise Unavailable("the watch's connection to etcd was closed") from None
         finally:
             done.set()
             call.cancel()

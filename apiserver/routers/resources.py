@@ -30,6 +30,7 @@ from .. import (
     gojson,
     listoptions,
     offload,
+    recovery,
     requestctx,
     requestinfo,
     saadmission,
@@ -445,6 +446,12 @@ async def watch(request: Request, target: Target) -> Response:
         except Exception as exc:  # end the stream with a Status, never a broken chunk
             log.exception("watch of %s failed", target.rt.plural)
             yield codecs.encode_json({"type": "ERROR", "object": errors.internal(str(exc)).status()})
+        except asyncio.CancelledError:
+            if recovery.cancelled_from_outside():  # the client went away or the server stops: no one to tell
+                raise
+            log.exception("watch of %s was cancelled inside the server", target.rt.plural)
+            yield codecs.encode_json({"type": "ERROR", "object": errors.internal(
+                "the watch was cancelled inside the server").status()})
 
     return StreamingResponse(stream(), media_type="application/json",
                              headers={"Cache-Control": "no-cache, private", "Transfer-Encoding": "chunked"})
