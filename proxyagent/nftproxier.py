@@ -17,7 +17,9 @@ reports. What differs is what one sync writes, and how:
   (kube-proxy's staleChains);
 * which chains and affinity sets exist is asked of the kernel (`nft list chains` / `list sets`) on
   full syncs, which is how a restarted agent finds what an earlier one left; between full syncs the
-  agent knows, since only it writes the table.
+  agent knows, since only it writes the table: the last ruleset's active chains plus the stale ones.
+  A partial sync hands the render that ruleset (whose bookkeeping it updates in place) and the stale
+  chains only, so its work follows the change, never the 40k chains of a 10k-Service table.
 
 There is no iptables canary: a table someone deleted makes the next partial sync fail (its element
 deletes and chain flushes name missing objects), and the retry is a full sync.
