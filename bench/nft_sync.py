@@ -21,6 +21,14 @@ For every size, two namespaces:
   "before", "after" and "netlink" are render + apply, and their ratios are printed. After the
   changes the three namespaces' `nft list table ip kube-proxy` must be equal.
 
+`--sync-only` measures the agent's side alone, without root: NftProxier's whole partial sync (event
+bookkeeping, render, stale chains; the transaction handed to an applier that keeps nothing) for
+one-Service endpoint changes, each `--code NAME=DIR` (a checkout of kubelab, e.g. `git archive main`)
+in its own process, the codes alternated `--passes` times:
+
+    .venv/bin/python bench/nft_sync.py --sync-only --sizes 10000 --repeat 20 \
+        --code before=/dev/shm/mr-base --code after=.
+
 Nothing here is asserted beyond the texts' equality; the numbers go to BENCHMARKS.md (issue M).
 """
 
@@ -28,6 +36,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import json
 import secrets
 import statistics
 import subprocess
@@ -35,7 +44,9 @@ import sys
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+# --code-dir: the checkout a --sync-only worker imports (before any import of it below).
+sys.path.insert(0, sys.argv[sys.argv.index("--code-dir") + 1] if "--code-dir" in sys.argv
+                else str(Path(__file__).resolve().parents[1]))
 
 from kubelab.models import EndpointSlice, Service
 from proxyagent.nftables import NftConfig, render_nft
@@ -55,14 +66,19 @@ def objects(n: int, *, changed: int | None = None) -> tuple[list[Service], list[
             "apiVersion": "v1", "kind": "Service", "metadata": {"namespace": "bench", "name": name},
             "spec": {"type": "ClusterIP", "clusterIP": f"10.{96 + i // 65536}.{i // 256 % 256}.{i % 256}",
                      "ports": [{"name": "http", "port": 80, "protocol": "TCP"}]}}))
-        last = 9 if i == changed else 3
-        slices.append(EndpointSlice.model_validate({
-            "apiVersion": "discovery.k8s.io/v1", "kind": "EndpointSlice",
-            "metadata": {"namespace": "bench", "name": f"{name}-x", "labels": {"kubernetes.io/service-name": name}},
-            "addressType": "IPv4",
-            "endpoints": [{"addresses": [f"10.244.{i // 250 % 250}.{(i % 250) + k}"]} for k in (1, 2, last)],
-            "ports": [{"name": "http", "port": 8080, "protocol": "TCP"}]}))
+        slices.append(slice_of(i, changed=i == changed))
     return services, slices
+
+
+def slice_of(i: int, *, changed: bool = False) -> EndpointSlice:
+    """Service i's EndpointSlice: three endpoints, the third moved elsewhere when `changed`."""
+    name = f"svc-{i}"
+    return EndpointSlice.model_validate({
+        "apiVersion": "discovery.k8s.io/v1", "kind": "EndpointSlice",
+        "metadata": {"namespace": "bench", "name": f"{name}-x", "labels": {"kubernetes.io/service-name": name}},
+        "addressType": "IPv4",
+        "endpoints": [{"addresses": [f"10.244.{i // 250 % 250}.{(i % 250) + k}"]} for k in (1, 2, 9 if changed else 3)],
+        "ports": [{"name": "http", "port": 8080, "protocol": "TCP"}]})
 
 
 def nft_apply(ns: str, text: str) -> float:
@@ -106,20 +122,104 @@ def change_of(n: int, target: int, state: dict[str, object], *, proportional: bo
     changed_map = {**endpoints, **build_endpoints_map([new_slices[target]], node_name=CONFIG.node_name)}
     key = f"bench/svc-{target}"
     if proportional:
+        # The walk (measured first) read `previous`; this render takes its bookkeeping over.
         ruleset = render_nft_ports(svc_ports, changed_map, CONFIG, changed={key}, previous=previous,
-                                   changed_ports=[sp for sp in state["by_service"][key]],  # type: ignore[index]
-                                   existing_chains=previous.active_chains)
+                                   changed_ports=[sp for sp in state["by_service"][key]])  # type: ignore[index]
     else:
         ruleset = render_nft_ports(svc_ports, changed_map, CONFIG, changed={key},
                                    previous_elements=previous.elements, existing_chains=previous.active_chains)
     return ruleset, time.perf_counter() - start
 
 
+class _NoTable:
+    """An applier that applies nothing: what is left of a sync is the agent's own work."""
+
+    async def transact(self, transaction: str) -> None:
+        pass
+
+    async def existing(self) -> tuple[frozenset[str], frozenset[str]]:
+        return frozenset(), frozenset()
+
+    async def listed(self) -> str:
+        return ""
+
+    async def cleanup_leftovers(self) -> None:
+        pass
+
+
+def sync_worker(n: int, repeat: int) -> dict[str, list[float]]:
+    """In a --code-dir process: NftProxier's full sync, then `repeat` one-Service endpoint changes
+    (each changed and undone, both timed): wall and CPU seconds of each sync_proxy_rules."""
+    from proxyagent import ProxyConfig
+    from proxyagent.nftproxier import NftProxier
+
+    async def run() -> dict[str, list[float]]:
+        services, slices = objects(n)
+        proxier = NftProxier(ProxyConfig(node_name=CONFIG.node_name, node_ips=CONFIG.node_ips,
+                                         cluster_cidr=CONFIG.cluster_cidr), _NoTable())
+        for svc in services:
+            proxier.on_service("ADDED", None, svc)
+        for eps in slices:
+            proxier.on_slice("ADDED", None, eps)
+        proxier.on_services_synced()
+        proxier.on_slices_synced()
+        await proxier.sync_proxy_rules()
+        out: dict[str, list[float]] = {"wall": [], "cpu": [], "render": []}
+        for k in range(repeat):
+            target = n // 2 + k
+            moved = slice_of(target, changed=True)
+            for old, new in ((slices[target], moved), (moved, slices[target])):
+                proxier.on_slice("MODIFIED", old, new)
+                wall, cpu = time.perf_counter(), time.thread_time()
+                await proxier.sync_proxy_rules()
+                out["cpu"].append(time.thread_time() - cpu)
+                out["wall"].append(time.perf_counter() - wall)
+                out["render"].append(proxier.last_timings.get("render", 0.0))
+                assert proxier.syncs == 2 + len(out["wall"]) - 1
+        return out
+
+    return asyncio.run(run())
+
+
+def sync_only(args: argparse.Namespace) -> int:
+    codes = [tuple(c.split("=", 1)) for c in args.code] or [("after", ".")]
+    for n in args.sizes:
+        results: dict[str, dict[str, list[float]]] = {name: {} for name, _ in codes}
+        for _ in range(args.passes):
+            for name, directory in codes:
+                done = subprocess.run([sys.executable, __file__, "--worker", "--code-dir", str(Path(directory).resolve()),
+                                       "--sizes", str(n), "--repeat", str(args.repeat)],
+                                      capture_output=True, text=True, check=True)
+                for key, values in json.loads(done.stdout).items():
+                    results[name].setdefault(key, []).extend(values)
+        print(f"{n:6d} Services x 3, partial sync of a one-Service endpoint change, no apply, "
+              f"median (min-max) of {len(next(iter(results.values()))['wall'])}:")
+        for name, _ in codes:
+            for key in ("wall", "cpu", "render"):
+                print(f"    {name:8s} {key:7s} {summary(results[name][key])}")
+        if len(codes) == 2:
+            (a, _), (b, _) = codes
+            print(f"    {a}/{b} wall ratio {statistics.median(results[a]['wall']) / statistics.median(results[b]['wall']):.1f}x",
+                  flush=True)
+    return 0
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--sizes", type=int, nargs="+", default=[1000, 10000])
     parser.add_argument("--repeat", type=int, default=5)
+    parser.add_argument("--sync-only", action="store_true", help="NftProxier's partial sync without apply (no root)")
+    parser.add_argument("--code", action="append", default=[], metavar="NAME=DIR",
+                        help="with --sync-only: a kubelab checkout to measure (repeatable; default after=.)")
+    parser.add_argument("--passes", type=int, default=2, help="with --sync-only: rounds over the codes")
+    parser.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
+    parser.add_argument("--code-dir", help=argparse.SUPPRESS)
     args = parser.parse_args()
+    if args.worker:
+        print(json.dumps(sync_worker(args.sizes[0], args.repeat)))
+        return 0
+    if args.sync_only:
+        return sync_only(args)
     made: list[str] = []
     appliers: list[LibNftApplier] = []
     try:

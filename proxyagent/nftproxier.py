@@ -17,7 +17,9 @@ reports. What differs is what one sync writes, and how:
   (kube-proxy's staleChains);
 * which chains and affinity sets exist is asked of the kernel (`nft list chains` / `list sets`) on
   full syncs, which is how a restarted agent finds what an earlier one left; between full syncs the
-  agent knows, since only it writes the table.
+  agent knows, since only it writes the table: the last ruleset's active chains plus the stale ones.
+  A partial sync hands the render that ruleset (whose bookkeeping it updates in place) and the stale
+  chains only, so its work follows the change, never the 40k chains of a 10k-Service table.
 
 There is no iptables canary: a table someone deleted makes the next partial sync fail (its element
 deletes and chain flushes name missing objects), and the retry is a full sync.
@@ -75,9 +77,9 @@ class NftProxier(Proxier):
         self.first_sync = True  # until one transaction has been applied since start
         # The last successful sync's ruleset: the tracked maps' elements and each Service's footprint,
         # from which a partial sync redoes only the changed Services.
+        # It carries the active chains and affinity sets: between full syncs the table's per-service
+        # chains are those plus the stale ones below (only this agent writes the table).
         self._previous: NftRuleset | None = None
-        self._chains: frozenset[str] = frozenset()  # the table's chains after the last successful sync
-        self._sets: frozenset[str] = frozenset()  # ... and its (affinity) sets
         self._stale: dict[str, float] = {}  # stale chain -> when it was first flushed (clock)
         self.last_nft: NftRuleset | None = None
         self.last_transaction = ""
@@ -106,7 +108,7 @@ class NftProxier(Proxier):
         """One sync (the caller holds the lock). Returns the applied transaction's ruleset, or None;
         failures are logged, counted and retried as a full sync, never raised."""
         now = self._clock()
-        full = self.need_full_sync or now - self._last_full_sync > FULL_SYNC_PERIOD
+        full = self.need_full_sync or now - self._last_full_sync > FULL_SYNC_PERIOD or self._previous is None
         start = time.perf_counter()
         started_at = time.time()
         timings = self.last_timings = {}
@@ -118,14 +120,19 @@ class NftProxier(Proxier):
         changed: frozenset[str] = frozenset()
         trigger_times: tuple[float, ...] = ()
         deleting: set[str] = set()
+        previous = None if full else self._previous
+        self._previous = None  # a partial render takes its bookkeeping over, applied or not
         try:
+            chains: frozenset[str] = frozenset()
+            sets: frozenset[str] = frozenset()
             if full:
                 chains, sets = await self.nft.existing()
-            else:
-                chains, sets = self._chains, self._sets
+                # A chain someone else deleted is no longer ours to delete.
+                self._stale = {c: since for c, since in self._stale.items() if c in chains}
             timings["list"], mark = time.perf_counter() - mark, time.perf_counter()
-            # Chains flushed at least a second ago are deleted now, so they are not "existing" to the render.
-            deleting = {c for c, since in self._stale.items() if now - since >= STALE_CHAIN_DELAY and c in chains}
+            # Chains flushed at least a second ago are deleted now, so they are not "existing" to the
+            # render. Everything here is proportional to the stale chains, never to the table.
+            deleting = {c for c, since in self._stale.items() if now - since >= STALE_CHAIN_DELAY}
             # Taken only now, with no await until the render (see Proxier._sync_locked).
             covered = self.revisions() if self.revisions is not None else (0, 0)
             changes = self.state.checkout()
@@ -134,13 +141,17 @@ class NftProxier(Proxier):
             applied = [[key, rv] for service in sorted(taken) for key, rv in taken[service].items()]
             self.metrics.service_changes_pending.set(0)
             self.metrics.endpoint_changes_pending.set(0)
-            ruleset = render_nft_ports(self.state.service_ports, self.state.endpoints_map(), self.nft_config,
-                                       changed=None if full else changed,
-                                       previous=None if full else self._previous,
-                                       changed_ports=None if full else self.state.ports_of(changed),
-                                       existing_chains=chains - deleting, existing_sets=sets,
-                                       first_sync=full and self.first_sync)
-            deleting -= ruleset.active_chains  # used again (a Service came back): keep it
+            if previous is None:
+                ruleset = render_nft_ports(self.state.service_ports, self.state.endpoints_map(), self.nft_config,
+                                           changed=None, existing_chains=chains - deleting,
+                                           existing_sets=sets, first_sync=full and self.first_sync)
+            else:
+                ruleset = render_nft_ports(self.state.service_ports, self.state.endpoints_map(), self.nft_config,
+                                           changed=changed, previous=previous,
+                                           changed_ports=self.state.ports_of(changed),
+                                           stale_chains={c for c in self._stale if c not in deleting})
+            active = ruleset.active_chains
+            deleting = {c for c in deleting if c not in active}  # used again (a Service came back): keep it
             transaction = ruleset.text + "".join(f"delete chain {self.nft_config_family} {TABLE} {chain}\n"
                                                  for chain in sorted(deleting))
             timings["render"], mark = time.perf_counter() - mark, time.perf_counter()
@@ -158,13 +169,10 @@ class NftProxier(Proxier):
         self._previous = ruleset
         for chain in deleting:
             self._stale.pop(chain, None)
-        for chain in ruleset.active_chains:
-            self._stale.pop(chain, None)
+        for chain in [c for c in self._stale if c in active]:
+            del self._stale[chain]
         for chain in ruleset.stale_chains:
             self._stale.setdefault(chain, now)
-        # Only per-service chains and affinity sets matter to the next render (the fixed ones it rewrites).
-        self._chains = ruleset.active_chains | frozenset(self._stale)
-        self._sets = ruleset.active_affinity_sets  # the render deleted the others
         self._sync_succeeded(ruleset, trigger_times, timings, full=full, now=now, start=start)
         self.last_nft = ruleset
         self.last_transaction = self.last_payload = transaction

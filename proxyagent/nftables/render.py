@@ -14,6 +14,7 @@ full or a partial sync come in as arguments; the result says what to remember fo
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field
@@ -136,16 +137,38 @@ class ServiceFootprint:
     health_check_node_ports: frozenset[tuple[str, int]] = frozenset()
 
 
+class SupersededError(RuntimeError):
+    """A ruleset whose bookkeeping a later partial sync has taken over and updated in place."""
+
+
+@dataclass(eq=False)
+class _Bookkeeping:
+    """What one sync leaves for the next: the tracked containers' elements, the active chains and
+    affinity sets, each Service's footprint. A proportional partial sync updates it in place (work
+    proportional to the change, not to the table) and hands it on to its own ruleset; `holder` is
+    the one ruleset that may read it."""
+
+    elements: dict[str, dict[str, str]]
+    active_chains: set[str]
+    active_affinity_sets: set[str]
+    footprints: dict[str, ServiceFootprint]
+    shared_keys: frozenset[tuple[str, str]]
+    footprinted: bool  # footprints cover every Service
+    holder: object = None
+
+
 @dataclass(frozen=True)
 class NftRuleset:
-    """One sync's transaction plus what the next sync needs and kube-proxy's metrics count."""
+    """One sync's transaction plus what the next sync needs and kube-proxy's metrics count.
+
+    `elements`, `active_chains`, `active_affinity_sets` and `footprints` are live: a partial sync
+    given this ruleset as `previous` takes them over and updates them (as kube-proxy's proxier updates
+    its own fields), after which reading them here raises SupersededError rather than show the later
+    sync's state. Keep the previous ruleset's view with `snapshot()` first if it is needed afterwards."""
 
     text: str  # `nft -f` input, in write order, newline-terminated lines
     full_sync: bool
-    active_chains: frozenset[str]  # per-service/endpoint chains in use after this sync
-    active_affinity_sets: frozenset[str]
     stale_chains: tuple[str, ...]  # flushed now; kube-proxy deletes them >= 1 s later (kernel < 6.2)
-    elements: dict[str, dict[str, str]]  # the tracked containers' contents after this transaction
     operations: int  # lines in the transaction
     service_ports: int
     services_written: int  # service ports whose chains and rules this transaction (re)wrote
@@ -153,13 +176,57 @@ class NftRuleset:
     no_local_endpoints_internal: int
     no_local_endpoints_external: int
     health_check_node_ports: tuple[tuple[str, int], ...] = field(default=())
-    # Per Service ("namespace/name"), what its ports put in the table: what lets the next partial
-    # sync redo only the changed Services (render_nft_ports' `previous`).
-    footprints: Mapping[str, ServiceFootprint] = field(default_factory=dict, repr=False, compare=False)
-    # Map/set keys that more than one Service wrote (two Services on one external IP and port):
-    # a partial sync touching one of them walks every port, as kube-proxy does.
-    shared_keys: frozenset[tuple[str, str]] = field(default=frozenset(), repr=False, compare=False)
-    footprinted: bool = field(default=False, repr=False, compare=False)  # footprints cover every Service
+    _book: _Bookkeeping = field(default_factory=lambda: _Bookkeeping({}, set(), set(), {}, frozenset(), False),
+                                repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        self._book.holder = self
+
+    def _live(self) -> _Bookkeeping:
+        if self._book.holder is not self:
+            raise SupersededError("a later partial sync took this ruleset's bookkeeping over")
+        return self._book
+
+    @property
+    def elements(self) -> Mapping[str, Mapping[str, str]]:
+        """The tracked containers' contents after this transaction."""
+        return self._live().elements
+
+    @property
+    def active_chains(self) -> AbstractSet[str]:
+        """Per-service/endpoint chains in use after this sync."""
+        return self._live().active_chains
+
+    @property
+    def active_affinity_sets(self) -> AbstractSet[str]:
+        return self._live().active_affinity_sets
+
+    @property
+    def footprints(self) -> Mapping[str, ServiceFootprint]:
+        """Per Service ("namespace/name"), what its ports put in the table: what lets the next partial
+        sync redo only the changed Services (render_nft_ports' `previous`)."""
+        return self._live().footprints
+
+    @property
+    def shared_keys(self) -> frozenset[tuple[str, str]]:
+        """Map/set keys that more than one Service wrote (two Services on one external IP and port):
+        a partial sync touching one of them walks every port, as kube-proxy does."""
+        return self._live().shared_keys
+
+    @property
+    def footprinted(self) -> bool:
+        return self._live().footprinted
+
+    @property
+    def superseded(self) -> bool:
+        return self._book.holder is not self
+
+    def snapshot(self) -> NftRuleset:
+        """A copy whose bookkeeping no later sync will touch (O(table): for tests and tools)."""
+        book = self._live()
+        return dataclasses.replace(self, _book=_Bookkeeping(
+            {name: dict(e) for name, e in book.elements.items()}, set(book.active_chains),
+            set(book.active_affinity_sets), dict(book.footprints), book.shared_keys, book.footprinted))
 
 
 def go_quote(text: str) -> str:
@@ -228,41 +295,55 @@ class _Transaction:
 
 
 class _ElementStorage:
-    """nftElementStorage: a tracked set or map as kube-proxy believes the kernel holds it."""
+    """nftElementStorage: a tracked set or map as kube-proxy believes the kernel holds it.
 
-    def __init__(self, name: str, previous: Mapping[str, str] | None, *,
-                 leftover: set[str] | None = None) -> None:
+    `base` is what the last sync left; this sync's adds and deletes go to `changes` and reach `base`
+    only at `commit`, so that a partial sync that has to give up (a shared key) leaves it untouched,
+    and one that succeeds updates it in place rather than copy every element."""
+
+    def __init__(self, name: str, base: dict[str, str], *, leftover: set[str] | None = None) -> None:
         self.name = name
-        self.elements: dict[str, str] = dict(previous or {})
+        self.base = base
+        self.changes: dict[str, str | None] = {}  # key -> new value, None: deleted
         # The keys a sync must re-ensure or delete: all of them, or (a partial sync redoing only
         # some Services) those Services' previous keys.
-        self.leftover: set[str] = set(self.elements) if leftover is None else leftover
+        self.leftover: set[str] = set(base) if leftover is None else leftover
         self.written: list[str] = []  # keys ensured by the port being rendered (its footprint)
 
     def reset(self, tx: _Transaction, kind: str) -> None:
-        self.elements.clear()
+        self.base.clear()
+        self.changes.clear()
         self.leftover.clear()
         tx.verb("flush", kind, self.name)
 
     def ensure(self, tx: _Transaction, key: str, value: str = "", comment: str | None = None) -> None:
         self.written.append(key)
-        existing = self.elements.get(key)
+        existing = self.changes[key] if key in self.changes else self.base.get(key)
         if existing is None:
             tx.add_element(self.name, key, value, comment)
-            self.elements[key] = value
+            self.changes[key] = value
             return
         if existing != value:
             tx.delete_element(self.name, key)
             tx.add_element(self.name, key, value, comment)
-            self.elements[key] = value
+            self.changes[key] = value
         self.leftover.discard(key)
 
     def cleanup(self, tx: _Transaction) -> None:
         # kube-proxy walks a Go set here; sorted for a deterministic text.
         for key in sorted(self.leftover):
             tx.delete_element(self.name, key)
-            del self.elements[key]
+            self.changes[key] = None
         self.leftover.clear()
+
+    def commit(self) -> dict[str, str]:
+        for key, value in self.changes.items():
+            if value is None:
+                self.base.pop(key, None)
+            else:
+                self.base[key] = value
+        self.changes.clear()
+        return self.base
 
 
 def _nodeport_ips(config: NftConfig, cidrs: Sequence[IPNetwork]) -> list[str]:
@@ -416,30 +497,42 @@ def render_nft_ports(
     previous_elements: Elements | None = None,
     previous: NftRuleset | None = None,
     changed_ports: Sequence[ServicePortInfo] | None = None,
+    stale_chains: AbstractSet[str] = frozenset(),
     existing_chains: AbstractSet[str] = frozenset(),
     existing_sets: AbstractSet[str] = frozenset(),
     first_sync: bool = False,
 ) -> NftRuleset:
     """`render_nft` on kube-proxy's own model (service ports and their sorted endpoints). Pure.
 
-    A partial sync given `previous` (the last successful sync's ruleset, whose elements it then
-    starts from) does work proportional to the change: it walks only the changed Services' ports
-    (`changed_ports`, in `svc_ports` order, or those picked out of `svc_ports`) and deletes only
-    their previous elements that are no longer written; the transaction is the one the walk of
-    every port writes. `svc_ports` may be a function returning them, called only when every port
-    must be walked: a full sync, no `previous`, or a changed Service sharing a map key with another
-    Service (then which one wins depends on every port's order, as in kube-proxy's walk).
+    A partial sync given `previous` (the last successful sync's ruleset) does work proportional to
+    the change: it walks only the changed Services' ports (`changed_ports`, in `svc_ports` order, or
+    those picked out of `svc_ports`), deletes only their previous elements that are no longer written,
+    and updates `previous`' bookkeeping in place for the ruleset it returns (`previous` is superseded:
+    see NftRuleset). The table is then taken to hold `previous`' active chains and affinity sets plus
+    `stale_chains` (chains an earlier sync flushed and nobody deleted yet: kube-proxy's staleChains);
+    `existing_chains`/`existing_sets` are for the walk and must not be given with `previous`. The
+    transaction is the one the walk of every port writes. `svc_ports` may be a function returning
+    them, called only when every port must be walked: a full sync, no `previous`, or a changed Service
+    sharing a map key with another Service (then which one wins depends on every port's order, as in
+    kube-proxy's walk).
     """
-    if changed is not None and previous is not None and previous.footprinted:
-        ruleset = _render_changed(previous, changed, changed_ports, svc_ports, endpoints_map, config,
-                                  existing_chains=existing_chains, existing_sets=existing_sets)
-        if ruleset is not None:
-            return ruleset
+    if previous is not None and changed is not None:
+        if existing_chains or existing_sets:
+            raise ValueError("a partial sync from `previous` takes `stale_chains`, not the table's chains")
+        if previous.footprinted:
+            ruleset = _render_changed(previous, changed, changed_ports, svc_ports, endpoints_map, config,
+                                      stale_chains=stale_chains)
+            if ruleset is not None:
+                return ruleset
+        # The walk, on the table as `previous` left it (untouched: nothing was committed).
         previous_elements = previous.elements
+        existing_chains = frozenset(previous.active_chains) | stale_chains
+        existing_sets = frozenset(previous.active_affinity_sets)
     ports = svc_ports() if callable(svc_ports) else svc_ports
     full = changed is None
     previous_elements = previous_elements or {}
-    stores = {name: _ElementStorage(name, None if full else previous_elements.get(name)) for name, _ in TRACKED}
+    stores = {name: _ElementStorage(name, {} if full else dict(previous_elements.get(name) or {}))
+              for name, _ in TRACKED}
     ctx = _context(config)
     if full:
         _setup(ctx.tx, config, first_sync=first_sync, mark=ctx.mark, ip_x=ctx.ip_x, addr=ctx.addr,
@@ -457,10 +550,17 @@ def render_nft_ports(
             if owner.setdefault(key, sp.service_key) != sp.service_key:
                 shared.add(key)
         footprints[sp.service_key] = _merge(footprints.get(sp.service_key), port)
-    return _finish(ctx, stores, footprints, frozenset(shared), full=full, written=written,
-                   active_chains=frozenset(active),
-                   active_affinity=frozenset(s for fp in footprints.values() for s in fp.affinity_sets),
-                   existing_chains=existing_chains, existing_sets=existing_sets)
+    active_affinity = {s for fp in footprints.values() for s in fp.affinity_sets}
+    fps = footprints.values()
+    counts = (sum(fp.service_ports for fp in fps), sum(fp.endpoints for fp in fps),
+              sum(fp.no_local_internal for fp in fps), sum(fp.no_local_external for fp in fps),
+              tuple(sorted(hc for fp in fps for hc in fp.health_check_node_ports)))
+    # Stale chains cannot be deleted at once: before Linux 6.2 the kernel notices only a little
+    # later that a deleted map element no longer references a chain. Flush now, delete later.
+    stale = sorted(c for c in existing_chains if c not in active and is_service_chain(c))
+    gone_sets = sorted(s for s in existing_sets if s not in active_affinity and is_affinity_set(s))
+    book = _Bookkeeping({}, active, active_affinity, footprints, frozenset(shared), footprinted=True)
+    return _finish(ctx, stores, book, full=full, written=written, stale=stale, gone_sets=gone_sets, counts=counts)
 
 
 @dataclass
@@ -505,22 +605,23 @@ def _render_changed(
     endpoints_map: Mapping[EndpointsKey, tuple[EndpointInfo, ...]],
     config: NftConfig,
     *,
-    existing_chains: AbstractSet[str],
-    existing_sets: AbstractSet[str],
+    stale_chains: AbstractSet[str],
 ) -> NftRuleset | None:
-    """A partial sync walking only the changed Services' ports, or None when a key one of them
-    writes or wrote belongs to another Service too (the caller then walks every port)."""
+    """A partial sync walking only the changed Services' ports and touching only their share of
+    `previous`' bookkeeping, or None (nothing touched) when a key one of them writes or wrote
+    belongs to another Service too (the caller then walks every port)."""
+    book = previous._live()
     if changed_ports is None:
         ports = svc_ports() if callable(svc_ports) else svc_ports
         changed_ports = [sp for sp in ports if sp.service_key in changed]
-    old = {service: previous.footprints.get(service, ServiceFootprint()) for service in changed}
+    old = {service: book.footprints.get(service, ServiceFootprint()) for service in changed}
     old_keys = {key: service for service, fp in old.items() for key in fp.elements}
-    if any(key in previous.shared_keys for key in old_keys):
+    if any(key in book.shared_keys for key in old_keys):
         return None
     leftover: dict[str, set[str]] = {name: set() for name, _ in TRACKED}
     for container, element in old_keys:
         leftover[container].add(element)
-    stores = {name: _ElementStorage(name, previous.elements.get(name), leftover=leftover[name])
+    stores = {name: _ElementStorage(name, book.elements.setdefault(name, {}), leftover=leftover[name])
               for name, _ in TRACKED}
     ctx = _context(config)
     active: set[str] = set()
@@ -530,22 +631,29 @@ def _render_changed(
         port = _render_port(ctx, sp, endpoints_map.get(sp.endpoints_key, ()), stores, active, skip=False)
         for key in port.elements:
             # A key another Service holds now, or another changed Service writes too: shared.
-            if (key[1] in previous.elements.get(key[0], {}) and old_keys.get(key) != sp.service_key) \
+            if (key[1] in book.elements[key[0]] and old_keys.get(key) != sp.service_key) \
                     or writer.setdefault(key, sp.service_key) != sp.service_key:
                 return None
         new[sp.service_key] = _merge(new.get(sp.service_key), port)
-    footprints = dict(previous.footprints)
+    # Committed from here on: the bookkeeping is updated by the changed Services' shares only.
+    # A chain or affinity set is named after its Service, so no other Service holds theirs.
+    gone = {c for fp in old.values() for c in fp.chains} - active
+    new_sets = {s for fp in new.values() for s in fp.affinity_sets}
+    gone_sets = {s for fp in old.values() for s in fp.affinity_sets} - new_sets
+    book.active_chains.difference_update(gone)
+    book.active_chains.update(active)
+    book.active_affinity_sets.difference_update(gone_sets)
+    book.active_affinity_sets.update(new_sets)
     for service in changed:
-        footprints.pop(service, None)
-    footprints.update(new)
-    gone = frozenset(c for fp in old.values() for c in fp.chains)
-    gone_sets = frozenset(s for fp in old.values() for s in fp.affinity_sets)
-    return _finish(ctx, stores, footprints, previous.shared_keys, full=False, written=len(changed_ports),
-                      active_chains=(previous.active_chains - gone) | active,
-                      active_affinity=(previous.active_affinity_sets - gone_sets)
-                      | frozenset(s for fp in new.values() for s in fp.affinity_sets),
-                      existing_chains=existing_chains, existing_sets=existing_sets,
-                      counts=_counts(previous, old.values(), new.values()))
+        book.footprints.pop(service, None)
+    book.footprints.update(new)
+    # The walk flushes every service chain of the table that is not active: previous' active ones
+    # the changed Services dropped, and those earlier syncs flushed and nobody deleted yet.
+    stale = sorted(c for c in gone | {c for c in stale_chains if c not in active}
+                   if c not in book.active_chains and is_service_chain(c))
+    return _finish(ctx, stores, book, full=False, written=len(changed_ports), stale=stale,
+                   gone_sets=sorted(s for s in gone_sets if is_affinity_set(s)),
+                   counts=_counts(previous, old.values(), new.values()))
 
 
 def _counts(previous: NftRuleset, old: Iterable[ServiceFootprint],
@@ -565,33 +673,24 @@ def _counts(previous: NftRuleset, old: Iterable[ServiceFootprint],
     return totals[0], totals[1], totals[2], totals[3], tuple(sorted(hc))
 
 
-def _finish(ctx: _Context, stores: Mapping[str, _ElementStorage], footprints: dict[str, ServiceFootprint],
-            shared: frozenset[tuple[str, str]], *, full: bool, written: int, active_chains: frozenset[str],
-            active_affinity: frozenset[str], existing_chains: AbstractSet[str], existing_sets: AbstractSet[str],
-            counts: tuple[int, int, int, int, tuple[tuple[str, int], ...]] | None = None) -> NftRuleset:
-    """Stale chains and sets, leftover elements, and the ruleset."""
+def _finish(ctx: _Context, stores: Mapping[str, _ElementStorage], book: _Bookkeeping, *, full: bool, written: int,
+            stale: list[str], gone_sets: list[str],
+            counts: tuple[int, int, int, int, tuple[tuple[str, int], ...]]) -> NftRuleset:
+    """Stale chains flushed, unused affinity sets deleted, leftover elements deleted, and the ruleset
+    that now holds `book` (its elements committed)."""
     tx = ctx.tx
-    # Stale chains cannot be deleted at once: before Linux 6.2 the kernel notices only a little
-    # later that a deleted map element no longer references a chain. Flush now, delete later.
-    stale = sorted(c for c in existing_chains - active_chains if is_service_chain(c))
     for chain in stale:
         tx.verb("flush", "chain", chain)
-    for name in sorted(s for s in existing_sets - active_affinity if is_affinity_set(s)):
+    for name in gone_sets:
         tx.verb("delete", "set", name)
     for name, _ in TRACKED:
         stores[name].cleanup(tx)
-    if counts is None:
-        fps = footprints.values()
-        counts = (sum(fp.service_ports for fp in fps), sum(fp.endpoints for fp in fps),
-                  sum(fp.no_local_internal for fp in fps), sum(fp.no_local_external for fp in fps),
-                  tuple(sorted(hc for fp in fps for hc in fp.health_check_node_ports)))
+        book.elements[name] = stores[name].commit()
     text = "".join(line + "\n" for line in tx.lines)
     return NftRuleset(
-        text=text, full_sync=full, active_chains=active_chains, active_affinity_sets=active_affinity,
-        stale_chains=tuple(stale), elements={name: store.elements for name, store in stores.items()},
-        operations=len(tx.lines), service_ports=counts[0], services_written=written,
-        endpoints_total=counts[1], no_local_endpoints_internal=counts[2], no_local_endpoints_external=counts[3],
-        health_check_node_ports=counts[4], footprints=footprints, shared_keys=shared, footprinted=True)
+        text=text, full_sync=full, stale_chains=tuple(stale), operations=len(tx.lines), service_ports=counts[0],
+        services_written=written, endpoints_total=counts[1], no_local_endpoints_internal=counts[2],
+        no_local_endpoints_external=counts[3], health_check_node_ports=counts[4], _book=book)
 
 
 def _render_port(ctx: _Context, sp: ServicePortInfo, eps: Sequence[EndpointInfo],

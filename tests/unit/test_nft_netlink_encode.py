@@ -23,7 +23,7 @@ def partial(key: str) -> str:
     full = render_nft(services, slices, UPSTREAM)
     ports = build_service_ports(services)
     return render_nft_ports(ports, build_endpoints_map(slices, node_name=UPSTREAM.node_name), UPSTREAM,
-                            changed={key}, previous=full, existing_chains=full.active_chains).text
+                            changed={key}, previous=full).text
 
 
 @pytest.mark.parametrize("key", ["ns1/svc1", "ns2/svc2", "ns3/svc3", "ns4/svc4"])
