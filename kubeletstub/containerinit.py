@@ -22,7 +22,8 @@ Any failure before exec is written to ERRFD (closed on exec, so the runtime read
 process exits 128, which the runtime reports as containerd does: terminated, reason StartError.
 
 ``python -m kubeletstub.containerinit --sandbox HOSTNAME PARENT_PID`` is the pod sandbox (kubelet's pause
-container): a UTS namespace with the pod's hostname, held by ``sleep infinity`` exec'd into it (a
+container) on a node without util-linux's setpriv and unshare (`sandbox.py` has the usual one, which
+starts no Python): a UTS namespace with the pod's hostname, held by ``sleep infinity`` exec'd into it (a
 megabyte), which every container of the pod joins. Standard library only; imports nothing of kubelab.
 """
 

@@ -37,10 +37,10 @@ from typing import Any
 
 from kubelab import timeutil, validation
 
-from . import crilog
+from . import crilog, sandbox
 from .containerio import ContainerStreams, spawn_in_container
 from .containerlogs import ContainerLog
-from .procutil import MNT_DETACH, comm, first_child, libc, mounts_under, read_all, signal_init, spawn_launcher
+from .procutil import MNT_DETACH, first_child, libc, mounts_under, read_all, signal_init, spawn_launcher
 from .runtimetypes import Container, ContainerRuntimeError, ContainerSpec, Mount, Sandbox
 
 log = logging.getLogger(__name__)
@@ -94,23 +94,15 @@ class ContainerRuntime(ContainerStreams):
     # --- sandbox -----------------------------------------------------------------------------------
 
     async def run_sandbox(self, pod_key: str, hostname: str) -> Sandbox:
-        """The pod's UTS namespace with its hostname, held by a pause process (see containerinit)."""
+        """The pod's UTS namespace with its hostname, held by a pause process (see `sandbox.py`)."""
         box = self._sandboxes.get(pod_key)
         if box is not None and (box.popen is None or box.popen.poll() is None):
             return box
         box = Sandbox(pod_key, hostname)
         if self.namespaces:
-            argv = [sys.executable, "-m", "kubeletstub.containerinit", "--sandbox", hostname, str(os.getpid())]
-            popen = spawn_launcher(argv, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-            box.popen, box.pid = popen, popen.pid
-            box.pidfd = os.pidfd_open(popen.pid)
-            # The namespace exists once the pause process runs `sleep` (it unshares before exec).
-            deadline = time.monotonic() + 10
-            while not comm(popen.pid).startswith("sleep"):
-                if popen.poll() is not None or time.monotonic() > deadline:
-                    self._kill_sandbox(box)
-                    raise ContainerRuntimeError(f"pod sandbox of {pod_key} did not start")
-                await asyncio.sleep(0.01)
+            box.popen = await sandbox.start(pod_key, hostname)
+            box.pid = box.popen.pid
+            box.pidfd = os.pidfd_open(box.pid)
         self._sandboxes[pod_key] = box
         return box
 
