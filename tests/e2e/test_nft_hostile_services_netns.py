@@ -135,7 +135,7 @@ def programmed(netns: str) -> tuple[dict[str, int], dict[str, set[str]]]:
 
 
 def served_by(lab: Lab, netns: str, url: str, tries: int = 24) -> Counter[str]:
-    replies = [curl(netns, url) for _ in range(tries)]
+    replies = [curl(netns, url, max_time=30) for _ in range(tries)]  # generous: a loaded machine is slow
     assert {r.code for r in replies} == {0}, [r.error for r in replies if r.code]
     return Counter(r.pod for r in replies)
 
