@@ -1,6 +1,7 @@
 """Network programming latency: from a Service change (the writer got its 200) until every node's proxy
-agent has applied it (its iptables-restore is done), in `kubelab up` (one process, render dataplane:
-the agents render and "restore" into a recorder; netns would add the real iptables-restore).
+agent has applied it (its iptables-restore, or in nftables mode its nft transaction, is done), in
+`kubelab up` (one process, render dataplane: the agents render and "restore" into a recorder; netns
+would add the real iptables-restore or nft).
 
 Per change, each node's time is taken from the proxy agents' own sync reports (the `kubelab trace`
 records: "sync done at t, covering Services up to revision R"), so nothing is inferred: a node applied
@@ -9,6 +10,8 @@ the change at the end of its first sync whose Services revision is at least the 
     .venv/bin/python bench/netprog.py                 # 3 and 30 nodes, idle and 50 changes/s
     .venv/bin/python bench/netprog.py --quick         # shorter phases
     .venv/bin/python bench/netprog.py --nodes 3 --dataplane netns    # as root: real iptables-restore
+    .venv/bin/python bench/netprog.py --nodes 3 --dataplane netns --proxy-mode iptables --proxy-mode nftables
+                                                  # both proxy modes, one after the other, in one run
 
 Changes: the port of one of 50 ClusterIP Services (no endpoints) flips between 80 and 81. Idle: one
 change every 1.5 s. Load: 50 changes/s spread over the 50 Services. The proxy agents run with
@@ -96,16 +99,16 @@ async def measure(server: str, nodes: int, quick: bool) -> dict[str, Any]:
     return {"idle": idle, "load_50_per_s": load}
 
 
-def run(nodes: int, dataplane: str, quick: bool) -> dict[str, Any]:
+def run(nodes: int, dataplane: str, quick: bool, proxy_mode: str) -> dict[str, Any]:
     lab = Lab()
     data_dir = lab.base / "up"
     port = free_port()
     proc = lab.spawn("up", "up", "--nodes", str(nodes), "--dataplane", dataplane, "--data-dir", str(data_dir),
-                     "--listen", f"127.0.0.1:{port}")
+                     "--listen", f"127.0.0.1:{port}", "--proxy-mode", proxy_mode)
     try:
         lab.wait_for_up("up")
         result = asyncio.run(measure(f"http://127.0.0.1:{port}", nodes, quick))
-        result.update(nodes=nodes, dataplane=dataplane, min_sync_period_s=1.0, burst=2)
+        result.update(nodes=nodes, dataplane=dataplane, proxy_mode=proxy_mode, min_sync_period_s=1.0, burst=2)
         return result
     finally:
         # kubelab up tears down its namespaces and etcd itself on Ctrl-C.
@@ -118,12 +121,16 @@ def main() -> None:
     parser.add_argument("--quick", action="store_true")
     parser.add_argument("--nodes", type=int, action="append", help="node counts (default 3 and 30)")
     parser.add_argument("--dataplane", choices=["render", "netns"], default="render")
+    parser.add_argument("--proxy-mode", choices=["iptables", "nftables"], action="append", dest="proxy_modes",
+                        help="the proxy agents' --proxy-mode (default iptables); give it twice to measure "
+                             "both, one lab after the other, in the same run")
     args = parser.parse_args()
     if args.dataplane == "netns" and os.geteuid() != 0:
         sys.exit("--dataplane netns needs root")
     results: dict[str, Any] = {"machine_before": machine(), "runs": []}
     for nodes in args.nodes or [3, 30]:
-        results["runs"].append(run(nodes, args.dataplane, args.quick))
+        for mode in args.proxy_modes or ["iptables"]:
+            results["runs"].append(run(nodes, args.dataplane, args.quick, mode))
     results["machine_after"] = machine()
     print(json.dumps(results, indent=1))
 

@@ -1,45 +1,57 @@
-"""Benchmark of the proxy agent: render and iptables-restore at 1k, 5k and 10k Services x 3 endpoints.
+"""Benchmark of the proxy agent, three backends side by side: iptables-nft, iptables-legacy and nftables
+mode (`--proxy-mode nftables`), at 1k, 5k and 10k Services x 3 endpoints.
 
 Run as root (it creates network namespaces, named klbench-*, and always deletes them):
 
-    .venv/bin/python bench/proxy_sync.py                      # all sizes, both backends
-    .venv/bin/python bench/proxy_sync.py --sizes 1000 --repeat 3 --backends iptables-legacy
+    .venv/bin/python bench/proxy_sync.py                          # all sizes, all three backends
+    .venv/bin/python bench/proxy_sync.py --sizes 1000 --repeat 3 --backends nftables
 
-For every size it measures, each `--repeat` times, and reports median and spread (min-max):
+Each (size, backend) runs in a fresh Python process of its own (this script with --worker), so
+that its memory figure is its own and one backend's garbage does not slow the next. In it:
 
-* render: `render()` of the objects, as `kubelab proxy render` does (cold: fresh process state
-  apart from the memoized hashes), and the agent's full-sync render (its model already built from
-  the informer events, fragment cache empty);
-* full restore: the full payload into an empty namespace, by the agent's IptablesApplier
-  (`ip netns exec NS <backend>-restore -w 5 -W 100000 --noflush --counters`) and, as the baseline,
-  by a plain `<backend>-restore --noflush --counters` of the same payload into another empty
-  namespace, in the same run;
-* one-Service change (largest size): the agent holds the full ruleset in a namespace; one Service's
-  endpoints change and the agent runs a partial sync (render + one iptables-restore); the same
-  partial payload is then restored again with plain iptables-restore as the baseline. Then the
-  same agent turns on --delta-sync (after one sync that records the shared chains) and the change
-  is measured again the same way.
+* full sync, `--full-repeat` times, each into an empty namespace: the agent's Proxier (NftProxier
+  in nftables mode), fed the objects as informer events, runs its first sync: render + apply, as a
+  starting agent does (iptables: `ip netns exec NS <backend>-restore -w 5 -W 100000 --noflush
+  --counters`, with its iptables-save and jump checks; nftables: `nft -j list` of the chains and
+  sets, then the transaction through libnftables in a thread inside the namespace). The baseline,
+  in the same run, alternating who goes first: a plain `<backend>-restore --noflush --counters`
+  (or `nft -f -`) of the same payload into another empty namespace;
+* agent memory: the process's RSS after the first full sync minus before the Proxier was made
+  (the objects themselves excluded), and the process's peak RSS;
+* render (CLI): what `kubelab proxy render` runs for these objects (`render()` or, in nftables
+  mode, `render_nft(first_sync=True)`), `--repeat` times;
+* one-Service change, `--repeat` times: the agent holds every rule in its namespace; one Service's
+  EndpointSlice changes (one endpoint replaced) and the agent runs its partial sync. Reported: the
+  sync's total, its render, its apply, and the agent's CPU for it (this process's user + system
+  time, threads included, plus its children's: iptables-restore and `ip netns exec`; the
+  kernel's commit is in one of the two). The baseline: iptables backends restore the same
+  partial payload again with a plain restore; nftables mode's transactions are not idempotent
+  (element deletes), so a twin namespace that got the full transaction with `nft -f` gets each
+  partial transaction with `nft -f` too. In the iptables modes the same agent then turns on
+  --delta-sync (after one sync that records the shared chains) and the change is measured again.
 
-`--skip-full` leaves out the full-restore measurements (on iptables-nft at 10k they take ten minutes)
-and keeps the rest.
-
-Nothing here is asserted; the numbers go to BENCHMARKS.md.
+`--fill-only` (iptables backends) measures only the change, filling the namespace the fast way
+(see FillingApplier). `--skip-full` leaves out the repeated full syncs and their baselines (iptables-nft at 10k takes a
+minute per restore) and keeps one agent full sync (it is needed for the change). Nothing here is
+asserted beyond each sync succeeding; the numbers go to BENCHMARKS.md.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import ctypes
 import json
 import os
 import platform
+import resource
 import secrets
 import statistics
 import subprocess
 import sys
 import time
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -48,11 +60,14 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from kubelab.models import EndpointSlice, Service
 from proxyagent import Proxier, ProxyConfig, render
 from proxyagent.apply import IptablesApplier
-from proxyagent.render import render_ports
-from proxyagent.servicerules import FragmentCache
+from proxyagent.nftables import render_nft
+from proxyagent.nftables.libnft import LibNftApplier, nft_applier
+from proxyagent.nftproxier import NftProxier, nft_config_of
 
 CONFIG = ProxyConfig(node_name="node-1", node_ips=("10.240.0.11",), cluster_cidr="10.244.0.0/16")
-BACKENDS = ("iptables-nft", "iptables-legacy")
+NFT_CONFIG = nft_config_of(CONFIG)
+# Measured in this order: iptables-nft's full restore at 10k, by far the longest, comes last.
+BACKENDS = ("nftables", "iptables-legacy", "iptables-nft")
 
 
 def make_objects(count: int) -> tuple[list[Service], list[EndpointSlice]]:
@@ -91,19 +106,33 @@ def namespace(tag: str) -> Iterator[str]:
         subprocess.run(["ip", "netns", "del", name], check=False)
 
 
-def plain_restore(ns: str, backend: str, payload: bytes) -> float:
-    """The baseline: a plain iptables-restore of `payload` (wall time, seconds)."""
+def plain_apply(ns: str, backend: str, payload: bytes) -> float:
+    """The baseline: a plain `<backend>-restore --noflush --counters`, or `nft -f -` (wall time, seconds)."""
+    argv = ["nft", "-f", "-"] if backend == "nftables" else [f"{backend}-restore", "--noflush", "--counters"]
     start = time.perf_counter()
-    subprocess.run(["ip", "netns", "exec", ns, f"{backend}-restore", "--noflush", "--counters"], input=payload,
-                   check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    return time.perf_counter() - start
+    done = subprocess.run(["ip", "netns", "exec", ns, *argv], input=payload, check=False,
+                          stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    elapsed = time.perf_counter() - start
+    if done.returncode != 0:
+        raise SystemExit(f"{argv[0]} failed in {ns}: {done.stderr.decode(errors='replace')[:2000]}")
+    return elapsed
 
 
-def agent_restore(ns: str, backend: str, payload: str) -> float:
-    """The agent's IptablesApplier.restore of `payload` (wall time, seconds)."""
-    start = time.perf_counter()
-    asyncio.run(IptablesApplier(ns, backend=backend).restore(payload))
-    return time.perf_counter() - start
+def cpu_now() -> float:
+    """This process's CPU (every thread) plus its reaped children's, user + system, seconds."""
+    me, kids = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+    return me.ru_utime + me.ru_stime + kids.ru_utime + kids.ru_stime
+
+
+def rss_mib() -> tuple[float, float]:
+    """(VmRSS, VmHWM) of this process, MiB."""
+    values = {}
+    with open("/proc/self/status") as f:
+        for line in f:
+            key, _, rest = line.partition(":")
+            if key in ("VmRSS", "VmHWM"):
+                values[key] = int(rest.split()[0]) / 1024
+    return values["VmRSS"], values["VmHWM"]
 
 
 def timed(fn: Callable[[], Any]) -> float:
@@ -116,134 +145,214 @@ def summary(samples: list[float]) -> dict[str, float]:
     return {"median": statistics.median(samples), "min": min(samples), "max": max(samples), "n": len(samples)}
 
 
-def fed_proxier(services: list[Service], slices: list[EndpointSlice], applier: Any) -> Proxier:
-    proxier = Proxier(CONFIG, applier, min_sync_period=0.0)
-    for svc in services:
-        proxier.on_service("ADDED", None, svc)
-    for es in slices:
-        proxier.on_slice("ADDED", None, es)
-    proxier.on_services_synced()
-    proxier.on_slices_synced()
-    return proxier
+class FillingApplier(IptablesApplier):
+    """--fill-only: the first restore (the agent's full sync) loads the payload without --noflush, then
+    adds the jumps; as the namespace is empty, the kernel ends up with the same rules, in seconds rather
+    than the many minutes iptables-nft's --noflush restore of 10k Services takes on a loaded machine.
+    Every later restore is the agent's own."""
+
+    filled = False
+
+    async def restore(self, payload: str) -> None:
+        if self.filled:
+            await super().restore(payload)
+            return
+        self.restores += 1
+        code, _, err = await self._run(self.command("-restore", "-w", "5", "--counters"), payload.encode())
+        if code != 0:
+            raise SystemExit(f"{self.backend}-restore (fill) failed: {err[:2000]}")
+        await self.ensure_jumps()
+        self.filled = True
 
 
-def bench_size(count: int, backends: list[str], repeat: int, partial: bool, skip_full: bool) -> dict[str, Any]:
+class Agent:
+    """One backend's agent in a namespace: the Proxier kube-proxy would run, fed the objects."""
+
+    def __init__(self, backend: str, ns: str, services: list[Service], slices: list[EndpointSlice], *,
+                 fill: bool = False) -> None:
+        self.backend = backend
+        self.lib: LibNftApplier | None = None
+        self.proxier: Proxier
+        if backend == "nftables":
+            applier = nft_applier(ns)  # what `kubelab node --proxy-mode nftables` picks
+            if not isinstance(applier, LibNftApplier):
+                raise SystemExit("libnftables did not load: the nftables agent would use nft -f")
+            self.lib = applier
+            self.proxier = NftProxier(CONFIG, applier, min_sync_period=0.0)
+        else:
+            applier = (FillingApplier if fill else IptablesApplier)(ns, backend=backend)
+            self.proxier = Proxier(CONFIG, applier, min_sync_period=0.0)
+        for svc in services:
+            self.proxier.on_service("ADDED", None, svc)
+        for es in slices:
+            self.proxier.on_slice("ADDED", None, es)
+        self.proxier.on_services_synced()
+        self.proxier.on_slices_synced()
+
+    async def sync(self) -> dict[str, float]:
+        """One sync; its timings (render, apply, total) and the CPU it cost."""
+        syncs = self.proxier.syncs
+        cpu = cpu_now()
+        await self.proxier.sync_proxy_rules()
+        spent = cpu_now() - cpu
+        if self.proxier.syncs != syncs + 1:
+            raise SystemExit(f"{self.backend}: the sync failed (see the log)")
+        t = self.proxier.last_timings
+        apply = t["transact"] if "transact" in t else t["restore"]
+        return {"render": t["render"] + t.get("delta", 0.0), "apply": apply, "total": t["total"], "cpu": spent,
+                "lines": float(self.proxier.last_payload.count("\n"))}
+
+    def close(self) -> None:
+        if self.lib is not None:
+            self.lib.close()
+
+
+def render_cli(backend: str, services: list[Service], slices: list[EndpointSlice]) -> str:
+    if backend == "nftables":
+        return render_nft(services, slices, NFT_CONFIG, first_sync=True).text
+    return render(services, slices, CONFIG).text
+
+
+async def bench_backend(count: int, backend: str, *, repeat: int, full_repeat: int,
+                        fill: bool = False) -> dict[str, Any]:
+    tag = backend.rsplit("-", 1)[-1][:6]
     services, slices = make_objects(count)
-    result: dict[str, Any] = {"services": count, "endpoints": 3 * count}
-    payload = render(services, slices, CONFIG).text
-    result["payload"] = {"lines": payload.count("\n"), "bytes": len(payload)}
-    result["render_cli"] = summary([timed(lambda: render(services, slices, CONFIG)) for _ in range(repeat)])
-    state = fed_proxier(services, slices, None).state
-    result["render_agent_full"] = summary([
-        timed(lambda: render_ports(state.service_ports(), state.endpoints_map(), CONFIG, cache=FragmentCache()))
-        for _ in range(repeat)])
-    encoded = payload.encode()
-    for backend in backends:
-        ours, base = [], []
-        for i in range(0 if skip_full else repeat):
+    result: dict[str, Any] = {"services": count, "backend": backend}
+    with ExitStack() as keep:
+        # The first round's namespaces stay: the agent's for the changes, the baseline's as nftables' twin.
+        agent_ns, twin_ns = keep.enter_context(namespace(tag)), keep.enter_context(namespace(tag))
+        rss_before, _ = rss_mib()
+        fill = fill and backend != "nftables"
+        agent = Agent(backend, agent_ns, services, slices, fill=fill)
+        keep.callback(agent.close)
+        first = await agent.sync()
+        rss_after, hwm = rss_mib()
+        result["memory_mib"] = {"agent": rss_after - rss_before, "process_peak": hwm}
+        payload = agent.proxier.last_payload.encode()
+        result["payload_lines"] = payload.count(b"\n")
+        # After the memory reading: the renders' garbage would otherwise be the agent's free lists.
+        result["render_cli"] = summary([timed(lambda: render_cli(backend, services, slices))
+                                        for _ in range(repeat)])
+        if fill:  # no full sync to report: only the change is measured
+            result["render_cli"] = summary([timed(lambda: render_cli(backend, services, slices))])
+            result["one_service_change"] = await bench_changes(agent, slices, None, repeat)
+            agent.proxier.delta_sync = True
+            result["one_service_change_delta"] = await bench_changes(agent, slices, None, repeat, warm=1)
+            return result
+        fulls, base = [first], [plain_apply(twin_ns, backend, payload)]
+        print(f"  {count} {backend}: full sync {first['total']:.3f}s (apply {first['apply']:.3f}s), "
+              f"plain {base[0]:.3f}s", file=sys.stderr, flush=True)
+        for i in range(1, full_repeat):
             # Alternate who goes first, so drift on a shared machine hits both alike.
             for which in ((0, 1) if i % 2 == 0 else (1, 0)):
-                with namespace(backend.rsplit("-", 1)[1]) as ns:
+                with namespace(tag) as ns:
                     if which == 0:
-                        ours.append(agent_restore(ns, backend, payload))
+                        other = Agent(backend, ns, services, slices)
+                        try:
+                            fulls.append(await other.sync())
+                        finally:
+                            other.close()
+                        del other
                     else:
-                        base.append(plain_restore(ns, backend, encoded))
-        if not skip_full:
-            result[f"full_restore/{backend}"] = {"agent": summary(ours), "baseline": summary(base)}
-            print(f"  {count} {backend}: full restore agent {statistics.median(ours):.3f}s, "
-                  f"baseline {statistics.median(base):.3f}s", flush=True)
-        if partial:
-            result[f"one_service_change/{backend}"] = asyncio.run(
-                bench_partial(services, slices, backend, repeat))
+                        base.append(plain_apply(ns, backend, payload))
+        result["full_sync"] = {k: summary([f[k] for f in fulls]) for k in ("render", "apply", "total", "cpu")}
+        result["full_baseline"] = summary(base)
+        result["one_service_change"] = await bench_changes(agent, slices, twin_ns, repeat)
+        if backend != "nftables":
+            agent.proxier.delta_sync = True
+            result["one_service_change_delta"] = await bench_changes(agent, slices, None, repeat, warm=1)
+        else:
+            # How much of the agent's memory is libnftables' context (its cache of the table): closed,
+            # and the C heap trimmed so that what it freed leaves the RSS.
+            before_close, _ = rss_mib()
+            agent.close()
+            ctypes.CDLL(None).malloc_trim(0)
+            result["memory_mib"]["libnftables_context"] = before_close - rss_mib()[0]
     return result
 
 
-async def bench_partial(services: list[Service], slices: list[EndpointSlice], backend: str,
-                        repeat: int) -> dict[str, Any]:
-    """The agent holds every rule in a namespace; one Service's endpoints change; partial sync."""
-    with namespace(backend.rsplit("-", 1)[1]) as ns:
-        proxier = fed_proxier(services, slices, IptablesApplier(ns, backend=backend))
-        await proxier.sync_proxy_rules()
-        first = dict(proxier.last_timings)
-        target = len(slices) // 2
-        current = slices[target]
-        serial = 0
-
-        async def one_change() -> None:
-            nonlocal current, serial
-            others = [(e.addresses or ["?"])[0] for e in (current.endpoints or [])[1:]]
-            changed = endpoint_slice(f"svc-{target}", [f"10.250.{serial // 250}.{serial % 250 + 2}", *others])
-            serial += 1
-            proxier.on_slice("MODIFIED", current, changed)
-            current = changed
-            ruleset = await proxier.sync_proxy_rules()
-            assert ruleset is not None and not ruleset.full_sync and ruleset.services_written == 1
-
-        async def measure() -> dict[str, Any]:
-            totals, renders, restores, base = [], [], [], []
-            for _ in range(repeat):
-                await one_change()
-                totals.append(proxier.last_timings["total"])
-                renders.append(proxier.last_timings["render"] + proxier.last_timings.get("delta", 0.0))
-                restores.append(proxier.last_timings["restore"])
-                base.append(plain_restore(ns, backend, proxier.last_payload.encode()))
-            return {"payload_lines": proxier.last_payload.count("\n"), "sync_total": summary(totals),
-                    "render": summary(renders), "restore": summary(restores), "baseline_restore": summary(base)}
-
-        result: dict[str, Any] = {"agent_first_full_sync": first, **await measure()}
-        proxier.delta_sync = True
-        await one_change()  # the first delta sync writes the shared chains whole and records them
-        result["delta"] = await measure()
-        return result
+async def bench_changes(agent: Agent, slices: list[EndpointSlice], twin: str | None, repeat: int, *,
+                        warm: int = 0) -> dict[str, Any]:
+    """`repeat` partial syncs, each of one Service's endpoints (one replaced), and their baselines."""
+    target = len(slices) // 2
+    name = f"svc-{target}"
+    samples: list[dict[str, float]] = []
+    base: list[float] = []
+    for n in range(warm + repeat):
+        serial = agent.proxier.syncs
+        old = slices[target]
+        others = [(e.addresses or ["?"])[0] for e in (old.endpoints or [])[1:]]
+        new = endpoint_slice(name, [f"10.250.{serial // 250 % 250}.{serial % 250 + 2}", *others])
+        agent.proxier.on_slice("MODIFIED", old, new)
+        slices[target] = new
+        sample = await agent.sync()
+        payload = agent.proxier.last_payload.encode()
+        if agent.backend == "nftables":
+            assert twin is not None
+            plain = plain_apply(twin, "nftables", payload)
+        else:
+            plain = plain_apply_same(agent, payload)
+        if n >= warm:
+            samples.append(sample)
+            base.append(plain)
+    out: dict[str, Any] = {k: summary([s[k] for s in samples]) for k in ("render", "apply", "total", "cpu")}
+    out["payload_lines"] = int(statistics.median(s["lines"] for s in samples))
+    out["baseline_apply"] = summary(base)
+    return out
 
 
-def fmt(s: dict[str, float]) -> str:
-    return f"{s['median'] * 1000:,.0f} ms ({s['min'] * 1000:,.0f}-{s['max'] * 1000:,.0f})"
+def plain_apply_same(agent: Agent, payload: bytes) -> float:
+    applier = agent.proxier.applier
+    assert isinstance(applier, IptablesApplier) and applier.netns is not None
+    return plain_apply(applier.netns, agent.backend, payload)
 
 
-def report(results: list[dict[str, Any]], backends: list[str]) -> str:
-    lines = ["| Services | payload lines | render (CLI) | render (agent, full) | "
-             + " | ".join(f"full restore {b}: agent / plain (ratio)" for b in backends) + " |",
-             "|---:|---:|---:|---:|" + "---:|" * len(backends)]
+def worker(count: int, backend: str, repeat: int, full_repeat: int, fill: bool) -> int:
+    result = asyncio.run(bench_backend(count, backend, repeat=repeat, full_repeat=full_repeat, fill=fill))
+    print(json.dumps(result))
+    return 0
+
+
+def fmt(s: dict[str, float], scale: float = 1000) -> str:
+    return f"{s['median'] * scale:,.0f} ms ({s['min'] * scale:,.0f}-{s['max'] * scale:,.0f})"
+
+
+def fmt_ms1(s: dict[str, float]) -> str:
+    """Milliseconds with a decimal below 100 ms (the nftables change)."""
+    med, lo, hi = (s[k] * 1000 for k in ("median", "min", "max"))
+    if med >= 100:
+        return fmt(s)
+    return f"{med:,.1f} ms ({lo:,.1f}-{hi:,.1f})"
+
+
+def report(results: list[dict[str, Any]]) -> str:
+    by = {(r["services"], r["backend"]): r for r in results}
+    lines = [("| Services | backend | payload lines | render (CLI) | agent full sync: render | apply | total "
+             "| plain apply of the same payload | apply ratio | agent CPU | agent memory |"),
+             "|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
     for r in results:
-        cells = [f"{r['services']:,}", f"{r['payload']['lines']:,}", fmt(r["render_cli"]), fmt(r["render_agent_full"])]
-        for b in backends:
-            f = r.get(f"full_restore/{b}")
-            if f is None:  # --skip-full
-                cells.append("-")
-                continue
-            ratio = f["agent"]["median"] / f["baseline"]["median"]
-            cells.append(f"{fmt(f['agent'])} / {fmt(f['baseline'])} ({ratio:.2f})")
-        lines.append("| " + " | ".join(cells) + " |")
-    lines.append("")
-    lines.append("| Services | " + " | ".join(f"render (CLI) / plain {b} restore" for b in backends) + " | "
-                 + " | ".join(f"render (agent) / plain {b} restore" for b in backends) + " |")
-    lines.append("|---:|" + "---:|" * (2 * len(backends)))
-    for r in results:
-        if any(f"full_restore/{b}" not in r for b in backends):
+        if "full_sync" not in r:  # --fill-only
             continue
-        base = [r[f"full_restore/{b}"]["baseline"]["median"] for b in backends]
-        lines.append(f"| {r['services']:,} | "
-                     + " | ".join(f"{r['render_cli']['median'] / x:.2f}" for x in base) + " | "
-                     + " | ".join(f"{r['render_agent_full']['median'] / x:.2f}" for x in base) + " |")
-    lines.append("")
-    lines.append("| one-Service change | backend | partial payload lines | agent sync total | render | restore | "
-                 "plain restore of the same payload | restore ratio |")
-    lines.append("|---:|---|---:|---:|---:|---:|---:|---:|")
+        f = r["full_sync"]
+        ratio = f["apply"]["median"] / r["full_baseline"]["median"]
+        lines.append(f"| {r['services']:,} | {r['backend']} | {r['payload_lines']:,} | {fmt(r['render_cli'])} | "
+                     f"{fmt(f['render'])} | {fmt(f['apply'])} | {fmt(f['total'])} | {fmt(r['full_baseline'])} | "
+                     f"{ratio:.2f} | {f['cpu']['median']:,.2f} s | {r['memory_mib']['agent']:,.0f} MiB |")
+    lines += ["", ("| Services | backend | partial payload lines | agent sync total | render | apply "
+              "| plain apply of the same payload | agent CPU per change | total vs iptables-nft |"),
+              "|---:|---|---:|---:|---:|---:|---:|---:|---:|"]
     for r in results:
-        for b in backends:
-            p = r.get(f"one_service_change/{b}")
-            if p:
-                ratio = p["restore"]["median"] / p["baseline_restore"]["median"]
-                lines.append(f"| {r['services']:,} | {b} | {p['payload_lines']:,} | {fmt(p['sync_total'])} | "
-                             f"{fmt(p['render'])} | {fmt(p['restore'])} | {fmt(p['baseline_restore'])} | "
-                             f"{ratio:.2f} |")
-                d = p.get("delta")
-                if d:
-                    ratio = d["restore"]["median"] / d["baseline_restore"]["median"]
-                    lines.append(f"| {r['services']:,} | {b}, --delta-sync | {d['payload_lines']:,} | "
-                                 f"{fmt(d['sync_total'])} | {fmt(d['render'])} | {fmt(d['restore'])} | "
-                                 f"{fmt(d['baseline_restore'])} | {ratio:.2f} |")
+        ref = by.get((r["services"], "iptables-nft"))
+        for key, label in (("one_service_change", r["backend"]),
+                           ("one_service_change_delta", f"{r['backend']}, --delta-sync")):
+            p = r.get(key)
+            if not p:
+                continue
+            vs = (f"{p['total']['median'] / ref['one_service_change']['total']['median']:.3f}"
+                  if ref else "-")
+            lines.append(f"| {r['services']:,} | {label} | {p['payload_lines']:,} | {fmt_ms1(p['total'])} | "
+                         f"{fmt_ms1(p['render'])} | {fmt_ms1(p['apply'])} | {fmt_ms1(p['baseline_apply'])} | "
+                         f"{fmt_ms1(p['cpu'])} | {vs} |")
     return "\n".join(lines)
 
 
@@ -251,27 +360,50 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--sizes", type=int, nargs="+", default=[1000, 5000, 10000])
     parser.add_argument("--backends", nargs="+", choices=BACKENDS, default=list(BACKENDS))
-    parser.add_argument("--repeat", type=int, default=5)
-    parser.add_argument("--skip-full", action="store_true", help="leave out the full-restore measurements")
+    parser.add_argument("--repeat", type=int, default=5, help="renders and one-Service changes per size (default 5)")
+    parser.add_argument("--full-repeat", type=int, default=3, help="full syncs per size and backend (default 3)")
+    parser.add_argument("--skip-full", action="store_true", help="one full sync only (the change needs it), "
+                        "i.e. --full-repeat 1")
+    parser.add_argument("--fill-only", action="store_true",
+                        help="iptables backends: fill the namespace with a restore without --noflush (then the "
+                             "jumps) instead of measuring full syncs; only the one-Service change is measured")
     parser.add_argument("--json", type=Path, help="also write the raw numbers here")
     parser.add_argument("--report", type=Path, metavar="JSON", help="only print the tables of an earlier --json")
+    parser.add_argument("--worker", nargs=2, metavar=("SIZE", "BACKEND"), help=argparse.SUPPRESS)
     args = parser.parse_args()
+    full_repeat = 1 if args.skip_full else args.full_repeat
     if args.report:
-        print(report(json.loads(args.report.read_text()), args.backends))
+        print(report(json.loads(args.report.read_text())["results"]))
         return 0
     if os.geteuid() != 0:
-        print("bench/proxy_sync.py needs root (network namespaces, iptables)", file=sys.stderr)
+        print("bench/proxy_sync.py needs root (network namespaces, iptables, nft)", file=sys.stderr)
         return 1
+    if args.worker:
+        return worker(int(args.worker[0]), args.worker[1], args.repeat, full_repeat, args.fill_only)
+    versions = [subprocess.run([tool, "--version"], capture_output=True, text=True, check=False).stdout.strip()
+                for tool in ("iptables", "nft")]
     print(f"# proxy_sync on {platform.node()}: {os.cpu_count()} CPUs, Python {platform.python_version()}, "
-          f"{subprocess.run(['iptables', '--version'], capture_output=True, text=True, check=False).stdout.strip()}", flush=True)
-    results = []
+          f"{', '.join(versions)}, kernel {platform.release()}", flush=True)
+    out: dict[str, Any] = {"loadavg_before": [round(x, 2) for x in os.getloadavg()], "results": []}
     for count in args.sizes:
-        print(f"{count} Services x 3 endpoints ...", flush=True)
-        results.append(bench_size(count, args.backends, args.repeat, partial=count == max(args.sizes),
-                                  skip_full=args.skip_full))
-    print(report(results, args.backends))
+        for backend in args.backends:
+            load = os.getloadavg()[0]
+            print(f"{count} Services x 3 endpoints, {backend} (load {load:.2f}) ...", flush=True)
+            done = subprocess.run([sys.executable, __file__, "--worker", str(count), backend, "--repeat",
+                                   str(args.repeat), "--full-repeat", str(full_repeat),
+                                   *(["--fill-only"] if args.fill_only else [])],
+                                  stdout=subprocess.PIPE, text=True, check=False)
+            if done.returncode != 0:
+                print(f"  {backend} at {count} failed (exit {done.returncode})", flush=True)
+                continue
+            out["results"].append(json.loads(done.stdout.strip().splitlines()[-1]))
+            if args.json:  # after each, so a long run that is stopped keeps what it measured
+                args.json.write_text(json.dumps(out, indent=2))
+    out["loadavg_after"] = [round(x, 2) for x in os.getloadavg()]
+    print(f"load average before {out['loadavg_before']}, after {out['loadavg_after']}")
+    print(report(out["results"]))
     if args.json:
-        args.json.write_text(json.dumps(results, indent=2))
+        args.json.write_text(json.dumps(out, indent=2))
     return 0
 
 

@@ -1,10 +1,13 @@
 """One proxy agent as a process of its own, for the fault tests to SIGKILL: it watches the API server
-at --server and applies its rules with iptables-restore inside --netns.
+at --server and applies its rules with iptables-restore inside --netns (with --proxy-mode nftables:
+kube-proxy's nftables mode, through the applier `kubelab node` picks, libnftables in a thread
+inside --netns).
 
 (`kubelab node --iptables` applies in the namespace it runs in, which has no route to an API server on
 the host's loopback; this runs the same ProxyAgent and IptablesApplier from the host side.)
 
     python tests/faults/proxy_agent_process.py --server URL --netns NS --node-name node-1 [--metrics-port N]
+        [--proxy-mode iptables|nftables]
 
 With --metrics-port it also serves the agent's /metrics (kube-proxy's, and the count of objects it left
 out of its rules) on 127.0.0.1.
@@ -21,6 +24,7 @@ from kubelab.client import ApiClient
 from proxyagent import ProxyAgent, ProxyConfig
 from proxyagent.apply import IptablesApplier
 from proxyagent.metricserver import MetricsServer
+from proxyagent.nftables.libnft import nft_applier
 
 CONFIG_DEFAULTS = {"node_ip": "10.240.0.11", "cluster_cidr": addressing.POD_CIDR}
 
@@ -34,7 +38,9 @@ def config(node_name: str) -> ProxyConfig:
 async def main(args: argparse.Namespace) -> None:
     async with ApiClient(args.server, user_agent="kubelab-fault-proxy") as api:
         agent = ProxyAgent(api, config(args.node_name), IptablesApplier(args.netns),
-                           min_sync_period=args.min_sync_period, sync_period=args.sync_period)
+                           min_sync_period=args.min_sync_period, sync_period=args.sync_period,
+                           proxy_mode=args.proxy_mode,
+                           nft=nft_applier(args.netns) if args.proxy_mode == "nftables" else None)
         if args.metrics_port is None:
             await agent.run()
             return
@@ -54,5 +60,6 @@ if __name__ == "__main__":
     parser.add_argument("--min-sync-period", type=float, default=0.05)
     parser.add_argument("--sync-period", type=float, default=2.0)
     parser.add_argument("--metrics-port", type=int, default=None)
+    parser.add_argument("--proxy-mode", choices=["iptables", "nftables"], default="iptables")
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
     asyncio.run(main(parser.parse_args()))
