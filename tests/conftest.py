@@ -31,10 +31,17 @@ from typing import Any
 
 import httpx
 import pytest
+from hypothesis import HealthCheck, settings
 
 from apiserver.app import Config, create_app
 from apiserver.serving import api_server, uvicorn_config
 from kubelab.etcd import Etcd
+
+# Every property test, on a machine shared with other work: Hypothesis' health checks time the generation of
+# examples, and "too slow" failed a CRD test at load 20 though nothing was wrong. Tests keep their own
+# example counts; only the wall-clock checks go (no timing in tests).
+settings.register_profile("kubelab", deadline=None, suppress_health_check=[HealthCheck.too_slow])
+settings.load_profile("kubelab")
 
 
 @contextmanager
