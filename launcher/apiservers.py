@@ -268,13 +268,13 @@ async def _supervise(server: ExtraApiServer, ca_file: str | None, on_change: Cal
         code = await _exit_code(server.process)
         exited = time.monotonic()
         wait = server.backoff.delay(exited)
+        if server.listener is not None:
+            server.listener.close()  # refused meanwhile: clients fail over at once
+            server.listener = None
         server.state = "back-off"
         on_change()
         log.warning("%s (pid %d); starting it again %s (restart %d), log %s", _how(code), server.process.pid,
                     f"in {wait:g}s" if wait else "now", server.restarts + 1, server.log_path)
-        if server.listener is not None:
-            server.listener.close()  # refused meanwhile: clients fail over at once
-            server.listener = None
         await asyncio.sleep(wait)
         try:
             _rebind(server)
