@@ -8,6 +8,7 @@ prefix, no etcd on its data dir, no pod server it started.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -48,7 +49,7 @@ class Cluster:
 
     # --- lifecycle -------------------------------------------------------------------------------
 
-    def start(self, timeout: float = 90.0) -> Cluster:
+    def start(self, timeout: float = 300.0) -> Cluster:
         argv = [sys.executable, "-m", "kubelab", "up", "--dataplane", "netns", "--nodes", str(self.nodes),
                 "--data-dir", str(self.data_dir), "--listen", f"127.0.0.1:{self.port}", *self.extra_args]
         with open(self.log_path, "wb") as log:
@@ -58,7 +59,12 @@ class Cluster:
         try:
             wait_for("kubelab up to print its ready message", self._is_ready, timeout)
         except BaseException:
+            # A start-up cut short may be killed half-way (SIGKILL after stop's grace): remove what it made
+            # (its lab namespaces: at load 20 a killed start left four behind).
             self.stop()
+            with contextlib.suppress(Exception):
+                self.state = json.loads((self.data_dir / "cluster.json").read_text())
+            self.cleanup_after_failure()
             raise
         self.state = json.loads((self.data_dir / "cluster.json").read_text())
         return self
