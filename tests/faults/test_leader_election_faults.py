@@ -39,7 +39,7 @@ from requesttap import Request, RequestTap
 from kubelab.processes import stop_process
 
 NAMESPACE = "burst"
-PODS = int(os.environ.get("KUBELAB_LEADER_PODS", "300"))
+PODS = int(os.environ.get("KUBELAB_LEADER_PODS", "1000"))  # issue N: a 1,000-pod burst
 NODES = 4
 WRITES = ("POST", "PUT", "PATCH", "DELETE")
 LEASES = "/apis/coordination.k8s.io/v1/namespaces/kube-system/leases"
