@@ -15,6 +15,7 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
+from nfttable import element_key
 from proxyobjects import endpoint_slice, ep, port, service
 from scratchns import scratch_netns
 
@@ -57,20 +58,8 @@ def kernel_table(ns: str) -> dict[str, Any]:
             chains[item["rule"]["chain"]][2] += 1
         elif "set" in item or "map" in item:
             s = item.get("set") or item.get("map")
-            sets[s["name"]] = {_key(e) for e in s.get("elem") or []}
+            sets[s["name"]] = {element_key(e) for e in s.get("elem") or []}
     return {"chains": chains, "sets": sets}
-
-
-def _key(elem: Any) -> str:
-    """An element's key as kube-proxy writes it ("10.96.0.10 . tcp . 53"), from nft's JSON: a map
-    element is [key, verdict], a key with a comment is {"elem": {"val": key, "comment": ...}}."""
-    if isinstance(elem, list):
-        elem = elem[0]
-    if isinstance(elem, dict) and "elem" in elem:
-        elem = elem["elem"]["val"]
-    if isinstance(elem, dict) and "concat" in elem:
-        return " . ".join(str(part) for part in elem["concat"])
-    return str(elem)
 
 
 def model_table(table: NftTable) -> dict[str, Any]:

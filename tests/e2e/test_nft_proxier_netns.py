@@ -9,11 +9,11 @@ Every namespace is created here with a unique name and deleted in a finally, wha
 
 from __future__ import annotations
 
-import json
 import subprocess
 from collections.abc import Iterator
 
 import pytest
+from nfttable import Table, read_table
 from proxyobjects import endpoint_slice, ep, listed, port, service
 from scratchns import scratch_netns
 
@@ -42,31 +42,11 @@ def nft(ns: str, *args: str) -> subprocess.CompletedProcess[str]:
                           check=False)
 
 
-def kernel(ns: str) -> tuple[dict[str, int], dict[str, set[str]]]:
+def kernel(ns: str) -> Table:
     """The kube-proxy table now: chain -> rule count, set/map -> element keys."""
-    done = nft(ns, "-j", "list", "table", "ip", "kube-proxy")
-    assert done.returncode == 0, done.stderr
-    chains: dict[str, int] = {}
-    sets: dict[str, set[str]] = {}
-    for item in json.loads(done.stdout)["nftables"]:
-        if "chain" in item:
-            chains[item["chain"]["name"]] = 0
-        elif "rule" in item:
-            chains[item["rule"]["chain"]] += 1
-        elif "set" in item or "map" in item:
-            s = item.get("set") or item.get("map")
-            sets[s["name"]] = {_key(e) for e in s.get("elem") or []}
-    return chains, sets
-
-
-def _key(elem: object) -> str:
-    if isinstance(elem, list):
-        elem = elem[0]
-    if isinstance(elem, dict) and "elem" in elem:
-        elem = elem["elem"]["val"]
-    if isinstance(elem, dict) and "concat" in elem:
-        return " . ".join(str(part) for part in elem["concat"])
-    return str(elem)
+    table = read_table(ns)
+    assert table is not None, nft(ns, "list", "table", "ip", "kube-proxy").stderr
+    return table
 
 
 def fresh(services: list[Service], slices: list[EndpointSlice]) -> tuple[dict[str, int], dict[str, set[str]]]:

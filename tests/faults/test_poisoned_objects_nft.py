@@ -26,7 +26,6 @@ nothing of the bad values may reach the table.
 
 from __future__ import annotations
 
-import json
 import os
 import re
 import subprocess
@@ -38,6 +37,7 @@ from typing import Any
 import httpx
 import pytest
 from faultkit import REPO, ApiServerProcess, Figures, OwnedEtcd, scratch_netns, wait_for
+from nfttable import read_table as kernel
 from proxy_agent_process import config
 from test_poisoned_objects import RawEtcd, good_service, raw_service, raw_slice, samples
 
@@ -66,37 +66,6 @@ def raw_etcd(own_etcd: OwnedEtcd) -> Iterator[RawEtcd]:
 def nft_view(table: Any) -> tuple[dict[str, int], dict[str, set[str]]]:
     return ({name: len(chain.rules) for name, chain in table.chains.items()},
             {name: set(s.elements) for name, s in table.sets.items()})
-
-
-def kernel(netns: str) -> tuple[dict[str, int], dict[str, set[str]]] | None:
-    """The kube-proxy table now (chain -> rule count, set/map -> element keys), None if there is none."""
-    done = subprocess.run(["ip", "netns", "exec", netns, "nft", "-j", "list", "table", "ip", "kube-proxy"],
-                          capture_output=True, text=True, timeout=60, check=False)
-    if done.returncode != 0:
-        return None
-    chains: dict[str, int] = {}
-    sets: dict[str, set[str]] = {}
-    for item in json.loads(done.stdout)["nftables"]:
-        if "chain" in item:
-            chains[item["chain"]["name"]] = 0
-        elif "rule" in item:
-            chains[item["rule"]["chain"]] += 1
-        elif "set" in item or "map" in item:
-            s = item.get("set") or item.get("map")
-            sets[s["name"]] = {_key(e) for e in s.get("elem") or []}
-    return chains, sets
-
-
-def _key(elem: object) -> str:
-    if isinstance(elem, list):
-        elem = elem[0]
-    if isinstance(elem, dict) and "elem" in elem:
-        elem = elem["elem"]["val"]
-    if isinstance(elem, dict) and "concat" in elem:
-        return " . ".join(str(part) for part in elem["concat"])
-    if isinstance(elem, dict) and "prefix" in elem:
-        return f"{elem['prefix']['addr']}/{elem['prefix']['len']}"
-    return str(elem)
 
 
 def expected(api: httpx.Client) -> tuple[dict[str, int], dict[str, set[str]]]:
