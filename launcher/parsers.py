@@ -115,9 +115,10 @@ def _add_apiserver(sub: Any) -> None:
     p.add_argument("--etcd-servers", required=True, help="etcd URL[,URL]")
     add_listen_flag(p, f"address to serve on (default {defaults.LISTEN})")
     p.add_argument("--listen-fd", type=descriptor, metavar="FD",
-                   help="serve on this inherited descriptor, a TCP socket already bound (and listening) at --listen's "
-                        "address, as systemd's socket activation hands one over; `kubelab up --apiservers N` starts "
-                        "its further API servers so, which keeps each one's port bound across its restarts")
+                   help="serve on this inherited descriptor, a TCP socket already bound at --listen's address (it "
+                        "is listened on once the server is ready), as systemd's socket activation hands one over; "
+                        "`kubelab up --apiservers N` starts its further API servers so, on the same port at each "
+                        "restart")
     p.add_argument("--advertise-address", help="IP the kubernetes Service's endpoints point at")
     p.add_argument("--tls-cert-file", metavar="FILE",
                    help="serve HTTPS with this certificate (PEM, with its chain); kubectl sends tokens only over TLS")
