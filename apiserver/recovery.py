@@ -31,15 +31,9 @@ from starlette.requests import Request
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from . import codecs, errors
+from .storage import cancelled_from_outside
 
 log = logging.getLogger(__name__)
-
-
-def cancelled_from_outside() -> bool:
-    """Whether the running task is being cancelled (the server stops, a timeout fires), as opposed to a
-    library raising CancelledError for something of its own (gRPC does for a call whose channel was closed)."""
-    task = asyncio.current_task()
-    return task is not None and task.cancelling() > 0
 
 
 class PanicRecovery:

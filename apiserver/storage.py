@@ -297,7 +297,7 @@ class _TLSClient(aetcd.Client):  # type: ignore[misc]  # aetcd has no type hints
 RETIRED_CHANNEL_GRACE = 2.0
 
 
-def _cancelled_from_outside() -> bool:
+def cancelled_from_outside() -> bool:
     """Whether the running task is being cancelled (the request went away, the server stops), as opposed to
     gRPC raising CancelledError for a call whose channel was closed."""
     task = asyncio.current_task()
@@ -427,7 +427,7 @@ class Storage:
         except StorageError:
             raise
         except asyncio.CancelledError:
-            if _cancelled_from_outside():
+            if cancelled_from_outside():
                 raise
             # gRPC cancels the calls of a channel closed under them (Storage.close, or the backstop above):
             # etcd is out of reach for this call, not the request cancelled.
@@ -759,7 +759,7 @@ class Storage:
         except aetcd.rpc.AioRpcError as exc:
             raise Unavailable(exc.details() or str(exc.code())) from exc
         except asyncio.CancelledError:
-            if _cancelled_from_outside():
+            if cancelled_from_outside():
                 raise
             # The channel was closed under the stream (a failover's backstop, or Storage.close): the
             # reader hears etcd is unavailable and watches again, on the current connection.

@@ -31,7 +31,8 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Callable
+
+from kubelab.netnsthread import run_in_netns
 
 from .procutil import comm, libc, spawn_launcher
 from .runtimetypes import ContainerRuntimeError
@@ -88,33 +89,6 @@ def set_hostname(pid: int, hostname: str) -> None:
         os.close(own)
 
 
-async def _in_own_thread(work: Callable[[], None]) -> None:
-    """Run `work` in a new thread that ends with it: whatever namespace it entered goes with the thread,
-    never into the executor's threads that later spawn processes."""
-    loop = asyncio.get_running_loop()
-    done: asyncio.Future[None] = loop.create_future()
-
-    def settle(exc: BaseException | None) -> None:
-        if done.done():
-            return
-        if exc is None:
-            done.set_result(None)
-        else:
-            done.set_exception(exc)
-
-    def run() -> None:
-        outcome: BaseException | None = None
-        try:
-            work()
-        except BaseException as exc:  # noqa: BLE001 - handed to the awaiting task
-            outcome = exc
-        with contextlib.suppress(RuntimeError):  # the loop closed meanwhile: nobody is waiting
-            loop.call_soon_threadsafe(settle, outcome)
-
-    threading.Thread(target=run, name="sandbox-hostname", daemon=True).start()
-    await done
-
-
 async def start(pod_key: str, hostname: str) -> subprocess.Popen[bytes]:
     """Spawn the pod's sandbox and return once its namespace holds `hostname`. Raises ContainerRuntimeError
     (the holder killed and reaped) when it does not get there."""
@@ -130,7 +104,10 @@ async def start(pod_key: str, hostname: str) -> subprocess.Popen[bytes]:
                 raise ContainerRuntimeError(f"pod sandbox of {pod_key} did not start")
             await asyncio.sleep(0.005)
         if argv is not None:
-            await _in_own_thread(lambda: set_hostname(popen.pid, hostname))
+            # A thread of its own that ends after (run_in_netns with no netns): the UTS namespace it entered goes
+            # with it, never into the executor's threads that later spawn processes.
+            await asyncio.to_thread(run_in_netns, None, lambda: set_hostname(popen.pid, hostname),
+                                    name="sandbox-hostname")
     except BaseException:
         with contextlib.suppress(ProcessLookupError):
             popen.kill()

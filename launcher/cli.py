@@ -17,9 +17,13 @@ def _stop_quietly(signum: int, frame: object) -> None:
     raise SystemExit(0)
 
 
-# `kubelab apiserver` stopped before it serves ends with 0 and nothing made (components.cmd_apiserver says
-# why); its handler goes in here, before the imports that take seconds on a loaded machine, so that a
-# supervisor's SIGTERM soon after the start does not end it as Python's default would (143).
+# `kubelab apiserver`: SIGTERM (or Ctrl-C) before the server runs stops it at once, with 0: nothing is made
+# before uvicorn runs the app's lifespan (etcd, the leases). While it runs, uvicorn takes these signals
+# itself: one during the start-up lets the start-up end, then shuts down as after it (the master lease
+# removed); uvicorn then puts this handler back and raises the signal again, which lands here.
+# kube-apiserver ends a stop with 0 too; Python's default would report SIGTERM's 143 and a
+# KeyboardInterrupt traceback. The handler goes in here, before the imports that take seconds on a loaded
+# machine, so that a supervisor's SIGTERM soon after the start is taken too.
 if next((word for word in sys.argv[1:] if not word.startswith("-")), None) == "apiserver":
     import signal
 

@@ -8,7 +8,6 @@ import argparse
 import asyncio
 import logging
 import os
-import signal
 import socket
 import sys
 from pathlib import Path
@@ -41,10 +40,6 @@ def apiserver_options(args: argparse.Namespace) -> ApiServerOptions:
         endpoint_reconciler_type=args.endpoint_reconciler_type, identity_hostname=args.identity_hostname or None)
 
 
-def _stop_quietly(signum: int, frame: Any) -> None:
-    raise SystemExit(0)
-
-
 def _inherited_listener(fd: int, port: int) -> socket.socket | str:
     """The TCP socket --listen-fd names, or why it cannot be served on."""
     try:
@@ -62,13 +57,6 @@ def _inherited_listener(fd: int, port: int) -> socket.socket | str:
 
 
 def cmd_apiserver(args: argparse.Namespace) -> int:
-    # SIGTERM (or Ctrl-C) before the server runs stops it at once, with 0: nothing is made before uvicorn runs
-    # the app's lifespan (etcd, the leases). While it runs, uvicorn takes these signals itself: one during the
-    # start-up lets the start-up end, then shuts down as after it (the master lease removed); uvicorn then puts
-    # this handler back and raises the signal again, which lands here. kube-apiserver ends a stop with 0 too;
-    # Python's default would report SIGTERM's 143 and a KeyboardInterrupt traceback.
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        signal.signal(sig, _stop_quietly)
     from apiserver.app import create_app
     from apiserver.serving import api_server, raise_open_files_limit, uvicorn_config
     from kubelab.tokenfile import TokenFileError

@@ -30,7 +30,6 @@ from .. import (
     gojson,
     listoptions,
     offload,
-    recovery,
     requestctx,
     requestinfo,
     saadmission,
@@ -42,6 +41,7 @@ from ..registry import Registry, apply, binding, scale
 from ..registry.customresources import is_custom
 from ..registry.store import parse_resource_version
 from ..requestinfo import RequestInfo
+from ..storage import cancelled_from_outside
 from . import discovery, eviction, metrics_api, proxy, reviews, tokenrequest
 
 log = logging.getLogger(__name__)
@@ -447,7 +447,7 @@ async def watch(request: Request, target: Target) -> Response:
             log.exception("watch of %s failed", target.rt.plural)
             yield codecs.encode_json({"type": "ERROR", "object": errors.internal(str(exc)).status()})
         except asyncio.CancelledError:
-            if recovery.cancelled_from_outside():  # the client went away or the server stops: no one to tell
+            if cancelled_from_outside():  # the client went away or the server stops: no one to tell
                 raise
             log.exception("watch of %s was cancelled inside the server", target.rt.plural)
             yield codecs.encode_json({"type": "ERROR", "object": errors.internal(
