@@ -20,6 +20,7 @@ the API server by telling its uvicorn loop to exit and joining the thread.
 
 from __future__ import annotations
 
+import signal
 import socket
 import ssl
 import threading
@@ -36,6 +37,7 @@ from hypothesis import HealthCheck, settings
 from apiserver.app import Config, create_app
 from apiserver.serving import api_server, uvicorn_config
 from kubelab.etcd import Etcd
+from kubelab.etcdcluster import EtcdCluster
 
 # Every property test, on a machine shared with other work: Hypothesis' health checks time the generation of
 # examples, and "too slow" failed a CRD test at load 20 though nothing was wrong. Tests keep their own
@@ -125,3 +127,20 @@ def api(apiserver: str) -> Iterator[httpx.Client]:
 @pytest.fixture(scope="session")
 def start_apiserver() -> Callable[..., AbstractContextManager[str]]:
     return run_apiserver
+
+
+@pytest.fixture
+def etcd_cluster(tmp_path: Path) -> Iterator[EtcdCluster]:
+    """A real three-member etcd cluster of the test's own, stopped after it (members the test paused are
+    woken first, as a paused process does not hear SIGTERM); none may be left running."""
+    cluster = EtcdCluster(tmp_path / "etcd", size=3)
+    try:
+        cluster.start()
+        yield cluster
+    finally:
+        processes = [m.process for m in cluster.members]
+        for proc in processes:
+            if proc is not None and proc.poll() is None:
+                proc.send_signal(signal.SIGCONT)
+        cluster.stop()
+        assert all(p is None or p.poll() is not None for p in processes), "etcd members left running"

@@ -21,7 +21,6 @@ import collections
 import itertools
 import signal
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -39,21 +38,6 @@ AFTER = 400  # and after it went: the API server must have moved on to serve the
 NAMESPACE = "member-failover"
 
 
-@pytest.fixture
-def three_members(tmp_path: Path) -> Iterator[EtcdCluster]:
-    cluster = EtcdCluster(tmp_path / "etcd", size=3)
-    try:
-        cluster.start()
-        yield cluster
-    finally:
-        processes = [m.process for m in cluster.members]
-        for proc in processes:  # a paused member would not hear SIGTERM
-            if proc is not None and proc.poll() is None:
-                proc.send_signal(signal.SIGCONT)
-        cluster.stop()
-        assert all(p is None or p.poll() is not None for p in processes), "etcd members left running"
-
-
 def _take_away(cluster: EtcdCluster, how: str) -> None:
     member = cluster.members[0]
     assert member.process is not None
@@ -68,17 +52,17 @@ def _take_away(cluster: EtcdCluster, how: str) -> None:
 
 @pytest.mark.parametrize("how", ["stopped", "killed", "paused"])
 def test_one_member_of_three_goes_away_during_creates(
-        three_members: EtcdCluster, tmp_path: Path, figures: Figures, how: str) -> None:
-    server = ApiServerProcess(",".join(three_members.urls), tmp_path / "apiserver.log")
+        etcd_cluster: EtcdCluster, tmp_path: Path, figures: Figures, how: str) -> None:
+    server = ApiServerProcess(",".join(etcd_cluster.urls), tmp_path / "apiserver.log")
     try:
         # A generous start: on two loaded cores the interpreter alone took over a minute to import it.
         server.start(timeout=300)
-        _creates_while_a_member_goes(three_members, server, figures, how)
+        _creates_while_a_member_goes(etcd_cluster, server, figures, how)
     finally:
         server.stop()
 
 
-def _creates_while_a_member_goes(three_members: EtcdCluster, server: ApiServerProcess, figures: Figures,
+def _creates_while_a_member_goes(etcd_cluster: EtcdCluster, server: ApiServerProcess, figures: Figures,
                                  how: str) -> None:
     acknowledged: set[str] = set()
     errors: collections.Counter[tuple[int, str]] = collections.Counter()
@@ -127,7 +111,7 @@ def _creates_while_a_member_goes(three_members: EtcdCluster, server: ApiServerPr
                 while len(acknowledged) < BEFORE:
                     await asyncio.sleep(0.05)
                 went.update(acks=len(acknowledged))
-                await asyncio.to_thread(_take_away, three_members, how)
+                await asyncio.to_thread(_take_away, etcd_cluster, how)
                 went["at"] = time.monotonic()
 
             await asyncio.gather(take_away(), *(worker() for _ in range(WORKERS)))

@@ -19,8 +19,7 @@ import asyncio
 import itertools
 import ssl
 import time
-from collections.abc import Callable, Iterator
-from pathlib import Path
+from collections.abc import Callable
 from typing import Any
 
 import httpx
@@ -35,18 +34,6 @@ from kubelab.kinds import CONFIGMAPS, NAMESPACES
 
 CREATES = 2000
 WORKERS = 8
-
-
-@pytest.fixture
-def etcd_cluster(tmp_path: Path) -> Iterator[EtcdCluster]:
-    cluster = EtcdCluster(tmp_path / "etcd", size=3)
-    try:
-        cluster.start()
-        yield cluster
-    finally:
-        processes = [m.process for m in cluster.members]
-        cluster.stop()
-        assert all(p is None or p.poll() is not None for p in processes), "etcd members left running"
 
 
 def _configmap(name: str) -> dict[str, Any]:

@@ -12,8 +12,6 @@ import asyncio
 import collections
 import itertools
 import logging
-from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 
@@ -25,18 +23,8 @@ BEFORE = 100
 AFTER = 300
 
 
-@pytest.fixture
-def cluster(tmp_path: Path) -> Iterator[EtcdCluster]:
-    etcd = EtcdCluster(tmp_path / "etcd", size=3)
-    try:
-        etcd.start()
-        yield etcd
-    finally:
-        etcd.stop()
-
-
 def test_a_killed_member_fails_calls_with_storage_errors_only(
-        cluster: EtcdCluster, caplog: pytest.LogCaptureFixture) -> None:
+        etcd_cluster: EtcdCluster, caplog: pytest.LogCaptureFixture) -> None:
     caplog.set_level(logging.WARNING, logger="apiserver.storage")
     created: dict[str, int] = {}
     failures: collections.Counter[str] = collections.Counter()
@@ -45,7 +33,7 @@ def test_a_killed_member_fails_calls_with_storage_errors_only(
     keys = (f"/registry/configmaps/failover/cm-{i:05d}" for i in itertools.count())
 
     async def run() -> list[str]:
-        storage = Storage(cluster.urls)
+        storage = Storage(etcd_cluster.urls)
         try:
             async def worker() -> None:
                 while not ("at" in killed and len(created) >= killed["at"] + AFTER):
@@ -62,7 +50,7 @@ def test_a_killed_member_fails_calls_with_storage_errors_only(
             async def kill() -> None:
                 while len(created) < BEFORE:
                     await asyncio.sleep(0.05)
-                member = cluster.members[0]  # the one Storage dials first
+                member = etcd_cluster.members[0]  # the one Storage dials first
                 assert member.process is not None
                 member.process.kill()
                 await asyncio.to_thread(member.process.wait)
@@ -83,4 +71,4 @@ def test_a_killed_member_fails_calls_with_storage_errors_only(
     assert len(created) >= BEFORE + AFTER
     moves = [r for r in caplog.records if "moving to" in r.getMessage()]
     assert moves, "the storage never moved off the killed member"
-    assert all(cluster.urls[0] not in r.getMessage().split("moving to")[1] for r in moves)
+    assert all(etcd_cluster.urls[0] not in r.getMessage().split("moving to")[1] for r in moves)
