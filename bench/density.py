@@ -45,7 +45,7 @@ from pathlib import Path
 from typing import Any
 
 import aiohttp
-from harness import ROOT, cpu_seconds, machine, percentile, rss_mib
+from harness import ROOT, cpu_breakdown, cpu_seconds, machine, percentile, rss_mib
 from up import NAMESPACE, Cluster, gauge, list_all, profiler, summarize_profile, watch
 
 APP = "density"
@@ -183,6 +183,7 @@ async def density(cluster: Cluster, nodes: int, per_node: int, args: argparse.Na
         spy = profiler(cluster.proc.pid, Path(args.profile) / f"density-{args.label}-{nodes}x{per_node}.txt") \
             if args.profile else None
         up0, etcd0 = cpu_seconds(cluster.proc.pid), cpu_seconds(cluster.etcd_pid or 0)
+        parts0 = cpu_breakdown(cluster.proc.pid)
         t0 = time.time()
         async with http.post(f"/apis/apps/v1/namespaces/{NAMESPACE}/deployments",
                              json=deployment_body(replicas)) as resp:
@@ -202,6 +203,7 @@ async def density(cluster: Cluster, nodes: int, per_node: int, args: argparse.Na
                         complete[name] = now
             await asyncio.sleep(args.poll)
         up1, etcd1 = cpu_seconds(cluster.proc.pid), cpu_seconds(cluster.etcd_pid or 0)
+        parts1 = cpu_breakdown(cluster.proc.pid)
         if spy is not None:
             spy.send_signal(signal.SIGINT)  # py-spy writes its file on SIGINT
             await asyncio.to_thread(spy.wait, 60)
@@ -219,7 +221,8 @@ async def density(cluster: Cluster, nodes: int, per_node: int, args: argparse.Na
             "first_node": round(min(complete.values()) - t0, 2) if complete else None,
             "nodes_complete": len(complete), "polls": polls}
         result["api_latency"] = latency_summary(metrics_before, metrics_after)
-        result["cpu_s"] = {"kubelab up": round(up1 - up0, 1), "its etcd": round(etcd1 - etcd0, 1)}
+        result["cpu_s"] = {"kubelab up": round(up1 - up0, 1), "its etcd": round(etcd1 - etcd0, 1),
+                           **{f"kubelab up: {k}": round(parts1[k] - parts0[k], 1) for k in parts0}}
         rss_full = rss_mib(cluster.proc.pid)
         result["rss_mib_running"] = round(rss_full, 1)
         result["rss_kib_per_pod"] = round(1024 * (rss_full - rss_idle) / replicas, 1)

@@ -34,6 +34,23 @@ def cpu_seconds(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
+def cpu_breakdown(pid: int) -> dict[str, float]:
+    """CPU seconds of a process so far: its event loop's thread (the main thread), its other threads (the
+    process's total less the main thread's, so threads that have ended still count), and the children it
+    has reaped (iptables-restore, ip, sandboxes: cutime + cstime)."""
+    tick = os.sysconf("SC_CLK_TCK")
+
+    def fields(path: str) -> list[str]:
+        with open(path) as f:
+            return f.read().rsplit(")", 1)[1].split()
+
+    process, main = fields(f"/proc/{pid}/stat"), fields(f"/proc/{pid}/task/{pid}/stat")
+    total = (int(process[11]) + int(process[12])) / tick
+    loop = (int(main[11]) + int(main[12])) / tick
+    return {"main thread": loop, "other threads": total - loop,
+            "reaped children": (int(process[13]) + int(process[14])) / tick}
+
+
 def rss_mib(pid: int) -> float:
     with open(f"/proc/{pid}/status") as f:
         for line in f:
