@@ -227,6 +227,22 @@ async def density(cluster: Cluster, nodes: int, per_node: int, args: argparse.Na
         result["rss_mib_running"] = round(rss_full, 1)
         result["rss_kib_per_pod"] = round(1024 * (rss_full - rss_idle) / replicas, 1)
         result["children"] = dict(zip(("count", "rss_mib"), children_rss_mib(cluster.proc.pid), strict=True))
+        if len(running) < replicas:
+            # Where the others are, from the API rather than the watch: phase and node of every pod not seen
+            # Running, and the reason of a container that is not running.
+            pods, _ = await list_all(http, f"/api/v1/namespaces/{NAMESPACE}/pods", labelSelector=f"app={APP}")
+            waiting: Counter[str] = Counter()
+            for pod in pods:
+                if pod["metadata"]["name"] in running:
+                    continue
+                status = pod.get("status") or {}
+                reasons = {next(iter(s.get("state") or {"?": {}})) + ":" + str(next(iter(
+                    (s.get("state") or {}).values()), {}).get("reason", "")) for s in status.get("containerStatuses") or []}
+                waiting[f"{status.get('phase', '?')} on {pod['spec'].get('nodeName') or '(unbound)'} "
+                        f"{','.join(sorted(reasons))}"] += 1
+            result["not_seen_running"] = {"pods": len(pods), "listed_running_but_missed": sum(
+                1 for pod in pods if pod["metadata"]["name"] not in running and
+                (pod.get("status") or {}).get("phase") == "Running"), "by_state": dict(waiting.most_common(12))}
     result["gauge_after"] = await gauge(cluster, args.gauge_puts)
     profile = Path(args.profile) / f"density-{args.label}-{nodes}x{per_node}.txt" if args.profile else None
     if profile is not None and profile.exists():
