@@ -35,7 +35,7 @@ from .registry import Registry, default_conversions, default_strategies
 from .registry.counts import ObjectCounts
 from .registry.events import DEFAULT_EVENT_TTL
 from .routers import discovery, health, issuer, observability, resources
-from .serving import ServingOptions
+from .serving import ServingOptions, is_stopped_during_startup
 from .storage import EtcdTLS, Storage, StorageError
 from .tokengetters import TokenObjectGetter
 from .traces import TraceRecorder
@@ -181,35 +181,47 @@ def create_app(config: Config) -> ASGIApp:
         app.state.registry = registry
         getter = app.state.token_getter = TokenObjectGetter(registry)  # token checks read the watch cache
         policy_source = app.state.policy_source = PolicySource(cacher, storage)  # the RBAC authorizer's policy
-        await registry.wait_for_storage()
-        import ipaddress
-        service_ip = str(ipaddress.ip_network(config.service_cidr)[1])
-        await _bootstrap_retrying(lambda: bootstrap(
-            registry, advertise_ip=config.advertise_ip, port=config.port, service_ip=service_ip,
-            group_versions=[rt.group_version for rt in (*config.resources, *kinds.METRICS)],
-            service_cidr=config.service_cidr if kinds.SERVICECIDRS in config.resources else None,
-            endpoints=False))
-        # The kubernetes Service's endpoints: the first pass before serving, so they name this server at once.
-        reconciler = None
-        if config.endpoint_reconciler_type == "lease":
-            reconciler = endpointreconciler.LeaseEndpointReconciler(
-                registry, storage, (config.advertise_ip, config.port), ttl=config.endpoint_reconciler_ttl,
-                interval=config.endpoint_reconciler_interval)
-            await _bootstrap_retrying(reconciler.reconcile)
-        app.state.counts.prime(config.resources)
-        # The kinds CustomResourceDefinitions define join the served resources once Established.
-        custom = app.state.custom_resources = CustomResources(
-            registry, config.resources, on_change=lambda served: setattr(app.state, "resources", served))
-        await custom.start()
-        log.info("storage %s ready", ",".join(config.etcd_servers))
-        identity = IdentityLease(registry, hostname=config.identity_hostname,
-                                 renew_interval=config.identity_lease_renew_interval,
-                                 gc_period=config.identity_lease_gc_period)
-        app.state.identity_lease = identity
-        heartbeats = [asyncio.create_task(identity.keep(), name="apiserver-identity-lease"),
-                      asyncio.create_task(identity.collect_forever(), name="apiserver-identity-lease-gc")]
-        if reconciler is not None:
-            heartbeats.append(asyncio.create_task(reconciler.run(), name="apiserver-endpoint-reconciler"))
+        reconciler: endpointreconciler.LeaseEndpointReconciler | None = None
+        custom: CustomResources | None = None
+        heartbeats: list[asyncio.Task[None]] = []
+        try:
+            await registry.wait_for_storage()
+            import ipaddress
+            service_ip = str(ipaddress.ip_network(config.service_cidr)[1])
+            await _bootstrap_retrying(lambda: bootstrap(
+                registry, advertise_ip=config.advertise_ip, port=config.port, service_ip=service_ip,
+                group_versions=[rt.group_version for rt in (*config.resources, *kinds.METRICS)],
+                service_cidr=config.service_cidr if kinds.SERVICECIDRS in config.resources else None,
+                endpoints=False))
+            # The kubernetes Service's endpoints: the first pass before serving, so they name this server at once.
+            if config.endpoint_reconciler_type == "lease":
+                reconciler = endpointreconciler.LeaseEndpointReconciler(
+                    registry, storage, (config.advertise_ip, config.port), ttl=config.endpoint_reconciler_ttl,
+                    interval=config.endpoint_reconciler_interval)
+                await _bootstrap_retrying(reconciler.reconcile)
+            app.state.counts.prime(config.resources)
+            # The kinds CustomResourceDefinitions define join the served resources once Established.
+            custom = app.state.custom_resources = CustomResources(
+                registry, config.resources, on_change=lambda served: setattr(app.state, "resources", served))
+            await custom.start()
+            log.info("storage %s ready", ",".join(config.etcd_servers))
+            identity = IdentityLease(registry, hostname=config.identity_hostname,
+                                     renew_interval=config.identity_lease_renew_interval,
+                                     gc_period=config.identity_lease_gc_period)
+            app.state.identity_lease = identity
+            heartbeats = [asyncio.create_task(identity.keep(), name="apiserver-identity-lease"),
+                          asyncio.create_task(identity.collect_forever(), name="apiserver-identity-lease-gc")]
+            if reconciler is not None:
+                heartbeats.append(asyncio.create_task(reconciler.run(), name="apiserver-endpoint-reconciler"))
+        except asyncio.CancelledError:
+            if not is_stopped_during_startup():
+                raise
+            # SIGTERM or SIGINT during the start-up (etcd unreachable: the storage wait, the bootstrap's
+            # retries): nothing failed. The start-up ends here and uvicorn, told to stop, shuts down at once.
+            current = asyncio.current_task()
+            if current is not None:
+                current.uncancel()  # the stop is taken: the shutdown's own calls are not cancelled
+            log.info("stopped during start-up")
         try:
             yield
         finally:
@@ -222,7 +234,8 @@ def create_app(config: Config) -> ASGIApp:
                         await reconciler.remove()
                 except Exception as exc:  # noqa: BLE001 - etcd away: the lease expires after its TTL instead
                     log.warning("unable to remove this API server from the kubernetes service's endpoints: %s", exc)
-            await custom.stop()
+            if custom is not None:
+                await custom.stop()
             await app.state.counts.stop()
             await policy_source.stop()
             if cacher is not None:

@@ -30,12 +30,15 @@ import math
 import resource
 import socket
 import ssl
+import weakref
 from collections.abc import Callable
 from dataclasses import dataclass
+from types import FrameType
 from typing import Any, Literal
 
 import uvicorn
 from starlette.types import ASGIApp, Receive, Scope, Send
+from uvicorn.lifespan.on import LifespanOn
 from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 
 log = logging.getLogger(__name__)
@@ -176,6 +179,27 @@ def uvicorn_config(app: ASGIApp, *, options: ServingOptions | None = None, ssl_c
                           ssl_keyfile=ssl_keyfile, **extra)
 
 
+# The lifespan tasks whose start-up a SIGTERM or SIGINT cancelled (CappedServer.handle_exit).
+_stopped_starting: weakref.WeakSet[asyncio.Task[Any]] = weakref.WeakSet()
+
+
+def is_stopped_during_startup() -> bool:
+    """Whether the running task is an API server's start-up that a stop signal cancelled: the app's
+    lifespan then ends its start-up quietly (nothing failed) instead of raising."""
+    task = asyncio.current_task()
+    return task is not None and task in _stopped_starting
+
+
+class _StoppableLifespan(LifespanOn):
+    """uvicorn's lifespan, knowing the task that runs the app's, so that a stop can cancel its start-up."""
+
+    task: asyncio.Task[Any] | None = None
+
+    async def main(self) -> None:
+        self.task = asyncio.current_task()
+        await super().main()
+
+
 class CappedServer(uvicorn.Server):
     """uvicorn's Server with an accept loop of its own on its listening socket(s): it accepts only while
     fewer than the cap's connections are open, so a flood of connections waits in the kernel's backlog
@@ -196,7 +220,11 @@ class CappedServer(uvicorn.Server):
         self._connecting: set[asyncio.Task[None]] = set()
 
     async def startup(self, sockets: list[socket.socket] | None = None) -> None:
+        if type(self.lifespan) is LifespanOn:
+            self.lifespan = _StoppableLifespan(self.config)
         await super().startup(sockets=[])  # the lifespan, and no listener of uvicorn's own
+        if self.should_exit:  # stopped during the start-up: serve nothing, shut down at once
+            return
         if sockets:
             self._listeners = list(sockets)
         else:
@@ -206,6 +234,21 @@ class CappedServer(uvicorn.Server):
             listener.listen(self.config.backlog)  # a bound socket handed over may not listen yet
             listener.setblocking(False)
             self._accepting.append(asyncio.create_task(self._accept(listener), name="apiserver-accept"))
+
+    def handle_exit(self, sig: int, frame: FrameType | None) -> None:
+        """SIGTERM or SIGINT. uvicorn only marks the server to stop, which it looks at after the start-up:
+        a start-up waiting for etcd (Registry.wait_for_storage, 30 s) or retrying its bootstrap (120 s)
+        kept the process that long. kube-apiserver stops at once in its start-up; here the start-up is
+        cancelled, and the app's lifespan (is_stopped_during_startup) ends it quietly."""
+        super().handle_exit(sig, frame)
+        lifespan = getattr(self, "lifespan", None)  # made by serve()
+        if not isinstance(lifespan, _StoppableLifespan) or lifespan.startup_event.is_set():
+            return
+        task = lifespan.task
+        if task is not None and not task.done():
+            _stopped_starting.add(task)
+            # A signal handler runs between two bytecodes of the loop: the cancel goes through its queue.
+            task.get_loop().call_soon_threadsafe(task.cancel)
 
     async def shutdown(self, sockets: list[socket.socket] | None = None) -> None:
         for task in self._accepting:
@@ -284,4 +327,4 @@ class Internal:
 
 
 __all__ = ["INTERNAL_KEY", "CappedServer", "Internal", "KubeHttpProtocol", "ServingOptions", "api_server",
-           "connection_cap", "raise_open_files_limit", "uvicorn_config"]
+           "connection_cap", "is_stopped_during_startup", "raise_open_files_limit", "uvicorn_config"]

@@ -262,8 +262,8 @@ async def bench_backend(count: int, backend: str, *, repeat: int, full_repeat: i
             agent.proxier.delta_sync = True
             result["one_service_change_delta"] = await bench_changes(agent, slices, None, repeat, warm=1)
         else:
-            # How much of the agent's memory is libnftables' context (its cache of the table): closed,
-            # and the C heap trimmed so that what it freed leaves the RSS.
+            # What closing the applier still gives back (its thread; libnftables' context, with its cache
+            # of the table, is freed and the heap trimmed after every transaction since fix-small).
             before_close, _ = rss_mib()
             agent.close()
             ctypes.CDLL(None).malloc_trim(0)

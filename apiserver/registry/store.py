@@ -850,13 +850,17 @@ class Registry:
 
     async def wait_for_storage(self, timeout: float = 30.0) -> None:
         deadline = asyncio.get_running_loop().time() + timeout
+        told = False
         while True:
             try:
                 await self.storage.revision()
                 return
-            except Unavailable:
+            except Unavailable as exc:
                 if asyncio.get_running_loop().time() > deadline:
                     raise
+                if not told:  # once: the start-up says what it waits for, rather than nothing for 30 s
+                    told = True
+                    log.warning("waiting up to %.0fs for etcd: %s", timeout, exc)
                 await asyncio.sleep(0.2)
 
 

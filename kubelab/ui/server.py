@@ -51,6 +51,7 @@ from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import FileResponse, JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from .. import kinds, tracing, wellknown
 from ..client import ApiClient
@@ -410,6 +411,41 @@ def build_app(view: View) -> Starlette:
     ])
 
 
+class EndQuietlyOnStop:
+    """The page's app, except that a request cancelled because the UI stops ends with an answer instead of
+    raising. Ctrl-C or SIGTERM cancel every task (run_until_interrupted), the requests in flight with them
+    (a path read waiting for `iptables-save`); uvicorn logs whatever leaves the app, CancelledError too,
+    as "Exception in ASGI application" with a traceback, and answers 500 to what it left unanswered. A
+    stop is no error: the request gets 503 (or, its answer begun, its end), and nothing is logged."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        started = False
+
+        async def sending(message: Message) -> None:
+            nonlocal started
+            started = started or message["type"] == "http.response.start"
+            await send(message)
+
+        try:
+            await self.app(scope, receive, sending)
+        except asyncio.CancelledError:
+            task = asyncio.current_task()
+            if scope["type"] != "http" or task is None or not task.cancelling():
+                raise
+            task.uncancel()  # taken: the answer below is sent
+            if not started:
+                body = json.dumps({"message": "kubelab ui is stopping"}).encode()
+                await send({"type": "http.response.start", "status": 503,
+                            "headers": [(b"content-type", b"application/json"),
+                                        (b"content-length", str(len(body)).encode())]})
+                await send({"type": "http.response.body", "body": body})
+            else:
+                await send({"type": "http.response.body", "body": b"", "more_body": False})
+
+
 async def _run(*argv: str) -> str:
     proc = await asyncio.create_subprocess_exec(*argv, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
     out, err = await proc.communicate()
@@ -510,7 +546,8 @@ async def serve(api: ApiClient, *, state: dict[str, Any], data_dir: Path, host: 
 
     view = View(api, nodes=sorted(state["nodes"]), read_rules=rules_reader(state, data_dir),
                 watch_rules=rules_watcher(state, data_dir), explain_pod=explain_pod)
-    config = uvicorn.Config(build_app(view), host=host, port=port, log_level="warning", lifespan="off")
+    config = uvicorn.Config(EndQuietlyOnStop(build_app(view)), host=host, port=port, log_level="warning",
+                            lifespan="off")
     server = uvicorn.Server(config)
     # Ctrl-C and SIGTERM cancel this task (run_until_interrupted), as `kubelab up` runs its servers.
     server.capture_signals = contextlib.nullcontext  # type: ignore[method-assign,assignment]

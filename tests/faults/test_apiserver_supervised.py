@@ -7,6 +7,8 @@ apiserver` stops cleanly whenever it is told to:
 * `kubelab apiserver` SIGTERMed during its start-up (before it serves) exits 0 without a traceback and
   leaves no endpoint of its own in the kubernetes Service (its master lease removed or never made), as a
   SIGTERM after the start-up does.
+* `kubelab apiserver` SIGTERMed or SIGINTed while its start-up waits for an etcd that is not there exits 0
+  at once, without a traceback or an error (not when the storage wait gives up).
 * `--listen-fd` that names no TCP socket, or one on another port than --listen's, is refused with a
   clear message.
 
@@ -138,15 +140,15 @@ def _endpoint_ports(url: str) -> set[int]:
     return {p["port"] for s in subsets or [] for p in s["ports"]}
 
 
-def _start_and_stop(etcd_url: str, port: int, log: Path, when: Callable[[subprocess.Popen[bytes]], None]
-                    ) -> tuple[int, str]:
+def _start_and_stop(etcd_url: str, port: int, log: Path, when: Callable[[subprocess.Popen[bytes]], None],
+                    sig: signal.Signals = signal.SIGTERM) -> tuple[int, str]:
     with open(log, "wb") as out:
         proc = subprocess.Popen([sys.executable, "-m", "kubelab", "apiserver", "--etcd-servers", etcd_url,
                                  "--listen", f"127.0.0.1:{port}", "--disable-admission-plugins", "ServiceAccount"],
                                 stdout=out, stderr=subprocess.STDOUT, cwd=REPO)
     try:
         when(proc)
-        proc.send_signal(signal.SIGTERM)
+        proc.send_signal(sig)
         code = proc.wait(120)
     finally:
         stop_process(proc)
@@ -199,6 +201,28 @@ def test_sigterm_during_start_up_ends_the_apiserver_cleanly(
     code, text = _start_and_stop(own_etcd.url, port, tmp_path / "ready.log", once_ready)
     assert (code, "Traceback" in text) == (0, False), text
     assert port not in _endpoint_ports(witness.url)
+
+
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT], ids=["SIGTERM", "SIGINT"])
+def test_a_stop_while_etcd_is_unreachable_ends_the_start_up_quietly(tmp_path: Path, sig: signal.Signals) -> None:
+    """Nothing listens on the etcd port: the start-up waits for storage (Registry.wait_for_storage, 30 s),
+    then fails with exit 3 and uvicorn's traceback. A stop during that wait ends it as a stop: exit 0,
+    nothing logged as an error. (The 120 s the helper waits for the exit is no measurement: the two ends
+    differ by their exit code and output, whenever they come.)"""
+    closed, port = free_port(), free_port()
+    log = tmp_path / "apiserver.log"
+
+    def in_the_storage_wait(proc: subprocess.Popen[bytes]) -> None:
+        def waiting() -> bool:
+            if proc.poll() is not None:
+                raise polling.GiveUp(f"exited with {proc.returncode}: {log.read_text()}")
+            return "waiting up to 30s for etcd" in log.read_text()
+        polling.wait_for("the start-up's storage wait", waiting, 120)
+
+    code, text = _start_and_stop(f"http://127.0.0.1:{closed}", port, log, in_the_storage_wait, sig)
+    assert (code, "Traceback" in text, "ERROR" in text) == (0, False, False), text
+    assert "stopped during start-up" in text
+    assert not _ready(f"http://127.0.0.1:{port}")
 
 
 @pytest.mark.parametrize(("make", "message"), [

@@ -7,6 +7,10 @@
     private_api  (module)   an API server on an etcd of its own, for tests whose components claim
                             cluster-wide things (kube-dns's 10.96.0.10, the LB pool, nodes) that
                             another module's objects could already hold
+    lab_pki      (module)   the lab's CA and serving certificate (kubelab/pki.py), in a tmp dir
+    token_apiserver (module) token_apiserver(tokens_csv) -> a context manager of an API server with
+                            authentication on: HTTPS with lab_pki's certificate, the users of a
+                            --token-auth-file with that text (clients: tokenapi.py)
 """
 
 from __future__ import annotations
@@ -19,6 +23,7 @@ import pytest
 from kubectltools import Kubectl, write_kubeconfig
 
 from kubelab.etcd import Etcd
+from kubelab.pki import LabPKI, ensure_lab_pki
 
 
 @pytest.fixture(scope="module")
@@ -31,6 +36,22 @@ def private_api(tmp_path_factory: pytest.TempPathFactory,
             yield url
     finally:
         etcd.stop()
+
+
+@pytest.fixture(scope="module")
+def lab_pki(tmp_path_factory: pytest.TempPathFactory) -> LabPKI:
+    return ensure_lab_pki(tmp_path_factory.mktemp("pki"), ips=[])
+
+
+@pytest.fixture(scope="module")
+def token_apiserver(etcd: Etcd, start_apiserver: Callable[..., AbstractContextManager[str]], lab_pki: LabPKI,
+                    tmp_path_factory: pytest.TempPathFactory) -> Callable[[str], AbstractContextManager[str]]:
+    def start(tokens_csv: str) -> AbstractContextManager[str]:
+        tokens = tmp_path_factory.mktemp("auth") / "tokens.csv"
+        tokens.write_text(tokens_csv)
+        return start_apiserver(etcd.url, token_auth_file=str(tokens),
+                               tls=(str(lab_pki.cert_file), str(lab_pki.key_file), str(lab_pki.ca_file)))
+    return start
 
 
 @pytest.fixture(scope="module")

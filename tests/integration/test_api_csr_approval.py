@@ -11,10 +11,8 @@ import base64
 import datetime
 import json
 import secrets
-import ssl
 from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager
-from pathlib import Path
 from typing import Any
 
 import httpx
@@ -26,10 +24,9 @@ from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import NameOID
 from kubectltools import Kubectl, table
 from kubernetes import client as k8s
+from tokenapi import token_client, token_kubectl
 
-from kubelab import kubeconfig as kubeconfigs
-from kubelab.etcd import Etcd
-from kubelab.pki import LabPKI, ensure_lab_pki
+from kubelab.pki import LabPKI
 
 SUFFIX = secrets.token_hex(3)
 CSRS = "/apis/certificates.k8s.io/v1/certificatesigningrequests"
@@ -62,32 +59,20 @@ def csr_body(name: str, **spec: Any) -> dict[str, Any]:
 
 
 @pytest.fixture(scope="module")
-def pki(tmp_path_factory: pytest.TempPathFactory) -> LabPKI:
-    return ensure_lab_pki(tmp_path_factory.mktemp("pki"), ips=[])
-
-
-@pytest.fixture(scope="module")
-def server(etcd: Etcd, start_apiserver: Callable[..., AbstractContextManager[str]], pki: LabPKI,
-           tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    tokens = tmp_path_factory.mktemp("auth") / "tokens.csv"
-    tokens.write_text(f'admin-{SUFFIX},alice,1,"system:masters"\n')
-    with start_apiserver(etcd.url, token_auth_file=str(tokens),
-                         tls=(str(pki.cert_file), str(pki.key_file), str(pki.ca_file))) as url:
+def server(token_apiserver: Callable[[str], AbstractContextManager[str]]) -> Iterator[str]:
+    with token_apiserver(f'admin-{SUFFIX},alice,1,"system:masters"\n') as url:
         yield url
 
 
 @pytest.fixture(scope="module")
-def api(server: str, pki: LabPKI) -> Iterator[httpx.Client]:
-    with httpx.Client(base_url=server, headers={"Authorization": f"Bearer admin-{SUFFIX}"}, timeout=30,
-                      verify=ssl.create_default_context(cafile=str(pki.ca_file))) as http:
+def api(server: str, lab_pki: LabPKI) -> Iterator[httpx.Client]:
+    with token_client(server, lab_pki, f"admin-{SUFFIX}") as http:
         yield http
 
 
 @pytest.fixture(scope="module")
-def admin(server: str, pki: LabPKI, tmp_path_factory: pytest.TempPathFactory) -> Kubectl:
-    directory: Path = tmp_path_factory.mktemp("admin")
-    config = kubeconfigs.write(directory / "kubeconfig", server, token=f"admin-{SUFFIX}", ca_file=pki.ca_file)
-    return Kubectl("1.33", config, directory / "cache")
+def admin(server: str, lab_pki: LabPKI, tmp_path_factory: pytest.TempPathFactory) -> Kubectl:
+    return token_kubectl(server, lab_pki, tmp_path_factory.mktemp("admin"), f"admin-{SUFFIX}")
 
 
 def test_the_requestor_is_who_asked_and_kubectl_approves_and_denies(api: httpx.Client, admin: Kubectl) -> None:
@@ -230,9 +215,9 @@ def test_a_request_that_is_not_base64_is_kubes_decode_error(api: httpx.Client) -
                                            "CertificateSigningRequest: illegal base64 data at input byte 0")
 
 
-def test_the_python_client_and_discovery(server: str, pki: LabPKI, admin: Kubectl) -> None:
+def test_the_python_client_and_discovery(server: str, lab_pki: LabPKI, admin: Kubectl) -> None:
     config = k8s.Configuration(host=server, api_key={"authorization": f"Bearer admin-{SUFFIX}"})
-    config.ssl_ca_cert = str(pki.ca_file)
+    config.ssl_ca_cert = str(lab_pki.ca_file)
     with k8s.ApiClient(config) as http:
         certs = k8s.CertificatesV1Api(http)
         name = f"csr-{SUFFIX}-py"

@@ -8,20 +8,17 @@ from __future__ import annotations
 
 import json
 import secrets
-import ssl
 from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager
 from pathlib import Path
 from typing import Any
 
-import httpx
 import pytest
 from apitools import assert_status
 from kubectltools import Kubectl, table
+from tokenapi import token_client, token_kubectl
 
-from kubelab import kubeconfig as kubeconfigs
-from kubelab.etcd import Etcd
-from kubelab.pki import LabPKI, ensure_lab_pki
+from kubelab.pki import LabPKI
 
 SUFFIX = secrets.token_hex(3)
 NS = f"rbac-{SUFFIX}"
@@ -30,20 +27,11 @@ ACCOUNT = f"system:serviceaccount:{NS}:robot"
 
 
 @pytest.fixture(scope="module")
-def pki(tmp_path_factory: pytest.TempPathFactory) -> LabPKI:
-    return ensure_lab_pki(tmp_path_factory.mktemp("pki"), ips=[])
-
-
-@pytest.fixture(scope="module")
-def server(etcd: Etcd, start_apiserver: Callable[..., AbstractContextManager[str]], pki: LabPKI,
-           tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    tokens = tmp_path_factory.mktemp("auth") / "tokens.csv"
-    tokens.write_text(f'admin-{SUFFIX},alice,1,"system:masters"\n'
-                      f"bob-{SUFFIX},bob,2,developers\n"
-                      f'node-{SUFFIX},system:node:node-1,3,"system:nodes"\n')
-    with start_apiserver(etcd.url, token_auth_file=str(tokens),
-                         tls=(str(pki.cert_file), str(pki.key_file), str(pki.ca_file))) as url:
-        with client(url, pki, f"admin-{SUFFIX}") as admin:
+def server(token_apiserver: Callable[[str], AbstractContextManager[str]], lab_pki: LabPKI) -> Iterator[str]:
+    with token_apiserver(f'admin-{SUFFIX},alice,1,"system:masters"\n'
+                         f"bob-{SUFFIX},bob,2,developers\n"
+                         f'node-{SUFFIX},system:node:node-1,3,"system:nodes"\n') as url:
+        with token_client(url, lab_pki, f"admin-{SUFFIX}") as admin:
             for namespace in (NS, OTHER):
                 admin.post("/api/v1/namespaces", json={"metadata": {"name": namespace}}).raise_for_status()
             admin.post(f"/api/v1/namespaces/{NS}/serviceaccounts",
@@ -51,31 +39,20 @@ def server(etcd: Etcd, start_apiserver: Callable[..., AbstractContextManager[str
         yield url
 
 
-def client(url: str, pki: LabPKI, token: str) -> httpx.Client:
-    return httpx.Client(base_url=url, headers={"Authorization": f"Bearer {token}"}, timeout=30,
-                        verify=ssl.create_default_context(cafile=str(pki.ca_file)))
-
-
-def kubectl_with(server: str, pki: LabPKI, directory: Path, token: str) -> Kubectl:
-    directory.mkdir(parents=True, exist_ok=True)
-    config = kubeconfigs.write(directory / "kubeconfig", server, token=token, ca_file=pki.ca_file)
-    return Kubectl("1.33", config, directory / "cache")
+@pytest.fixture(scope="module")
+def admin(server: str, lab_pki: LabPKI, tmp_path_factory: pytest.TempPathFactory) -> Kubectl:
+    return token_kubectl(server, lab_pki, tmp_path_factory.mktemp("admin"), f"admin-{SUFFIX}")
 
 
 @pytest.fixture(scope="module")
-def admin(server: str, pki: LabPKI, tmp_path_factory: pytest.TempPathFactory) -> Kubectl:
-    return kubectl_with(server, pki, tmp_path_factory.mktemp("admin"), f"admin-{SUFFIX}")
+def bob(server: str, lab_pki: LabPKI, tmp_path_factory: pytest.TempPathFactory) -> Kubectl:
+    return token_kubectl(server, lab_pki, tmp_path_factory.mktemp("bob"), f"bob-{SUFFIX}")
 
 
 @pytest.fixture(scope="module")
-def bob(server: str, pki: LabPKI, tmp_path_factory: pytest.TempPathFactory) -> Kubectl:
-    return kubectl_with(server, pki, tmp_path_factory.mktemp("bob"), f"bob-{SUFFIX}")
-
-
-@pytest.fixture(scope="module")
-def robot(server: str, pki: LabPKI, admin: Kubectl, tmp_path_factory: pytest.TempPathFactory) -> Kubectl:
+def robot(server: str, lab_pki: LabPKI, admin: Kubectl, tmp_path_factory: pytest.TempPathFactory) -> Kubectl:
     token = admin.ok("create", "token", "robot", "-n", NS).strip()
-    return kubectl_with(server, pki, tmp_path_factory.mktemp("robot"), token)
+    return token_kubectl(server, lab_pki, tmp_path_factory.mktemp("robot"), token)
 
 
 def refused(result: Any, message: str) -> None:
@@ -122,9 +99,9 @@ def test_a_service_account_may_do_exactly_what_its_role_allows(admin: Kubectl, r
     assert robot("auth", "can-i", "get", "secrets", "-n", NS).stdout == "no\n"
 
 
-def test_a_binding_to_a_missing_role_says_so(server: str, pki: LabPKI, admin: Kubectl) -> None:
+def test_a_binding_to_a_missing_role_says_so(server: str, lab_pki: LabPKI, admin: Kubectl) -> None:
     admin.ok("create", "rolebinding", "dangling", "--clusterrole=does-not-exist", "--user=carol", "-n", NS)
-    with client(server, pki, f"admin-{SUFFIX}") as api:
+    with token_client(server, lab_pki, f"admin-{SUFFIX}") as api:
         resp = api.get(f"/api/v1/namespaces/{NS}/pods", headers={"Impersonate-User": "carol"})
     assert_status(resp, 403, "Forbidden",
                   f'pods is forbidden: User "carol" cannot list resource "pods" in API group "" in the namespace '
@@ -181,11 +158,11 @@ def test_auth_can_i_list_shows_the_rules(admin: Kubectl, robot: Kubectl) -> None
     assert ("*.*", "[*]") in everything
 
 
-def test_subject_access_reviews(server: str, pki: LabPKI) -> None:
+def test_subject_access_reviews(server: str, lab_pki: LabPKI) -> None:
     path = "/apis/authorization.k8s.io/v1/subjectaccessreviews"
     local = f"/apis/authorization.k8s.io/v1/namespaces/{NS}/localsubjectaccessreviews"
     pods = {"verb": "list", "resource": "pods", "namespace": NS}
-    with client(server, pki, f"admin-{SUFFIX}") as api, client(server, pki, f"bob-{SUFFIX}") as bob:
+    with token_client(server, lab_pki, f"admin-{SUFFIX}") as api, token_client(server, lab_pki, f"bob-{SUFFIX}") as bob:
         resp = api.post(path, json={"spec": {"user": ACCOUNT, "resourceAttributes": pods}})
         assert resp.status_code == 201 and resp.json()["status"] == {"allowed": True}, resp.text
         # Groups are as given: without system:serviceaccounts:NS nothing binds a user by group.
@@ -229,7 +206,7 @@ CSR_ROLES = {
 
 
 def test_the_certificate_roles_kube_ships_and_what_they_grant(admin: Kubectl, robot: Kubectl,
-                                                              server: str, pki: LabPKI) -> None:
+                                                              server: str, lab_pki: LabPKI) -> None:
     for name, rules in CSR_ROLES.items():
         role = json.loads(admin.ok("get", "clusterrole", name, "-o", "json"))
         assert role["rules"] == rules, name
@@ -257,7 +234,7 @@ def test_the_certificate_roles_kube_ships_and_what_they_grant(admin: Kubectl, ro
                 f'secrets is forbidden: User "{ACCOUNT}" cannot list resource "secrets" in API group "" in the '
                 f'namespace "{NS}"')
         # The approver role, through a SubjectAccessReview as the csrapproving admission asks it.
-        with client(server, pki, f"admin-{SUFFIX}") as api:
+        with token_client(server, lab_pki, f"admin-{SUFFIX}") as api:
             def may_approve(user: str, signer: str) -> bool:
                 review = api.post("/apis/authorization.k8s.io/v1/subjectaccessreviews", json={
                     "apiVersion": "authorization.k8s.io/v1", "kind": "SubjectAccessReview",
@@ -274,10 +251,10 @@ def test_the_certificate_roles_kube_ships_and_what_they_grant(admin: Kubectl, ro
         admin("delete", "clusterrolebinding", binding, f"{binding}-self", f"bob-approves-{SUFFIX}")
 
 
-def test_a_node_may_request_its_certificate(server: str, pki: LabPKI, tmp_path: Path) -> None:
+def test_a_node_may_request_its_certificate(server: str, lab_pki: LabPKI, tmp_path: Path) -> None:
     """system:node's rules (NodeRules, which the Node authorizer applies): create, get, list and watch
     CertificateSigningRequests, as a kubelet rotating its client certificate does; not delete them."""
-    node = kubectl_with(server, pki, tmp_path / "node", f"node-{SUFFIX}")
+    node = token_kubectl(server, lab_pki, tmp_path / "node", f"node-{SUFFIX}")
     for verb in ("create", "get", "list", "watch"):
         assert node("auth", "can-i", verb, "certificatesigningrequests").stdout == "yes\n", verb
     assert node("auth", "can-i", "delete", "certificatesigningrequests").stdout == "no\n"

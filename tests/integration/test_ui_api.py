@@ -5,10 +5,16 @@ The page itself in a browser: tests/e2e/test_ui_browser.py."""
 
 from __future__ import annotations
 
+import errno
 import json
+import os
+import shutil
+import signal
 import subprocess
 import sys
+import threading
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -114,3 +120,66 @@ def test_search_pages_and_bad_inputs_are_4xx(cluster: Up, ui: str) -> None:
         assert page.get("/ui/v1/trace", params={"service": "nonsense"}).status_code == 400
         assert page.get("/static/../../etc/passwd").status_code == 404
         assert page.get("/static/secret.py").status_code == 404
+
+
+def test_a_path_read_in_flight_when_the_ui_stops_ends_quietly(cluster: Up, tmp_path: Path) -> None:
+    """Ctrl-C while the page's path read runs (on the netns lab an `iptables-save` per node): the read is
+    cancelled with everything else; nothing is logged as an error, the page is told 503."""
+    # The same cluster, seen from a data dir of the UI's own in which node-1's rules file is a FIFO: the read
+    # of that node (render dataplane: the file the agent restores into) waits there until the test lets it end.
+    ui_dir = tmp_path / "ui"
+    (ui_dir / "nodes" / "node-1").mkdir(parents=True)
+    shutil.copy(cluster.data_dir / "cluster.json", ui_dir / "cluster.json")
+    rules = ui_dir / "nodes" / "node-1" / "iptables.rules"
+    os.mkfifo(rules)
+    proc = subprocess.Popen([sys.executable, "-m", "kubelab", "ui", "--data-dir", str(ui_dir), "--listen",
+                             "127.0.0.1:0"], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    answer: list[httpx.Response | Exception] = []
+    held: list[int] = []  # the FIFO's writing end
+    try:
+        assert proc.stdout is not None
+        first = proc.stdout.readline()
+        assert first.startswith("kubelab ui: http://"), first
+        url = first.split(": ", 1)[1].strip().rstrip("/")
+        wait_for("the UI's caches", lambda: httpx.get(f"{url}/ui/v1/overview", timeout=30).json()["synced"])
+
+        def read_path() -> None:
+            try:
+                answer.append(httpx.get(f"{url}/ui/v1/path", params={"service": "default/kubernetes"}, timeout=300))
+            except Exception as exc:  # noqa: BLE001 - reported by the assertion below
+                answer.append(exc)
+
+        reader = threading.Thread(target=read_path, daemon=True)
+        reader.start()
+
+        def reading() -> int | None:
+            """The FIFO opened for writing once the UI's read has it open (ENXIO before): the read then waits
+            in read(2) until this end is closed."""
+            assert not answer, answer  # answered without reading node-1
+            try:
+                return os.open(rules, os.O_WRONLY | os.O_NONBLOCK)
+            except OSError as exc:
+                if exc.errno != errno.ENXIO:
+                    raise
+                return None
+        held.append(wait_for("the path read to open node-1's rules", reading))
+        proc.send_signal(signal.SIGINT)
+        reader.join(300)  # answered once the stop cancelled the read (500 and a traceback before the fix)
+        assert answer and isinstance(answer[0], httpx.Response), answer
+        assert (answer[0].status_code, answer[0].json()) == (503, {"message": "kubelab ui is stopping"})
+    finally:
+        if proc.poll() is None:
+            proc.send_signal(signal.SIGINT)
+        # The thread reading the FIFO ends at its end of file; the process then exits.
+        for fd in held:
+            os.close(fd)
+        try:
+            code = proc.wait(timeout=120)
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
+    assert proc.stdout is not None
+    output = proc.stdout.read()
+    assert code == 0, output
+    assert "Exception in ASGI application" not in output and "Traceback" not in output, output
