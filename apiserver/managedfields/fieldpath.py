@@ -259,7 +259,6 @@ def _collect_fields(value: Any, path: Path, spath: SchemaPath, kind: str, found:
         _collect_fields(child, child_path, child_spath, kind, found)
 
 
-_EMPTY: tuple[Any, ...] = ({}, [], None)
 _MISSING = object()
 
 
@@ -286,12 +285,30 @@ class _Comparer:
 
     def whole(self, value: Any, path: Path, spath: SchemaPath, into: set[Path]) -> None:
         # A subtree on one side only (all of a create): every leaf and container in it, with none
-        # of walk's comparing.
-        if _is_leaf(value, self.kind, spath) or value in _EMPTY:
+        # of walk's comparing. _is_leaf and _elements inlined: this is most of a create's field
+        # tracking (a pod's ~50 nodes), and their generators cost more than the work.
+        kind = self.kind
+        if isinstance(value, dict):
+            if not value or is_atomic(kind, spath):
+                into.add(path)
+                return
+            for key, child in value.items():
+                self.whole(child, (*path, "f:" + key), (*spath, key), into)
+        elif isinstance(value, list):
+            if not value or (list_keys(kind, spath) is None and not is_set(kind, spath)):
+                into.add(path)
+                return
+            # Items naming the same element: the last one counts, as in walk's dict of elements.
+            items: dict[str, Any] = {}
+            for item in value:
+                element = item_element(kind, spath, item)
+                if element is not None:
+                    items[element] = item
+            for element, item in items.items():
+                self.whole(item, (*path, element), spath, into)
+        else:
             into.add(path)
             return
-        for element, (child_spath, child) in dict(_elements(value, self.kind, spath)).items():
-            self.whole(child, path + (element,), child_spath, into)
         if path:
             into.add(path)
 
