@@ -45,7 +45,7 @@ from pathlib import Path
 from typing import Any
 
 import aiohttp
-from harness import ROOT, cpu_seconds, machine, percentile, rss_mib
+from harness import ROOT, cpu_seconds, machine, percentile, rss_mib, up_cpu_seconds, up_processes
 from up import NAMESPACE, Cluster, gauge, list_all, profiler, summarize_profile, watch
 
 APP = "density"
@@ -138,7 +138,7 @@ def children_rss_mib(pid: int) -> tuple[int, float]:
         try:
             with open(f"/proc/{entry}/stat") as f:
                 ppid = int(f.read().rsplit(")", 1)[1].split()[1])
-            if ppid == pid:
+            if ppid == pid and int(entry) not in up_processes(pid):
                 count += 1
                 total += rss_mib(int(entry))
         except (OSError, ValueError, IndexError):
@@ -157,7 +157,9 @@ async def density(cluster: Cluster, nodes: int, per_node: int, args: argparse.Na
     result["gauge_before"] = await gauge(cluster, args.gauge_puts)
     async with aiohttp.ClientSession(cluster.server, timeout=aiohttp.ClientTimeout(total=300)) as http:
         await asyncio.sleep(args.settle)  # what `kubelab up` does once up (leases, first syncs) settles
-        rss_idle = rss_mib(cluster.proc.pid)
+        ups = up_processes(cluster.proc.pid)  # with the API server's process (the default since the split)
+        result["up_processes"] = len(ups)
+        rss_idle = sum(rss_mib(pid) for pid in ups)
         result["rss_mib_up"] = round(rss_idle, 1)
         result["rss_mib_per_node_up"] = round(rss_idle / nodes, 1)
         _, pods_rv = await list_all(http, f"/api/v1/namespaces/{NAMESPACE}/pods")
@@ -182,7 +184,7 @@ async def density(cluster: Cluster, nodes: int, per_node: int, args: argparse.Na
             assert resp.status == 201, await resp.text()
         spy = profiler(cluster.proc.pid, Path(args.profile) / f"density-{args.label}-{nodes}x{per_node}.txt") \
             if args.profile else None
-        up0, etcd0 = cpu_seconds(cluster.proc.pid), cpu_seconds(cluster.etcd_pid or 0)
+        up0, etcd0 = up_cpu_seconds(ups), cpu_seconds(cluster.etcd_pid or 0)
         t0 = time.time()
         async with http.post(f"/apis/apps/v1/namespaces/{NAMESPACE}/deployments",
                              json=deployment_body(replicas)) as resp:
@@ -201,7 +203,7 @@ async def density(cluster: Cluster, nodes: int, per_node: int, args: argparse.Na
                     if want <= targets:
                         complete[name] = now
             await asyncio.sleep(args.poll)
-        up1, etcd1 = cpu_seconds(cluster.proc.pid), cpu_seconds(cluster.etcd_pid or 0)
+        up1, etcd1 = up_cpu_seconds(ups), cpu_seconds(cluster.etcd_pid or 0)
         if spy is not None:
             spy.send_signal(signal.SIGINT)  # py-spy writes its file on SIGINT
             await asyncio.to_thread(spy.wait, 60)
@@ -220,7 +222,7 @@ async def density(cluster: Cluster, nodes: int, per_node: int, args: argparse.Na
             "nodes_complete": len(complete), "polls": polls}
         result["api_latency"] = latency_summary(metrics_before, metrics_after)
         result["cpu_s"] = {"kubelab up": round(up1 - up0, 1), "its etcd": round(etcd1 - etcd0, 1)}
-        rss_full = rss_mib(cluster.proc.pid)
+        rss_full = sum(rss_mib(pid) for pid in ups)
         result["rss_mib_running"] = round(rss_full, 1)
         result["rss_kib_per_pod"] = round(1024 * (rss_full - rss_idle) / replicas, 1)
         result["children"] = dict(zip(("count", "rss_mib"), children_rss_mib(cluster.proc.pid), strict=True))

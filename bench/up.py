@@ -43,7 +43,17 @@ from typing import Any
 
 import aiohttp
 import orjson
-from harness import ROOT, cpu_seconds, etcd_dir, machine, raw_etcd_puts, run_concurrently, summary_ms
+from harness import (
+    ROOT,
+    cpu_seconds,
+    etcd_dir,
+    machine,
+    raw_etcd_puts,
+    run_concurrently,
+    summary_ms,
+    up_cpu_seconds,
+    up_processes,
+)
 
 from kubelab.etcd import free_port
 from kubelab.processes import stop_process
@@ -113,8 +123,9 @@ class Cluster:
         self.etcd_pid = int(json.loads((self.base / "data" / "etcd.pid").read_text())["pid"])
 
     def cpu(self) -> tuple[float, float]:
-        """CPU seconds of the `kubelab up` process (every thread) and of its etcd."""
-        return cpu_seconds(self.proc.pid), cpu_seconds(self.etcd_pid) if self.etcd_pid else 0.0
+        """CPU seconds of the `kubelab up` process (every thread) with its API server's process (the default
+        since the split; launcher/upapiserver.py), and of its etcd."""
+        return up_cpu_seconds(up_processes(self.proc.pid)), cpu_seconds(self.etcd_pid) if self.etcd_pid else 0.0
 
     def stop(self) -> None:
         if self.proc.poll() is None:
@@ -194,8 +205,11 @@ async def watch(http: aiohttp.ClientSession, path: str, rv: str, on_event: Any, 
 async def healthz_probe(http: aiohttp.ClientSession, out: list[float], stop: asyncio.Event) -> None:
     while not stop.is_set():
         started = time.perf_counter()
-        async with http.get("/healthz") as resp:
-            await resp.read()
+        try:
+            async with http.get("/healthz", timeout=aiohttp.ClientTimeout(total=30)) as resp:
+                await resp.read()
+        except (TimeoutError, aiohttp.ClientError):  # counted as what it took: the run goes on
+            pass
         out.append(time.perf_counter() - started)
         await asyncio.sleep(0.05)
 
