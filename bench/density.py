@@ -22,7 +22,8 @@ pause, no ports of their own) whose pods the Service selects. Measured, per run:
   single-object calls (POST/PUT/PATCH/DELETE) and for LISTs; every component's request counts;
 - memory: RSS of the `kubelab up` process when up (nodes, no pods) and with every pod Running; per pod
   the difference over the replicas; the RSS of its children (pod sandboxes) beside it;
-- CPU seconds of `kubelab up` and of its etcd from the Deployment's create to the last node's rules;
+- CPU seconds of `kubelab up` (with its API server's process: bench/harness.py up_processes) and of its
+  etcd from the Deployment's create to the last node's rules;
 - and the machine's gauge: raw etcd puts/s of pod-sized bytes at 32 in flight into the same etcd.
 
 Everything started here is stopped here (Ctrl-C first, as a user would; then by PID), whatever happens;

@@ -17,7 +17,8 @@ on a watch is measured.
 
 Reported per run: creates/s (first POST to last answer), all-bound pods/s (first POST to the last
 binding seen on a pod watch), the FailedScheduling latency, over-committed nodes (every pod and node
-read back through the API at the end, in pages), CPU per pod of the `kubelab up` process and of its
+read back through the API at the end, in pages), CPU per pod of the `kubelab up` process (with its API
+server's process, the default since the split; --profile samples `kubelab up`'s own process only) and of its
 etcd, /healthz latency on the public port every 50 ms during the burst (the event loop's lag, as a
 client sees it), Ctrl-C to exit; and beside them the machine's gauge: raw etcd puts/s of pod-sized
 bytes at 32 in flight into the same etcd (aetcd, bench/harness.py), before the nodes and after the
