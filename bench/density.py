@@ -22,7 +22,8 @@ pause, no ports of their own) whose pods the Service selects. Measured, per run:
   single-object calls (POST/PUT/PATCH/DELETE) and for LISTs; every component's request counts;
 - memory: RSS of the `kubelab up` process when up (nodes, no pods) and with every pod Running; per pod
   the difference over the replicas; the RSS of its children (pod sandboxes) beside it;
-- CPU seconds of `kubelab up` and of its etcd from the Deployment's create to the last node's rules;
+- CPU seconds of `kubelab up` (with its API server's process: bench/harness.py up_processes) and of its
+  etcd from the Deployment's create to the last node's rules;
 - and the machine's gauge: raw etcd puts/s of pod-sized bytes at 32 in flight into the same etcd.
 
 Everything started here is stopped here (Ctrl-C first, as a user would; then by PID), whatever happens;
@@ -45,7 +46,16 @@ from pathlib import Path
 from typing import Any
 
 import aiohttp
-from harness import ROOT, cpu_breakdown, cpu_seconds, machine, percentile, rss_mib
+from harness import (
+    ROOT,
+    cpu_breakdown,
+    cpu_seconds,
+    machine,
+    percentile,
+    rss_mib,
+    up_cpu_seconds,
+    up_processes,
+)
 from up import NAMESPACE, Cluster, gauge, list_all, profiler, summarize_profile, watch
 
 APP = "density"
@@ -138,7 +148,7 @@ def children_rss_mib(pid: int) -> tuple[int, float]:
         try:
             with open(f"/proc/{entry}/stat") as f:
                 ppid = int(f.read().rsplit(")", 1)[1].split()[1])
-            if ppid == pid:
+            if ppid == pid and int(entry) not in up_processes(pid):
                 count += 1
                 total += rss_mib(int(entry))
         except (OSError, ValueError, IndexError):
@@ -157,7 +167,9 @@ async def density(cluster: Cluster, nodes: int, per_node: int, args: argparse.Na
     result["gauge_before"] = await gauge(cluster, args.gauge_puts)
     async with aiohttp.ClientSession(cluster.server, timeout=aiohttp.ClientTimeout(total=300)) as http:
         await asyncio.sleep(args.settle)  # what `kubelab up` does once up (leases, first syncs) settles
-        rss_idle = rss_mib(cluster.proc.pid)
+        ups = up_processes(cluster.proc.pid)  # with the API server's process (the default since the split)
+        result["up_processes"] = len(ups)
+        rss_idle = sum(rss_mib(pid) for pid in ups)
         result["rss_mib_up"] = round(rss_idle, 1)
         result["rss_mib_per_node_up"] = round(rss_idle / nodes, 1)
         _, pods_rv = await list_all(http, f"/api/v1/namespaces/{NAMESPACE}/pods")
@@ -182,7 +194,7 @@ async def density(cluster: Cluster, nodes: int, per_node: int, args: argparse.Na
             assert resp.status == 201, await resp.text()
         spy = profiler(cluster.proc.pid, Path(args.profile) / f"density-{args.label}-{nodes}x{per_node}.txt") \
             if args.profile else None
-        up0, etcd0 = cpu_seconds(cluster.proc.pid), cpu_seconds(cluster.etcd_pid or 0)
+        up0, etcd0 = up_cpu_seconds(ups), cpu_seconds(cluster.etcd_pid or 0)
         parts0 = cpu_breakdown(cluster.proc.pid)
         t0 = time.time()
         async with http.post(f"/apis/apps/v1/namespaces/{NAMESPACE}/deployments",
@@ -202,7 +214,7 @@ async def density(cluster: Cluster, nodes: int, per_node: int, args: argparse.Na
                     if want <= targets:
                         complete[name] = now
             await asyncio.sleep(args.poll)
-        up1, etcd1 = cpu_seconds(cluster.proc.pid), cpu_seconds(cluster.etcd_pid or 0)
+        up1, etcd1 = up_cpu_seconds(ups), cpu_seconds(cluster.etcd_pid or 0)
         parts1 = cpu_breakdown(cluster.proc.pid)
         if spy is not None:
             spy.send_signal(signal.SIGINT)  # py-spy writes its file on SIGINT
@@ -221,9 +233,11 @@ async def density(cluster: Cluster, nodes: int, per_node: int, args: argparse.Na
             "first_node": round(min(complete.values()) - t0, 2) if complete else None,
             "nodes_complete": len(complete), "polls": polls}
         result["api_latency"] = latency_summary(metrics_before, metrics_after)
+        # Both processes together, then the components' process (`kubelab up` itself) split into its event
+        # loop's thread, its other threads and the children it reaped (iptables, ip, sandboxes).
         result["cpu_s"] = {"kubelab up": round(up1 - up0, 1), "its etcd": round(etcd1 - etcd0, 1),
-                           **{f"kubelab up: {k}": round(parts1[k] - parts0[k], 1) for k in parts0}}
-        rss_full = rss_mib(cluster.proc.pid)
+                           **{f"components' process: {k}": round(parts1[k] - parts0[k], 1) for k in parts0}}
+        rss_full = sum(rss_mib(pid) for pid in ups)
         result["rss_mib_running"] = round(rss_full, 1)
         result["rss_kib_per_pod"] = round(1024 * (rss_full - rss_idle) / replicas, 1)
         result["children"] = dict(zip(("count", "rss_mib"), children_rss_mib(cluster.proc.pid), strict=True))

@@ -51,6 +51,36 @@ def cpu_breakdown(pid: int) -> dict[str, float]:
             "reaped children": (int(process[13]) + int(process[14])) / tick}
 
 
+def up_processes(pid: int) -> list[int]:
+    """`kubelab up`'s own processes: `pid` and its API server's child (launcher/upapiserver.py, the
+    default since the split; none with --one-process or an older checkout). Not etcd, not pods."""
+    pids = [pid]
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat") as f:
+                ppid = int(f.read().rsplit(")", 1)[1].split()[1])
+            if ppid == pid:
+                with open(f"/proc/{entry}/cmdline", "rb") as f:
+                    if b"launcher.upapiserver" in f.read():
+                        pids.append(int(entry))
+        except (OSError, ValueError, IndexError):
+            continue
+    return pids
+
+
+def up_cpu_seconds(pids: list[int]) -> float:
+    """CPU seconds of `kubelab up`'s processes (up_processes) together; one that has gone counts 0."""
+    total = 0.0
+    for pid in pids:
+        try:
+            total += cpu_seconds(pid)
+        except OSError:
+            pass
+    return total
+
+
 def rss_mib(pid: int) -> float:
     with open(f"/proc/{pid}/status") as f:
         for line in f:

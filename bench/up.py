@@ -17,7 +17,8 @@ on a watch is measured.
 
 Reported per run: creates/s (first POST to last answer), all-bound pods/s (first POST to the last
 binding seen on a pod watch), the FailedScheduling latency, over-committed nodes (every pod and node
-read back through the API at the end, in pages), CPU per pod of the `kubelab up` process and of its
+read back through the API at the end, in pages), CPU per pod of the `kubelab up` process (with its API
+server's process, the default since the split; --profile samples `kubelab up`'s own process only) and of its
 etcd, /healthz latency on the public port every 50 ms during the burst (the event loop's lag, as a
 client sees it), Ctrl-C to exit; and beside them the machine's gauge: raw etcd puts/s of pod-sized
 bytes at 32 in flight into the same etcd (aetcd, bench/harness.py), before the nodes and after the
@@ -43,7 +44,17 @@ from typing import Any
 
 import aiohttp
 import orjson
-from harness import ROOT, cpu_seconds, etcd_dir, machine, raw_etcd_puts, run_concurrently, summary_ms
+from harness import (
+    ROOT,
+    cpu_seconds,
+    etcd_dir,
+    machine,
+    raw_etcd_puts,
+    run_concurrently,
+    summary_ms,
+    up_cpu_seconds,
+    up_processes,
+)
 
 from kubelab.etcd import free_port
 from kubelab.processes import stop_process
@@ -113,8 +124,9 @@ class Cluster:
         self.etcd_pid = int(json.loads((self.base / "data" / "etcd.pid").read_text())["pid"])
 
     def cpu(self) -> tuple[float, float]:
-        """CPU seconds of the `kubelab up` process (every thread) and of its etcd."""
-        return cpu_seconds(self.proc.pid), cpu_seconds(self.etcd_pid) if self.etcd_pid else 0.0
+        """CPU seconds of the `kubelab up` process (every thread) with its API server's process (the default
+        since the split; launcher/upapiserver.py), and of its etcd."""
+        return up_cpu_seconds(up_processes(self.proc.pid)), cpu_seconds(self.etcd_pid) if self.etcd_pid else 0.0
 
     def stop(self) -> None:
         if self.proc.poll() is None:
@@ -194,8 +206,11 @@ async def watch(http: aiohttp.ClientSession, path: str, rv: str, on_event: Any, 
 async def healthz_probe(http: aiohttp.ClientSession, out: list[float], stop: asyncio.Event) -> None:
     while not stop.is_set():
         started = time.perf_counter()
-        async with http.get("/healthz") as resp:
-            await resp.read()
+        try:
+            async with http.get("/healthz", timeout=aiohttp.ClientTimeout(total=30)) as resp:
+                await resp.read()
+        except (TimeoutError, aiohttp.ClientError):  # counted as what it took: the run goes on
+            pass
         out.append(time.perf_counter() - started)
         await asyncio.sleep(0.05)
 

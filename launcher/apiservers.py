@@ -90,6 +90,12 @@ class ExtraApiServer:
     restarts: int = 0
     state: str = "starting"  # starting (not ready yet), running (ready), back-off (exited, waiting to start again)
     backoff: RestartBackoff = field(default_factory=RestartBackoff, repr=False)
+    # Sockets handed to every start too, kept (listening) across restarts: the first API server's private
+    # socket and lab listener (launcher/upapiserver.py), on which up's components and pods wait out a
+    # restart rather than being refused.
+    kept: list[socket.socket] = field(default_factory=list, repr=False)
+    # None: its output to `log_path`; else to this process's (the first API server's, on up's terminal).
+    inherit_output: bool = False
 
     def record(self) -> dict[str, Any]:
         """What cluster.json (and so `kubelab status`) says of it."""
@@ -180,10 +186,14 @@ def _rebind(server: ExtraApiServer) -> None:
 
 def _launch(server: ExtraApiServer) -> None:
     assert server.listener is not None
+    fds = (server.listener.fileno(), *(sock.fileno() for sock in server.kept))
+    # Its own session: the terminal's Ctrl-C reaches `kubelab up`, which stops it in order (before etcd).
+    if server.inherit_output:
+        server.process = spawn(server.argv, start_new_session=True, pass_fds=fds)
+        return
     with open(server.log_path, "ab") as log_file:
-        # Its own session: the terminal's Ctrl-C reaches `kubelab up`, which stops it in order (before etcd).
         server.process = spawn(server.argv, stdout=log_file, stderr=subprocess.STDOUT, start_new_session=True,
-                               pass_fds=(server.listener.fileno(),))
+                               pass_fds=fds)
 
 
 async def _ready(server: ExtraApiServer, ca_file: str | None, timeout: float | None) -> bool:
@@ -228,6 +238,25 @@ async def start(options: ApiServerOptions, *, ca_file: str | None, listeners: li
         server.state = "running"
 
 
+async def start_first(argv_for: Callable[[int], list[str]], *, url: str, listener: socket.socket,
+                      kept: list[socket.socket], data_dir: Path, ca_file: str | None,
+                      started: list[ExtraApiServer]) -> ExtraApiServer:
+    """Start `kubelab up`'s own API server as a child (launcher/upapiserver.py; `argv_for(listen_fd)` its
+    command line) on `listener` and the `kept` sockets, its output on this process's, and wait until it is
+    ready. Appended to `started` as soon as it runs (the caller stops it, whatever fails)."""
+    host, port = listener.getsockname()[:2]
+    server = ExtraApiServer(1, url, port, data_dir / "apiserver.log", listener=listener, bind_host=host,
+                            argv=argv_for(listener.fileno()), kept=kept, inherit_output=True)
+    _launch(server)
+    started.append(server)
+    if not await _ready(server, ca_file, START_TIMEOUT):
+        assert server.process is not None
+        raise RuntimeError(f"the API server (pid {server.process.pid}) {_how(server.process.returncode)} before "
+                           "it was ready; see its errors above")
+    server.state = "running"
+    return server
+
+
 async def _exit_code(process: subprocess.Popen[bytes]) -> int:
     """Wait for `process` to exit (a pidfd the loop watches: no thread, no polling) and reap it."""
     if process.poll() is None:
@@ -262,7 +291,7 @@ def _how(code: int) -> str:
 
 
 async def _supervise(server: ExtraApiServer, ca_file: str | None, on_change: Callable[[], None]) -> None:
-    log = logging.getLogger(f"kubelab.component.apiserver-{server.index}")
+    log = logging.getLogger("kubelab.component.apiserver" + (f"-{server.index}" if server.index > 1 else ""))
     while True:
         assert server.process is not None
         code = await _exit_code(server.process)
@@ -274,7 +303,8 @@ async def _supervise(server: ExtraApiServer, ca_file: str | None, on_change: Cal
         server.state = "back-off"
         on_change()
         log.warning("%s (pid %d); starting it again %s (restart %d), log %s", _how(code), server.process.pid,
-                    f"in {wait:g}s" if wait else "now", server.restarts + 1, server.log_path)
+                    f"in {wait:g}s" if wait else "now", server.restarts + 1,
+                    "above" if server.inherit_output else server.log_path)
         await asyncio.sleep(wait)
         try:
             _rebind(server)
@@ -307,3 +337,4 @@ async def stop(servers: list[ExtraApiServer]) -> None:
     await asyncio.gather(*(asyncio.to_thread(stop_process, s.process, timeout=15.0) for s in servers),
                          return_exceptions=True)
     close_listeners([s.listener for s in servers if s.listener is not None])
+    close_listeners([sock for s in servers for sock in s.kept])

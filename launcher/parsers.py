@@ -64,11 +64,13 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _add_up(sub: Any) -> None:
-    """`kubelab up`: the whole cluster in one process."""
-    p = sub.add_parser("up", help="run the whole cluster in one process",
+    """`kubelab up`: the whole cluster, one command."""
+    p = sub.add_parser("up", help="run the whole cluster (one command, one Ctrl-C)",
                        description="Run etcd (private unless --etcd-servers), the API server, scheduler, controllers "
-                                   "and N nodes (kubelet stub + proxy agent) in one process. Writes "
-                                   "<data-dir>/kubeconfig. Ctrl-C stops everything and removes what it created.")
+                                   "and N nodes (kubelet stub + proxy agent): the API server in a child process of "
+                                   "its own (restarted if it exits), everything else in this process, so two cores "
+                                   "are used (--one-process: all in this one). Writes <data-dir>/kubeconfig. Ctrl-C "
+                                   "stops everything and removes what it created.")
     p.add_argument("--nodes", type=int, default=defaults.NODES, help=f"number of nodes (default {defaults.NODES})")
     add_listen_flag(p, f"API server address (default {defaults.LISTEN})")
     p.add_argument("--etcd-servers", help="use this etcd (URL[,URL]) instead of starting a private one")
@@ -97,11 +99,15 @@ def _add_up(sub: Any) -> None:
     add_authorization_mode_flag(p)
     add_event_ttl_flag(p, "how long the API server keeps an event after its last write (default 1h)")
     p.add_argument("--apiservers", type=positive, default=1, metavar="N",
-                   help="run N API servers on the one etcd (cluster): the first in this process at --listen, the "
+                   help="run N API servers on the one etcd (cluster): the first at --listen (up's own), the "
                         "others as `kubelab apiserver` processes on the next ports, started again when they exit "
                         "(at once, then the kubelet's back-off: 10 s doubling to 5 min) on the same port; all are "
                         "endpoints of the kubernetes Service, the kubeconfig names the first, `kubelab status` "
                         "shows them all (default 1)")
+    p.add_argument("--one-process", action="store_true",
+                   help="run the API server in this process too, its components' requests handed to it without a "
+                        "socket (one core; for debugging or a py-spy of everything at once). Default: the API "
+                        "server in a child process, its components reaching it on a private unix socket")
     p.add_argument("--etcd-members", type=positive, default=1, metavar="M",
                    help="the private etcd as a cluster of M members (3 keeps working with one down; default 1)")
     add_serving_flags(p)

@@ -1,11 +1,15 @@
-"""`kubelab up`: the whole cluster in one process.
+"""`kubelab up`: the whole cluster, one command, two processes.
 
-A private etcd (unless --etcd-servers is given), the API server on uvicorn, the scheduler, the
-controllers and N nodes (kubelet stub + proxy agent each) run as named tasks in one asyncio
-TaskGroup. Every component still talks to the others only through the API server, exactly as the
-one-component-per-process commands do: each request is handed to the API server's ASGI application in
-this process (kubelab/client/asgi.py), through all of its handlers, with no socket or HTTP bytes between. On Ctrl-C (or SIGTERM, or any component crashing) the
-tasks are cancelled, the netns dataplane is torn down and etcd is stopped.
+A private etcd (unless --etcd-servers is given); the API server on uvicorn in a child process of its own
+(launcher/upapiserver.py, supervised by launcher/apiservers.py), handed every socket it serves, bound here;
+and the scheduler, the controllers, DNS and N nodes (kubelet stub + proxy agent each) as named tasks in one
+asyncio TaskGroup in this process. One Python process runs one core: split, the API server and the
+components each have one. Every component talks to the others only through the API server, exactly as
+the one-component-per-process commands do, on the API server's private unix socket. With --one-process the
+API server runs in this process too, and each request is handed to its ASGI application
+(kubelab/client/asgi.py), through all of its handlers, with no socket or HTTP bytes between. On Ctrl-C (or
+SIGTERM, or any component crashing) the tasks are cancelled, the API server's process is stopped, the
+netns dataplane is torn down and etcd is stopped.
 """
 
 from __future__ import annotations
@@ -78,6 +82,9 @@ class UpOptions:
     apiservers: int = 1
     # --etcd-members M: the private etcd as an M-member cluster (kubelab/etcdcluster.py).
     etcd_members: int = 1
+    # --one-process: the API server in this process too (handed the components' requests without a socket);
+    # by default it runs in a child process of its own (launcher/upapiserver.py), so two cores are used.
+    one_process: bool = False
 
 
 def split_listen(listen: str) -> tuple[str, int]:
@@ -144,6 +151,7 @@ async def up(options: UpOptions, *, ready: Callable[[dict[str, Any]], None] | No
     etcd: Etcd | EtcdCluster | None = None
     lab = None
     extras: list[apiservers.ExtraApiServer] = []
+    firsts: list[apiservers.ExtraApiServer] = []  # the first API server's process (not with --one-process)
     runtimes: list[Any] = []  # every node's container runtime, whose pods' files go last
     try:
         tokens = None
@@ -210,35 +218,68 @@ async def up(options: UpOptions, *, ready: Callable[[dict[str, Any]], None] | No
             kubelet_certificate_authority=str(tls.ca_file) if tls else None,
             kubelet_netns=f"{lab_prefix}-{APISERVER_NETNS}" if lab_prefix else None,
             kubelet_address=None if lab_prefix else "127.0.0.1")
-        app = create_app(build_apiserver_config(first))
-        server = api_server(uvicorn_config(app, options=serving_options, host=host, port=port,
-                                           ssl_certfile=str(tls.cert_file) if tls else None,
-                                           ssl_keyfile=str(tls.key_file) if tls else None), serving_options)
-        # The components of this process reach the API server on a socket of their own (plain HTTP, 0600, not
-        # counted against the listener's connection cap), so a flood of clients on the port cannot cut their
-        # heartbeats off; the same app serves it, its lifespan run once by the public server.
+        # The components reach the API server on a socket of their own (plain HTTP, 0600, not counted against
+        # the listener's connection cap), so a flood of clients on the port cannot cut their heartbeats off;
+        # the same app serves it, its lifespan run once by the public server.
         private = _PrivateSocket(data_dir)
-        in_process = Internal(app)  # also what the components' requests are handed to, without the socket
-        internal = uvicorn.Server(uvicorn_config(in_process, options=serving_options, lifespan="off"))
-        # uvicorn would take SIGINT/SIGTERM for itself; here they cancel the whole cluster instead.
-        server.capture_signals = contextlib.nullcontext  # type: ignore[method-assign,assignment]
-        internal.capture_signals = contextlib.nullcontext  # type: ignore[method-assign,assignment]
-        serving = asyncio.create_task(server.serve(), name="apiserver")
+        server: Any = None
+        internal: Any = None
+        in_process: Any = None  # one process: what the components' requests are handed to, without the socket
+        serving: asyncio.Task[None] | None = None
         serving_internal: asyncio.Task[None] | None = None
         extra_serving: list[tuple[Any, asyncio.Task[None]]] = []  # the lab listener, in netns mode
+        lab_record: dict[str, Any] | None = None
         try:
-            while not server.started:
-                if serving.done():
-                    # uvicorn logs why (e.g. address in use) and exits with SystemExit(3).
-                    raise RuntimeError(f"the API server could not start on {host}:{port} (see the error above; "
-                                       "is the port in use? try --listen 127.0.0.1:PORT)")
-                await asyncio.sleep(0.05)
-            serving_internal = asyncio.create_task(internal.serve(sockets=[private.bind()]), name="apiserver-private")
-            while not internal.started:
-                if serving_internal.done():
-                    raise RuntimeError(f"the API server could not serve its private socket {private.path}")
-                await asyncio.sleep(0.01)
-            _log("apiserver").info("ready at %s [%s]", server_url, timer)
+            if options.one_process:
+                app = create_app(build_apiserver_config(first))
+                server = api_server(uvicorn_config(app, options=serving_options, host=host, port=port,
+                                                   ssl_certfile=str(tls.cert_file) if tls else None,
+                                                   ssl_keyfile=str(tls.key_file) if tls else None), serving_options)
+                in_process = Internal(app)
+                internal = uvicorn.Server(uvicorn_config(in_process, options=serving_options, lifespan="off"))
+                # uvicorn would take SIGINT/SIGTERM for itself; here they cancel the whole cluster instead.
+                server.capture_signals = contextlib.nullcontext
+                internal.capture_signals = contextlib.nullcontext
+                serving = asyncio.create_task(server.serve(), name="apiserver")
+                while not server.started:
+                    if serving.done():
+                        # uvicorn logs why (e.g. address in use) and exits with SystemExit(3).
+                        raise RuntimeError(f"the API server could not start on {host}:{port} (see the error above; "
+                                           "is the port in use? try --listen 127.0.0.1:PORT)")
+                    await asyncio.sleep(0.05)
+                serving_internal = asyncio.create_task(internal.serve(sockets=[private.bind()]),
+                                                       name="apiserver-private")
+                while not internal.started:
+                    if serving_internal.done():
+                        raise RuntimeError(f"the API server could not serve its private socket {private.path}")
+                    await asyncio.sleep(0.01)
+            else:
+                # The API server in a process of its own (launcher/upapiserver.py), so that it and the
+                # components each have a core: every socket it serves is bound here and handed over, the lab
+                # (in netns mode) made first for its listener inside the lab's "apiserver" namespace.
+                from . import upapiserver
+
+                kept = [private.bind()]
+                lab_sock = None
+                if netns:
+                    assert lab_prefix is not None
+                    lab = await _create_lab(data_dir, options, lab_prefix)
+                    lab_sock, lab_record = await _bind_on_lab(lab, options)
+                    kept.append(lab_sock)
+                [public] = apiservers.bind_listeners(host, [port])
+                first_options = first
+
+                def first_argv(listen_fd: int) -> list[str]:
+                    return upapiserver.argv(first_options, listen_fd=listen_fd, private_fd=kept[0].fileno(),
+                                            lab_fd=lab_sock.fileno() if lab_sock is not None else None,
+                                            lab_cert_file=str(pki.cert_file), lab_key_file=str(pki.key_file))
+
+                first_process = await apiservers.start_first(first_argv, url=server_url, listener=public, kept=kept,
+                                                             data_dir=data_dir, started=firsts,
+                                                             ca_file=str(tls.ca_file) if tls else None)
+                assert first_process.process is not None
+            _log("apiserver").info("ready at %s%s [%s]", server_url,
+                                   f" (process {firsts[0].process.pid})" if firsts and firsts[0].process else "", timer)
             if options.apiservers > 1:
                 # The others: the first one's settings as flags, with their own defaults for what `up` gives only
                 # the first (its serving limits, its lab address and kubelet dialing); in the netns lab pods reach
@@ -258,12 +299,18 @@ async def up(options: UpOptions, *, ready: Callable[[dict[str, Any]], None] | No
             state: dict[str, Any] = {"pid": os.getpid(), "server": server_url, "kubeconfig": str(config_path),
                                      "dataplane": options.dataplane, "etcd": etcd_servers, "nodes": {}}
             state["servers"] = [server_url, *(extra.url for extra in extras)]  # every API server, the first first
-            # And how each is doing (the first is this process's own); rewritten whenever a child restarts.
-            state["apiservers"] = [{"url": server_url, "pid": os.getpid(), "restarts": 0, "state": "running"},
-                                   *(extra.record() for extra in extras)]
+            state["privateSocket"] = private.path  # the components' (removed at the stop)
+            # And how each is doing (with --one-process the first is this process's own); rewritten whenever a
+            # child restarts.
+            def apiserver_records() -> list[dict[str, Any]]:
+                return [*(first.record() for first in firsts), *(extra.record() for extra in extras)] if firsts else [
+                    {"url": server_url, "pid": os.getpid(), "restarts": 0, "state": "running"},
+                    *(extra.record() for extra in extras)]
+
+            state["apiservers"] = apiserver_records()
 
             def apiservers_changed() -> None:
-                state["apiservers"][1:] = [extra.record() for extra in extras]
+                state["apiservers"] = apiserver_records()
                 _write_state(data_dir, state)
 
             if tls is not None:
@@ -271,7 +318,8 @@ async def up(options: UpOptions, *, ready: Callable[[dict[str, Any]], None] | No
             state["proxyMode"] = options.proxy_mode  # which rules `kubelab ui` reads on each node
             if options.dataplane == "netns":
                 assert lab_prefix is not None
-                lab = await _create_lab(data_dir, options, lab_prefix)
+                if lab is None:
+                    lab = await _create_lab(data_dir, options, lab_prefix)
                 state["netnsPrefix"] = lab.prefix
                 state["lab"] = lab.lab_netns
                 # The client reaches LoadBalancer IPs through node-1, as a cloud load balancer forwards to nodes.
@@ -284,11 +332,13 @@ async def up(options: UpOptions, *, ready: Callable[[dict[str, Any]], None] | No
                 state["dns"] = {"ip": addressing.DNS_SERVER_IP,
                                 "netns": await asyncio.to_thread(lab.add_client, "dns", addressing.DNS_SERVER_IP,
                                                                  routes=pod_routes)}
-                lab_server = api_server(uvicorn_config(app, options=serving_options, lifespan="off",
-                                                       ssl_certfile=str(pki.cert_file), ssl_keyfile=str(pki.key_file)),
-                                        serving_options)
-                lab_server.capture_signals = contextlib.nullcontext  # type: ignore[method-assign,assignment]
-                state["apiserver"] = await _serve_on_lab(lab, options, lab_server, extra_serving)
+                if lab_record is None:
+                    lab_server = api_server(uvicorn_config(in_process.app, options=serving_options, lifespan="off",
+                                                           ssl_certfile=str(pki.cert_file),
+                                                           ssl_keyfile=str(pki.key_file)), serving_options)
+                    lab_server.capture_signals = contextlib.nullcontext  # type: ignore[method-assign,assignment]
+                    lab_record = await _serve_on_lab(lab, options, lab_server, extra_serving)
+                state["apiserver"] = lab_record
             state["podCA"] = str(pki.ca_file)  # what kube-root-ca.crt holds
             if tokens is None:
                 _log("apiserver").info(
@@ -300,9 +350,10 @@ async def up(options: UpOptions, *, ready: Callable[[dict[str, Any]], None] | No
             try:
                 async with asyncio.TaskGroup() as tg:
                     for task in (serving, serving_internal, *(t for _, t in extra_serving)):
-                        tg.create_task(_watch_apiserver(task), name=f"{task.get_name()}-watchdog")
-                    if extras:
-                        tg.create_task(apiservers.supervise(extras, ca_file=str(tls.ca_file) if tls else None,
+                        if task is not None:
+                            tg.create_task(_watch_apiserver(task), name=f"{task.get_name()}-watchdog")
+                    if firsts or extras:
+                        tg.create_task(apiservers.supervise([*firsts, *extras], ca_file=str(tls.ca_file) if tls else None,
                                                             on_change=apiservers_changed), name="apiserver-supervisor")
                     await _run_components(tg, options, private.path, data_dir, state, lab, timer, ready, clients,
                                           runtimes=runtimes, tokens=tokens, root_ca=pki.ca_file.read_text(), app=in_process,
@@ -313,7 +364,9 @@ async def up(options: UpOptions, *, ready: Callable[[dict[str, Any]], None] | No
                         await api.close()
         finally:
             # Components are stopped first (the TaskGroup is done), so no watch keeps uvicorn waiting.
-            server.should_exit = internal.should_exit = True
+            for one in (server, internal):
+                if one is not None:
+                    one.should_exit = True
             for extra, _ in extra_serving:
                 extra.should_exit = True
             with contextlib.suppress(Exception, asyncio.CancelledError, SystemExit):
@@ -321,7 +374,7 @@ async def up(options: UpOptions, *, ready: Callable[[dict[str, Any]], None] | No
                                                       *(t for _, t in extra_serving)), 5)
             private.remove()
     finally:
-        await apiservers.stop(extras)  # before etcd: each removes its master lease on the way out
+        await apiservers.stop([*firsts, *extras])  # before etcd: each removes its master lease on the way out
         apiservers.close_listeners(listeners)
         await _tear_down(lab, etcd)
         for runtime in runtimes:
@@ -456,21 +509,27 @@ async def _serve_on_lab(lab: Any, options: UpOptions, server: Any,
     namespace (kube-apiserver's secure port on its advertise address), served on this loop as the main
     port is; its certificate (the lab CA's) names 10.96.0.1 and kubernetes.default.svc, so pods check it
     with the kube-root-ca.crt their token volume carries. Returns what cluster.json records of it."""
-    from kubelab.netnsthread import run_in_netns
-
-    netns = await asyncio.to_thread(_apiserver_netns, lab, options)
-    sock = await asyncio.to_thread(run_in_netns, netns, _bind_lab_socket, name="apiserver-lab-socket")
+    sock, record = await _bind_on_lab(lab, options)
     task = asyncio.create_task(server.serve(sockets=[sock]), name="apiserver-lab")
     serving.append((server, task))
     while not server.started:
         if task.done():
-            raise RuntimeError(f"the API server could not serve on {addressing.APISERVER_LAB_IP}:"
-                               f"{addressing.APISERVER_SECURE_PORT} in {netns}")
+            raise RuntimeError(f"the API server could not serve on {record['url']} in {record['netns']}")
         await asyncio.sleep(0.01)
+    return record
+
+
+async def _bind_on_lab(lab: Any, options: UpOptions) -> tuple[Any, dict[str, Any]]:
+    """The API server's socket on the lab network, APISERVER_LAB_IP:6443 bound inside the "apiserver" lab
+    namespace (not listening yet), and what cluster.json records of it."""
+    from kubelab.netnsthread import run_in_netns
+
+    netns = await asyncio.to_thread(_apiserver_netns, lab, options)
+    sock = await asyncio.to_thread(run_in_netns, netns, _bind_lab_socket, name="apiserver-lab-socket")
     url = f"https://{addressing.APISERVER_LAB_IP}:{addressing.APISERVER_SECURE_PORT}"
     _log("apiserver").info("serving pods at %s (network namespace %s), behind the kubernetes Service "
                            "https://%s:443", url, netns, addressing.KUBERNETES_SERVICE_IP)
-    return {"ip": addressing.APISERVER_LAB_IP, "netns": netns, "url": url}
+    return sock, {"ip": addressing.APISERVER_LAB_IP, "netns": netns, "url": url}
 
 
 async def _watch_apiserver(serving: asyncio.Task[None]) -> None:

@@ -32,7 +32,8 @@ def up_options(args: argparse.Namespace) -> UpOptions:
                      token_auth_file=Path(args.token_auth_file) if args.token_auth_file else None,
                      authorization_modes=args.authorization_mode, etcd_cafile=optional_path(args.etcd_cafile),
                      etcd_certfile=optional_path(args.etcd_certfile), etcd_keyfile=optional_path(args.etcd_keyfile),
-                     apiservers=args.apiservers, etcd_members=args.etcd_members)
+                     apiservers=args.apiservers, etcd_members=args.etcd_members,
+                     one_process=args.one_process)
 
 
 def cmd_up(args: argparse.Namespace) -> int:
