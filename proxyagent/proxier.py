@@ -322,13 +322,13 @@ class Proxier:
         """The whole ruleset this agent owns (not just the last, maybe partial, payload), for
         `kubelab iptables NODE` and `kubelab ui` (which sort it canonically when they read it).
 
-        A sync that wrote every service port and deleted no chain restored exactly that text (in a
-        rollout behind one Service, every sync of every node), so it is written as it is; otherwise
-        the fragment cache is warm and it costs a join, not a render. A text equal to the last one
-        written is not written again."""
+        A sync that wrote every service port (in a rollout behind one Service, every sync of every
+        node) restored exactly that text besides its deletions, so no render is needed; otherwise the
+        fragment cache is warm and it costs a join. A text equal to the last one written is not
+        written again."""
         assert self.state_file is not None
-        if ruleset.services_written == ruleset.service_ports and not ruleset.deleted_chains:
-            text = ruleset.text
+        if ruleset.services_written == ruleset.service_ports:
+            text = ruleset.text_without_deletions
         else:
             text = render_ports(self.state.service_ports(), self.state.endpoints_map(), self.config,
                                 cache=self.cache).text

@@ -128,6 +128,9 @@ class Ruleset:
     """The payload of one sync plus the numbers kube-proxy turns into metrics."""
 
     text: str  # `*filter ... COMMIT *nat ... COMMIT`, raw emission order, trailing newline
+    # `text` without the stale chains' declarations and `-X` lines; after a full sync (or a partial one
+    # that wrote every service port) it is the whole of what this proxier owns in the kernel.
+    text_without_deletions: str
     active_nat_chains: frozenset[str]  # every service chain that exists after this sync
     filter_rules: int  # `-A` lines written to filter (sync_proxy_rules_iptables_last{filter})
     nat_rules: int  # `-A` lines written to nat (sync_proxy_rules_iptables_last{nat})
@@ -328,6 +331,7 @@ def render_ports(
 
     # Stale chains: flush (declare) and delete every service chain nobody uses any more.
     stale = sorted(chain for chain in existing_nat_chains - active if is_service_chain(chain))
+    owned_chains, owned_rules = len(nat_chains), len(nat_rules)
     nat_chains += [_chain_line(chain) for chain in stale]
     nat_rules += [f"-X {chain}" for chain in stale]
 
@@ -358,8 +362,13 @@ def render_ports(
 
     text = "\n".join(("*filter", *filter_chains, *filter_rules, "COMMIT",
                       "*nat", *nat_chains, *nat_rules, "COMMIT")) + "\n"
+    # The same without the deletions (a join, not a render): what the table holds after the restore.
+    owned = text if not stale else "\n".join((
+        "*filter", *filter_chains, *filter_rules, "COMMIT", "*nat", *nat_chains[:owned_chains],
+        *nat_rules[:owned_rules], *nat_rules[owned_rules + len(stale):], "COMMIT")) + "\n"
     return Ruleset(
         text=text,
+        text_without_deletions=owned,
         active_nat_chains=frozenset(active),
         filter_rules=len(filter_rules),
         # `-X` lines are not rules (sync_proxy_rules_iptables_last{nat} = lines - deleted chains).
