@@ -59,7 +59,8 @@ WAIT_FLAGS = ("-w", "5", "-W", "100000")
 # iptables exits 4 for "resource problem", e.g. it could not get the lock (isResourceError).
 EXIT_RESOURCE_PROBLEM = 4
 
-_CHAIN_LINE = re.compile(r":(\S+) ", re.ASCII)
+_CHAIN_DECLARATION = re.compile(r"^:(\S+) ", re.ASCII | re.MULTILINE)
+_TABLE_OR_CHAIN = re.compile(r"^(?:\*(\S+)|:(\S+) )", re.ASCII | re.MULTILINE)
 
 
 class ApplyError(RuntimeError):
@@ -112,14 +113,17 @@ def cleanup_payload(table: str, existing: frozenset[str]) -> str:
 
 def chains_of(save_output: str, table: str | None = None) -> frozenset[str]:
     """The chains declared in iptables-save output (GetChainsFromTable), only those of `table`
-    if given."""
+    if given. One regular-expression scan rather than a loop over lines: the agent reads the nat
+    table this way on every sync, and in `kubelab up` twenty agents share the event loop."""
+    if table is None:
+        return frozenset(_CHAIN_DECLARATION.findall(save_output))
     current = None
     chains = set()
-    for line in save_output.splitlines():
-        if line.startswith("*"):
-            current = line[1:].strip()
-        elif (m := _CHAIN_LINE.match(line)) is not None and (table is None or current == table):
-            chains.add(m.group(1))
+    for match in _TABLE_OR_CHAIN.finditer(save_output):
+        if match.group(1) is not None:
+            current = match.group(1)
+        elif current == table:
+            chains.add(match.group(2))
     return frozenset(chains)
 
 

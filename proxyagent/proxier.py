@@ -89,6 +89,7 @@ class Proxier:
         self.last_payload = ""  # what the last sync restored: the ruleset's text, or less with delta_sync
         self.last_changes: frozenset[str] = frozenset()  # services rewritten by the last partial sync
         self.last_timings: dict[str, float] = {}  # seconds per step of the last sync (jumps, save, ...)
+        self._state_written: str | None = None  # the text the state file holds (None: not written yet)
         self.syncs = 0
         self.failures = 0
         self.synced = asyncio.Event()  # set after the first successful sync
@@ -271,7 +272,7 @@ class Proxier:
                   ruleset.services_written, ruleset.nat_rules, ruleset.deleted_chains,
                   ", ".join(f"{k} {v * 1000:.1f} ms" for k, v in timings.items()))
         if self.state_file is not None:
-            await self._write_state()
+            await self._write_rules_state(ruleset)
         return ruleset
 
     async def _sync_health_checks(self, ports: Iterable[tuple[str, int]]) -> None:
@@ -317,14 +318,24 @@ class Proxier:
                     "full" if full else "partial", self.sync_period, exc)
         self.runner.retry_after(self.sync_period)
 
-    async def _write_state(self) -> None:
+    async def _write_rules_state(self, ruleset: Ruleset) -> None:
         """The whole ruleset this agent owns (not just the last, maybe partial, payload), for
-        `kubelab iptables NODE` in render mode (which sorts it canonically when it reads it). The
-        fragment cache is warm, so this costs a join, not a render."""
+        `kubelab iptables NODE` and `kubelab ui` (which sort it canonically when they read it).
+
+        A sync that wrote every service port (in a rollout behind one Service, every sync of every
+        node) restored exactly that text besides its deletions, so no render is needed; otherwise the
+        fragment cache is warm and it costs a join. A text equal to the last one written is not
+        written again."""
         assert self.state_file is not None
-        text = render_ports(self.state.service_ports(), self.state.endpoints_map(), self.config,
-                            cache=self.cache).text
+        if ruleset.services_written == ruleset.service_ports:
+            text = ruleset.text_without_deletions
+        else:
+            text = render_ports(self.state.service_ports(), self.state.endpoints_map(), self.config,
+                                cache=self.cache).text
+        if text == self._state_written:
+            return
         await self._replace_state_file(text)
+        self._state_written = text
 
     async def _replace_state_file(self, text: str) -> None:
         """The state file replaced whole, atomically (a reader never sees half of it), off the loop."""

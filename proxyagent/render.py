@@ -10,6 +10,7 @@ this module only computes text.
 
 from __future__ import annotations
 
+import functools
 import ipaddress
 from collections.abc import Iterable, Mapping, Sequence
 from collections.abc import Set as AbstractSet
@@ -127,6 +128,9 @@ class Ruleset:
     """The payload of one sync plus the numbers kube-proxy turns into metrics."""
 
     text: str  # `*filter ... COMMIT *nat ... COMMIT`, raw emission order, trailing newline
+    # `text` without the stale chains' declarations and `-X` lines; after a full sync (or a partial one
+    # that wrote every service port) it is the whole of what this proxier owns in the kernel.
+    text_without_deletions: str
     active_nat_chains: frozenset[str]  # every service chain that exists after this sync
     filter_rules: int  # `-A` lines written to filter (sync_proxy_rules_iptables_last{filter})
     nat_rules: int  # `-A` lines written to nat (sync_proxy_rules_iptables_last{nat})
@@ -211,6 +215,19 @@ def _local_detector(config: ProxyConfig) -> tuple[str, str] | None:
     return f"-s {config.cluster_cidr}", f"! -s {config.cluster_cidr}"
 
 
+@functools.lru_cache(maxsize=256)
+def _addresses_of(config: ProxyConfig) -> tuple[tuple[IPNetwork, ...], bool, tuple[str, str] | None, IPAddress | None]:
+    """What a render takes from the configuration's addresses, parsed once per configuration (not on
+    every sync of every agent): the NodePort CIDRs, whether NodePorts answer on localhost, the
+    local-traffic detector and the primary node IP. Pure (memoized; a config is immutable).
+
+    NewProxier turns localhostNodePorts off unless --nodeport-addresses admits 127.0.0.0/8; the
+    IPv6 proxier always runs without it."""
+    cidrs = nodeport_cidrs_of(config)
+    localhost = config.localhost_nodeports and config.ip_family != "IPv6" and _contains_ipv4_loopback(cidrs)
+    return tuple(cidrs), localhost, _local_detector(config), primary_node_ip(config)
+
+
 
 def render(
     services: Iterable[Service],
@@ -256,17 +273,14 @@ def render_ports(
     its maps together under one lock, and a single miss would fail the whole restore."""
     ipv6 = config.ip_family == "IPv6"
     mark = "0x%08x" % (1 << config.masquerade_bit)  # Go's "%#08x": 0x00004000 for bit 14
-    # NewProxier turns localhostNodePorts off unless --nodeport-addresses admits 127.0.0.0/8;
-    # the IPv6 proxier always runs without it.
-    nodeport_cidrs = nodeport_cidrs_of(config)
-    localhost_nodeports = config.localhost_nodeports and not ipv6 and _contains_ipv4_loopback(nodeport_cidrs)
+    nodeport_cidrs, localhost_nodeports, detector, node_ip = _addresses_of(config)
     no_endpoints: tuple[EndpointInfo, ...] = ()
     port_endpoints = [endpoints_map.get(sp.endpoints_key, no_endpoints) for sp in svc_ports]
     endpoints_total = sum(len(eps) for eps in port_endpoints)
     large_cluster = endpoints_total > LARGE_CLUSTER_ENDPOINTS_THRESHOLD
-    ctx = RenderContext(ipv6=ipv6, masquerade_all=config.masquerade_all, detector=_local_detector(config),
+    ctx = RenderContext(ipv6=ipv6, masquerade_all=config.masquerade_all, detector=detector,
                         localhost_nodeports=localhost_nodeports, nfacct=config.nfacct,
-                        node_ip=primary_node_ip(config), large_cluster=large_cluster)
+                        node_ip=node_ip, large_cluster=large_cluster)
 
     filter_chains = [_chain_line(c) for c in (
         KUBE_SERVICES, KUBE_EXTERNAL_SERVICES, KUBE_FORWARD, KUBE_NODEPORTS, KUBE_PROXY_FIREWALL)]
@@ -317,6 +331,7 @@ def render_ports(
 
     # Stale chains: flush (declare) and delete every service chain nobody uses any more.
     stale = sorted(chain for chain in existing_nat_chains - active if is_service_chain(chain))
+    owned_chains, owned_rules = len(nat_chains), len(nat_rules)
     nat_chains += [_chain_line(chain) for chain in stale]
     nat_rules += [f"-X {chain}" for chain in stale]
 
@@ -330,7 +345,7 @@ def render_ports(
         nat_rules.append(_rule("-A", KUBE_SERVICES, "-m", "comment", "--comment", _LAST_RULE_COMMENT,
                                dst, "-j", KUBE_NODEPORTS))
     else:
-        for ip in _nodeport_ips(config, nodeport_cidrs, localhost_nodeports):
+        for ip in _nodeport_ips(config, list(nodeport_cidrs), localhost_nodeports):
             nat_rules.append(_rule("-A", KUBE_SERVICES, "-m", "comment", "--comment", _LAST_RULE_COMMENT,
                                    "-d", ip, "-j", KUBE_NODEPORTS))
 
@@ -347,8 +362,13 @@ def render_ports(
 
     text = "\n".join(("*filter", *filter_chains, *filter_rules, "COMMIT",
                       "*nat", *nat_chains, *nat_rules, "COMMIT")) + "\n"
+    # The same without the deletions (a join, not a render): what the table holds after the restore.
+    owned = text if not stale else "\n".join((
+        "*filter", *filter_chains, *filter_rules, "COMMIT", "*nat", *nat_chains[:owned_chains],
+        *nat_rules[:owned_rules], *nat_rules[owned_rules + len(stale):], "COMMIT")) + "\n"
     return Ruleset(
         text=text,
+        text_without_deletions=owned,
         active_nat_chains=frozenset(active),
         filter_rules=len(filter_rules),
         # `-X` lines are not rules (sync_proxy_rules_iptables_last{nat} = lines - deleted chains).

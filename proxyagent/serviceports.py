@@ -131,6 +131,14 @@ class EndpointInfo:
             object.__setattr__(self, "endpoint", joined)
 
 
+@functools.lru_cache(maxsize=1 << 16)
+def endpoint_info(ip: str, port: int, ready: bool, serving: bool, terminating: bool, is_local: bool) -> EndpointInfo:
+    """An EndpointInfo, shared: `kubelab up`'s agents all convert the same slices on every change, and
+    one object per distinct endpoint makes that a lookup rather than a frozen dataclass's construction,
+    and lets the fragment cache compare endpoints by identity. Bounded: only a memory/CPU trade."""
+    return EndpointInfo(ip=ip, port=port, ready=ready, serving=serving, terminating=terminating, is_local=is_local)
+
+
 @dataclass(frozen=True)
 class ServicePortInfo:
     """One service port as kube-proxy sees it (proxy.BaseServicePortInfo), for one IP family."""
@@ -321,8 +329,8 @@ def slice_endpoints(es: EndpointSlice, *, node_name: str, family: IPFamily = "IP
         if port.name is None or not port.port:
             continue
         number = port.port
-        infos = tuple(EndpointInfo(ip=ip, port=number, ready=ready, serving=serving, terminating=terminating,
-                                   is_local=is_local) for ip, ready, serving, terminating, is_local in parsed)
+        infos = tuple(endpoint_info(ip, number, ready, serving, terminating, is_local)
+                      for ip, ready, serving, terminating, is_local in parsed)
         out.append(((es.namespace, service_name, port.name, port.protocol or "TCP"), infos))
     return tuple(out)
 

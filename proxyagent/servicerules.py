@@ -14,6 +14,7 @@ is a good part of why its partial syncs take seconds at a few thousand Services.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -183,26 +184,21 @@ def service_fragment(sp: ServicePortInfo, endpoints: tuple[EndpointInfo, ...], c
         nat_rules.append(f'-A {chains.fw} -m comment --comment "other traffic to {s} will be dropped by '
                          f'KUBE-PROXY-FIREWALL"')
     # 10. endpoint dispatch
-    sep_names: dict[str, str] = {}
     if uses_cluster_chain:
         nat_chains.append(f":{chains.svc} - [0:0]")
         active.append(chains.svc)
-        _write_dispatch(nat_rules, sp, chains.svc, cluster, sep_names, ctx.large_cluster)
+        _write_dispatch(nat_rules, sp, chains.svc, cluster, ctx.large_cluster)
     if uses_local_chain:
         nat_chains.append(f":{chains.svl} - [0:0]")
         active.append(chains.svl)
-        _write_dispatch(nat_rules, sp, chains.svl, local, sep_names, ctx.large_cluster)
+        _write_dispatch(nat_rules, sp, chains.svl, local, ctx.large_cluster)
     # 11. one chain per reachable endpoint
-    comment = "" if ctx.large_cluster else f" -m comment --comment {s}"
+    affinity, large = sp.session_affinity_client_ip, ctx.large_cluster
     for ep in policy.endpoints.all_reachable:
-        sep = sep_names.get(ep.endpoint) or endpoint_chain_name(s, p, ep.endpoint)
-        nat_chains.append(f":{sep} - [0:0]")
+        sep, declaration, hairpin, dnat = _endpoint_chain(s, p, ep.endpoint, ep.ip, affinity, large)
+        nat_chains.append(declaration)
         active.append(sep)
-        # Hairpin: a pod reaching itself through the service must be SNATed.
-        nat_rules.append(f"-A {sep}{comment} -s {ep.ip} -j {KUBE_MARK_MASQ}")
-        # ClientIP affinity: remember the client on the endpoint's own `recent` list.
-        recent = f" -m recent --name {sep} --set" if sp.session_affinity_client_ip else ""
-        nat_rules.append(f"-A {sep}{comment}{recent} {pm} -j DNAT --to-destination {ep.endpoint}")
+        nat_rules += (hairpin, dnat)
 
     return Fragment(sp=sp, endpoints=endpoints, filter_rules=tuple(filter_rules), nat_jumps=tuple(nat_jumps),
                     nat_chains=tuple(nat_chains), nat_rules=tuple(nat_rules), active_chains=tuple(active),
@@ -210,32 +206,50 @@ def service_fragment(sp: ServicePortInfo, endpoints: tuple[EndpointInfo, ...], c
 
 
 def _write_dispatch(rules: list[str], sp: ServicePortInfo, chain: str, endpoints: tuple[EndpointInfo, ...],
-                    sep_names: dict[str, str], large_cluster: bool) -> None:
+                    large_cluster: bool) -> None:
     """§7: SVC/SVL rules spreading connections over `endpoints` (writeServiceToEndpointRules)."""
-    s, p = sp.svc_port_name, sp.proto
-    seps = []
-    for ep in endpoints:
-        sep = sep_names.get(ep.endpoint)
-        if sep is None:
-            sep = sep_names[ep.endpoint] = endpoint_chain_name(s, p, ep.endpoint)
-        seps.append(sep)
-
-    def comment(ep: EndpointInfo) -> str:
-        # appendServiceCommentLocked: the per-endpoint comments go in large-cluster mode.
-        return "" if large_cluster else f' -m comment --comment "{s} -> {ep.endpoint}"'
-
-    if sp.session_affinity_client_ip:
+    s, p, affinity = sp.svc_port_name, sp.proto, sp.session_affinity_client_ip
+    seps = [_endpoint_chain(s, p, ep.endpoint, ep.ip, affinity, large_cluster)[0] for ep in endpoints]
+    # appendServiceCommentLocked: the per-endpoint comments go in large-cluster mode.
+    comments = ([""] * len(endpoints) if large_cluster
+                else [f' -m comment --comment "{s} -> {ep.endpoint}"' for ep in endpoints])
+    if affinity:
         # Sticky clients first: a recent match on the endpoint's own list wins.
-        for ep, sep in zip(endpoints, seps, strict=True):
-            rules.append(f"-A {chain}{comment(ep)} -m recent --name {sep} --rcheck "
+        for comment, sep in zip(comments, seps, strict=True):
+            rules.append(f"-A {chain}{comment} -m recent --name {sep} --rcheck "
                          f"--seconds {sp.sticky_max_age_seconds} --reap -j {sep}")
     n = len(endpoints)
-    for i, (ep, sep) in enumerate(zip(endpoints, seps, strict=True)):
-        # Rule i matches with probability 1/(n-i) of what is left, so every endpoint gets 1/n;
-        # e.g. n=3: 0.3333333333, then 0.5000000000, then the last rule always matches.
-        # "%0.10f" formats exactly like Go's fmt.Sprintf("%0.10f").
-        stat = " -m statistic --mode random --probability %0.10f" % (1.0 / (n - i)) if i < n - 1 else ""
-        rules.append(f"-A {chain}{comment(ep)}{stat} -j {sep}")
+    for i, (comment, sep) in enumerate(zip(comments, seps, strict=True)):
+        stat = _probability(n - i) if i < n - 1 else ""
+        rules.append(f"-A {chain}{comment}{stat} -j {sep}")
+
+
+@functools.lru_cache(maxsize=1 << 12)
+def _probability(left: int) -> str:
+    """The statistic match of a dispatch rule with `left` endpoints still to choose from: it matches
+    with probability 1/left of what is left, so every endpoint gets 1/n; e.g. n=3: 0.3333333333, then
+    0.5000000000, then the last rule always matches (and has none). "%0.10f" formats exactly like
+    Go's fmt.Sprintf("%0.10f"). Memoized: the same few values on every sync of every node."""
+    return " -m statistic --mode random --probability %0.10f" % (1.0 / left)
+
+
+# The per-endpoint text is the same on every sync and, in `kubelab up`, on every node: one SEP chain
+# name (a SHA-256) and three lines per endpoint were half of a rollout's render. Bounded, so churn
+# costs memory only up to this many endpoints.
+_ENDPOINT_CACHE_SIZE = 1 << 16
+
+
+@functools.lru_cache(maxsize=_ENDPOINT_CACHE_SIZE)
+def _endpoint_chain(svc_port_name: str, proto: str, endpoint: str, ip: str, affinity: bool,
+                    large_cluster: bool) -> tuple[str, str, str, str]:
+    """§7, one endpoint's own chain: its name, its declaration, the hairpin rule (a pod reaching
+    itself through the service must be SNATed) and the DNAT (remembering the client on the
+    endpoint's `recent` list under ClientIP affinity). Pure."""
+    sep = endpoint_chain_name(svc_port_name, proto, endpoint)
+    comment = "" if large_cluster else f" -m comment --comment {svc_port_name}"
+    recent = f" -m recent --name {sep} --set" if affinity else ""
+    return (sep, f":{sep} - [0:0]", f"-A {sep}{comment} -s {ip} -j {KUBE_MARK_MASQ}",
+            f"-A {sep}{comment}{recent} -m {proto} -p {proto} -j DNAT --to-destination {endpoint}")
 
 
 class FragmentCache:
