@@ -36,7 +36,6 @@ import argparse
 import asyncio
 import json
 import math
-import os
 import re
 import signal
 import subprocess
@@ -48,6 +47,7 @@ from typing import Any
 import aiohttp
 from harness import (
     ROOT,
+    children,
     cpu_breakdown,
     cpu_seconds,
     machine,
@@ -140,20 +140,17 @@ async def dnat_targets(netns: str) -> set[str]:
 
 
 def children_rss_mib(pid: int) -> tuple[int, float]:
-    """The number and total RSS of the processes whose parent is `pid` (pod sandboxes, servers)."""
-    count, total = 0, 0.0
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
+    """The number and total RSS of the processes whose parent is `pid` (pod sandboxes, servers), not
+    counting `kubelab up`'s own API server process."""
+    own = set(up_processes(pid))
+    pods = [child for child in children(pid) if child not in own]
+    total = 0.0
+    for child in pods:
         try:
-            with open(f"/proc/{entry}/stat") as f:
-                ppid = int(f.read().rsplit(")", 1)[1].split()[1])
-            if ppid == pid and int(entry) not in up_processes(pid):
-                count += 1
-                total += rss_mib(int(entry))
-        except (OSError, ValueError, IndexError):
+            total += rss_mib(child)
+        except OSError:
             continue
-    return count, round(total, 1)
+    return len(pods), round(total, 1)
 
 
 # --- one run ----------------------------------------------------------------------------------------

@@ -51,21 +51,31 @@ def cpu_breakdown(pid: int) -> dict[str, float]:
             "reaped children": (int(process[13]) + int(process[14])) / tick}
 
 
-def up_processes(pid: int) -> list[int]:
-    """`kubelab up`'s own processes: `pid` and its API server's child (launcher/upapiserver.py, the
-    default since the split; none with --one-process or an older checkout). Not etcd, not pods."""
-    pids = [pid]
+def children(pid: int) -> list[int]:
+    """The processes whose parent is `pid`, as they are now."""
+    found = []
     for entry in os.listdir("/proc"):
         if not entry.isdigit():
             continue
         try:
             with open(f"/proc/{entry}/stat") as f:
-                ppid = int(f.read().rsplit(")", 1)[1].split()[1])
-            if ppid == pid:
-                with open(f"/proc/{entry}/cmdline", "rb") as f:
-                    if b"launcher.upapiserver" in f.read():
-                        pids.append(int(entry))
+                if int(f.read().rsplit(")", 1)[1].split()[1]) == pid:
+                    found.append(int(entry))
         except (OSError, ValueError, IndexError):
+            continue
+    return found
+
+
+def up_processes(pid: int) -> list[int]:
+    """`kubelab up`'s own processes: `pid` and its API server's child (launcher/upapiserver.py, the
+    default since the split; none with --one-process or an older checkout). Not etcd, not pods."""
+    pids = [pid]
+    for child in children(pid):
+        try:
+            with open(f"/proc/{child}/cmdline", "rb") as f:
+                if b"launcher.upapiserver" in f.read():
+                    pids.append(child)
+        except OSError:
             continue
     return pids
 

@@ -26,23 +26,12 @@ import pytest
 import yaml
 from conftest import _require_root_and_tools
 from kubelab_cluster import Cluster, wait_for
+from procfs import alive, parent
 
 from kubelab.etcd import free_port
 from kubelab.processes import stop_process
 
 REPO = Path(__file__).resolve().parents[2]
-
-
-def _alive(pid: int) -> bool:
-    try:
-        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
-    except OSError:
-        return False
-    return state not in ("Z", "X")
-
-
-def _parent(pid: int) -> int:
-    return int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[1])
 
 
 def _pod(name: str) -> dict[str, Any]:
@@ -84,8 +73,8 @@ def test_the_apiserver_runs_in_a_child_restarted_when_killed_and_ctrl_c_leaves_n
     up_pid = state["pid"]
     first = state["apiservers"][0]
     assert up_pid == cluster.pid and first["pid"] != up_pid
-    assert _alive(up_pid) and _alive(first["pid"])
-    assert _parent(first["pid"]) == up_pid
+    assert alive(up_pid) and alive(first["pid"])
+    assert parent(first["pid"]) == up_pid
     assert b"launcher.upapiserver" in Path(f"/proc/{first['pid']}/cmdline").read_bytes()
     status = _status(cluster)
     assert f"cluster     pid {up_pid}" in status, status
@@ -104,7 +93,7 @@ def test_the_apiserver_runs_in_a_child_restarted_when_killed_and_ctrl_c_leaves_n
         return record if record["pid"] != first["pid"] and record["state"] == "running" else None
     again = wait_for("kubelab up to start its API server again", restarted, 240)
     assert again["restarts"] == 1 and again["url"] == cluster.server
-    assert _alive(again["pid"]) and not _alive(first["pid"]) and _parent(again["pid"]) == up_pid
+    assert alive(again["pid"]) and not alive(first["pid"]) and parent(again["pid"]) == up_pid
     assert f"apiserver   {cluster.server} (ready) pid {again['pid']}, running, restarts 1" in _status(cluster)
     assert f"apiserver   was killed by SIGKILL (pid {first['pid']}); starting it again now (restart 1)" in cluster.log()
     # The scheduler, the controllers and the kubelets reach the new process on the same private socket.
@@ -118,7 +107,7 @@ def test_the_apiserver_runs_in_a_child_restarted_when_killed_and_ctrl_c_leaves_n
     code, left = cluster.shutdown()
     assert code == 0, cluster.log()[-4000:]
     assert not left, left
-    assert [pid for pid in (up_pid, first["pid"], again["pid"], etcd_pid) if _alive(pid)] == []
+    assert [pid for pid in (up_pid, first["pid"], again["pid"], etcd_pid) if alive(pid)] == []
     assert not private.exists()
     assert not (cluster.data_dir / "control.sock").exists()
     assert not (cluster.data_dir / "cluster.json").exists()

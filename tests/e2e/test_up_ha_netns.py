@@ -30,6 +30,7 @@ from typing import Any
 import pytest
 import yaml
 from kubelab_cluster import Cluster, wait_for
+from procfs import alive
 
 from kubelab.etcd import free_port
 
@@ -46,13 +47,6 @@ def _port_free(port: int) -> bool:
         except OSError:
             return False
     return True
-
-
-def _alive(pid: int) -> bool:
-    try:
-        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] not in ("Z", "X")
-    except OSError:
-        return False
 
 
 @pytest.fixture(scope="module")
@@ -80,7 +74,7 @@ def _apiserver_children(lab: Cluster) -> list[int]:
     for port in (lab.port + 1, lab.port + 2):
         ps = subprocess.run(["pgrep", "-f", f"kubelab apiserver .*--listen 127.0.0.1:{port}"], check=False,
                             capture_output=True, text=True).stdout
-        found += [int(pid) for pid in ps.split() if _alive(int(pid))]
+        found += [int(pid) for pid in ps.split() if alive(int(pid))]
     return found
 
 
@@ -188,7 +182,7 @@ def test_a_child_apiserver_killed_the_cluster_goes_on(ha: Cluster) -> None:
     (victim,) = [pid for pid in _apiserver_children(ha) if f"127.0.0.1:{ha.port + 1}" in
                  Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode()]
     os.kill(victim, signal.SIGKILL)
-    wait_for("the killed API server gone", lambda: not _alive(victim))
+    wait_for("the killed API server gone", lambda: not alive(victim))
     kubectl(ha, third, "apply", "-f", "-", input=yaml.safe_dump(web_pod("web-4")))
     pods = wait_for("web-4 Running", lambda: running_pods(ha, first, ("web-4",)), timeout=180)
     assert pods["web-4"]["ip"].startswith("10.244.")

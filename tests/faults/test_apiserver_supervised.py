@@ -31,19 +31,12 @@ import httpx
 import polling
 import pytest
 from faultkit import ApiServerProcess, OwnedEtcd
+from procfs import alive
 
 from kubelab.etcd import free_port
 from kubelab.processes import stop_process
 
 REPO = Path(__file__).resolve().parents[2]
-
-
-def _alive(pid: int) -> bool:
-    try:
-        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
-    except OSError:
-        return False
-    return state not in ("Z", "X")
 
 
 def _ports_free(*ports: int) -> bool:
@@ -102,7 +95,7 @@ def test_a_killed_child_apiserver_is_back_on_its_url_and_ctrl_c_leaves_no_child(
 
         def handled() -> bool:  # kubelab up has seen the exit (and closed the port first); not yet serving again
             record = records()[1]
-            return record["state"] in ("back-off", "starting") and not _alive(victim["pid"])
+            return record["state"] in ("back-off", "starting") and not alive(victim["pid"])
         polling.wait_for("kubelab up to see the killed API server gone", handled, 60)
         # Until the new process is ready to serve, its port refuses (a client moves on at once) instead of
         # queueing the connection in the kernel, where a client would wait out its timeout.
@@ -116,7 +109,7 @@ def test_a_killed_child_apiserver_is_back_on_its_url_and_ctrl_c_leaves_no_child(
         children.append(again["pid"])
         assert again["url"] == victim["url"] and again["restarts"] == 1
         assert _ready(victim["url"])  # the same URL: the port the clients were given
-        assert _alive(again["pid"]) and not _alive(victim["pid"])
+        assert alive(again["pid"]) and not alive(victim["pid"])
         status = _status(data)
         assert f"apiserver   {victim['url']} (ready) pid {again['pid']}, running, restarts 1" in status, status
         assert f"apiserver   {urls[2]} (ready) pid {records()[2]['pid']}, running, restarts 0" in status, status
@@ -126,7 +119,7 @@ def test_a_killed_child_apiserver_is_back_on_its_url_and_ctrl_c_leaves_no_child(
 
         up.send_signal(signal.SIGINT)
         assert up.wait(120) == 0
-        assert [pid for pid in children if _alive(pid)] == []
+        assert [pid for pid in children if alive(pid)] == []
         assert not (data / "cluster.json").exists()
         assert "Traceback" not in log.read_text()
         assert _ports_free(port + 1, port + 2)  # up closed the sockets it held for them

@@ -15,19 +15,12 @@ from pathlib import Path
 
 import httpx
 import polling
+from procfs import alive
 
 from kubelab.etcd import free_port
 from kubelab.processes import stop_process
 
 NS = "/api/v1/namespaces/default"
-
-
-def _alive(pid: int) -> bool:
-    try:
-        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
-    except OSError:
-        return False
-    return state not in ("Z", "X")
 
 
 def test_up_with_three_apiservers_on_a_three_member_etcd(tmp_path: Path) -> None:
@@ -84,11 +77,11 @@ def test_up_with_three_apiservers_on_a_three_member_etcd(tmp_path: Path) -> None
         children = [int(pid) for pid in re.findall(r"apiserver-\d +ready at \S+ \(pid (\d+),", text)]
         assert len(children) == 2
         children += [json.loads(p.read_text())["pid"] for p in sorted((data / "etcd-cluster").glob("etcd-*.pid"))]
-        assert len(children) == 5 and all(_alive(pid) for pid in children)
+        assert len(children) == 5 and all(alive(pid) for pid in children)
 
         up.send_signal(signal.SIGINT)
         assert up.wait(120) == 0
-        assert not [pid for pid in children if _alive(pid)]
+        assert not [pid for pid in children if alive(pid)]
         assert not (data / "cluster.json").exists()
     finally:
         if up.poll() is None:
