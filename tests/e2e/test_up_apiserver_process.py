@@ -16,22 +16,18 @@ from __future__ import annotations
 import json
 import os
 import signal
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
-import polling
 import pytest
 import yaml
 from conftest import _require_root_and_tools
 from kubelab_cluster import Cluster, wait_for
 from procfs import alive, parent
+from upprocess import start_up, wait_until_up
 
 from kubelab.etcd import free_port
 from kubelab.processes import stop_process
-
-REPO = Path(__file__).resolve().parents[2]
 
 
 def _pod(name: str) -> dict[str, Any]:
@@ -117,16 +113,10 @@ def test_the_apiserver_runs_in_a_child_restarted_when_killed_and_ctrl_c_leaves_n
 def test_one_process_keeps_the_apiserver_in_kubelab_up(tmp_path: Path) -> None:
     data, port = tmp_path / "data", free_port()
     log = tmp_path / "up.log"
-    with open(log, "wb") as out:
-        up = subprocess.Popen([sys.executable, "-m", "kubelab", "up", "--one-process", "--dataplane", "render",
-                               "--nodes", "1", "--data-dir", str(data), "--listen", f"127.0.0.1:{port}"],
-                              stdout=out, stderr=subprocess.STDOUT, cwd=REPO)
+    up = start_up(["--one-process", "--dataplane", "render", "--nodes", "1", "--data-dir", str(data), "--listen",
+                   f"127.0.0.1:{port}"], log)
     try:
-        def up_ready() -> bool:
-            if up.poll() is not None:
-                raise polling.GiveUp(f"kubelab up exited with {up.returncode}:\n{log.read_text()}")
-            return "Ctrl-C stops everything" in log.read_text()
-        polling.wait_for("kubelab up", up_ready, 300, retry_on=())
+        wait_until_up(up, log)
         state = json.loads((data / "cluster.json").read_text())
         assert state["apiservers"][0]["pid"] == state["pid"] == up.pid
         children = Path(f"/proc/{up.pid}/task/{up.pid}/children").read_text().split()

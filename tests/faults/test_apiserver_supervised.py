@@ -32,6 +32,7 @@ import polling
 import pytest
 from faultkit import ApiServerProcess, OwnedEtcd
 from procfs import alive
+from upprocess import start_up, wait_until_up
 
 from kubelab.etcd import free_port
 from kubelab.processes import stop_process
@@ -69,17 +70,11 @@ def test_a_killed_child_apiserver_is_back_on_its_url_and_ctrl_c_leaves_no_child(
     while not _ports_free(port + 1, port + 2):
         port = free_port()
     log = tmp_path / "up.log"
-    with open(log, "wb") as out:
-        up = subprocess.Popen([sys.executable, "-m", "kubelab", "up", "--apiservers", "3", "--dataplane", "render",
-                               "--nodes", "1", "--data-dir", str(data), "--listen", f"127.0.0.1:{port}"],
-                              stdout=out, stderr=subprocess.STDOUT, cwd=REPO)
+    up = start_up(["--apiservers", "3", "--dataplane", "render", "--nodes", "1", "--data-dir", str(data), "--listen",
+                   f"127.0.0.1:{port}"], log)
     children: list[int] = []
     try:
-        def up_ready() -> bool:
-            if up.poll() is not None:
-                raise polling.GiveUp(f"kubelab up exited with {up.returncode}:\n{log.read_text()}")
-            return "Ctrl-C stops everything" in log.read_text()
-        polling.wait_for("kubelab up", up_ready, 300, retry_on=())
+        wait_until_up(up, log)
 
         def records() -> list[dict[str, Any]]:
             found: list[dict[str, Any]] = json.loads((data / "cluster.json").read_text())["apiservers"]

@@ -21,6 +21,7 @@ from pathlib import Path
 import httpx
 import polling
 import pytest
+from upprocess import start_up, wait_until_up
 
 from kubelab.etcd import free_port
 from kubelab.processes import stop_process
@@ -41,16 +42,10 @@ def test_the_private_etcd_wants_a_certificate_of_the_lab_ca(tmp_path: Path) -> N
     tokens.chmod(0o644)
     data, port = tmp_path / "data", free_port()
     log = tmp_path / "up.log"
-    with open(log, "wb") as out:
-        up = subprocess.Popen([sys.executable, "-m", "kubelab", "up", "--dataplane", "render", "--nodes", "1",
-                               "--data-dir", str(data), "--listen", f"127.0.0.1:{port}",
-                               "--token-auth-file", str(tokens)], stdout=out, stderr=subprocess.STDOUT)
+    up = start_up(["--dataplane", "render", "--nodes", "1", "--data-dir", str(data), "--listen", f"127.0.0.1:{port}",
+                   "--token-auth-file", str(tokens)], log)
     try:
-        def ready() -> bool:
-            if up.poll() is not None:
-                raise polling.GiveUp(f"kubelab up exited with {up.returncode}:\n{log.read_text()}")
-            return "Ctrl-C stops everything" in log.read_text()
-        polling.wait_for("kubelab up", ready, 90, retry_on=())
+        wait_until_up(up, log)
 
         assert stat.S_IMODE(tokens.stat().st_mode) == 0o600
         assert f"token file {tokens} was mode 0644: made it 0600, as it holds bearer tokens" in log.read_text()

@@ -16,6 +16,7 @@ from pathlib import Path
 import httpx
 import polling
 from procfs import alive
+from upprocess import start_up, wait_until_up
 
 from kubelab.etcd import free_port
 from kubelab.processes import stop_process
@@ -31,17 +32,10 @@ def test_up_with_three_apiservers_on_a_three_member_etcd(tmp_path: Path) -> None
     while any(not _port_free(p) for p in (port + 1, port + 2)):
         port = free_port()
     log = tmp_path / "up.log"
-    with open(log, "wb") as out:
-        up = subprocess.Popen([sys.executable, "-m", "kubelab", "up", "--dataplane", "render", "--nodes", "1",
-                               "--data-dir", str(data), "--listen", f"127.0.0.1:{port}", "--token-auth-file",
-                               str(tokens), "--apiservers", "3", "--etcd-members", "3"],
-                              stdout=out, stderr=subprocess.STDOUT)
+    up = start_up(["--dataplane", "render", "--nodes", "1", "--data-dir", str(data), "--listen", f"127.0.0.1:{port}",
+                   "--token-auth-file", str(tokens), "--apiservers", "3", "--etcd-members", "3"], log)
     try:
-        def ready() -> bool:
-            if up.poll() is not None:
-                raise polling.GiveUp(f"kubelab up exited with {up.returncode}:\n{log.read_text()}")
-            return "Ctrl-C stops everything" in log.read_text()
-        polling.wait_for("kubelab up", ready, 240, retry_on=())
+        wait_until_up(up, log)
 
         state = json.loads((data / "cluster.json").read_text())
         urls = [f"https://127.0.0.1:{p}" for p in (port, port + 1, port + 2)]
