@@ -15,7 +15,7 @@ from kubelab.netnsthread import run_in_netns
 
 from .dataplane import Dataplane, RenderDataplane
 from .node import NodeConfig, allocatable, build_node, refreshed_status, renew_lease
-from .pods import PodManager
+from .pods import PodManager, remember_newest
 from .server import KubeletApiConfig, KubeletServer, server_context
 
 log = logging.getLogger(__name__)
@@ -44,8 +44,8 @@ class Kubelet:
         assert pod is not None
         if new is None:
             self.manager.cache.pop(pod.key, None)
-        elif not _older(new, self.manager.cache.get(pod.key)):
-            self.manager.cache[pod.key] = new
+        else:
+            remember_newest(self.manager.cache, new)
         self.queue.add(pod.key)
 
     async def register(self) -> None:
@@ -177,20 +177,6 @@ class Kubelet:
             self.manager.adopt(self.pods.items())
             for _ in range(4):
                 tg.create_task(self.queue.run_worker(self.manager.sync), name=f"kubelet-{self.config.name}-worker")
-
-
-def _older(new: Pod, cached: Pod | None) -> bool:
-    """Whether the informer's `new` is an older version of the pod the kubelet already holds: its own status
-    write answered with a newer one before the watch delivered the events in between. Taking it would put
-    the kubelet's next status write on a stale resourceVersion, a 409 Conflict and a retry each time (on a
-    busy `kubelab up`, hundreds per minute: bench/density.py). kube's kubelet never sees this: its status
-    manager PATCHes the status with only the pod's UID as precondition."""
-    if cached is None or cached.metadata.uid != new.metadata.uid:
-        return False
-    try:
-        return int(new.metadata.resource_version or 0) < int(cached.metadata.resource_version or 0)
-    except ValueError:  # not an etcd revision: no order to go by
-        return False
 
 
 async def run(api: ApiClient, config: NodeConfig, dataplane: Dataplane | None = None) -> None:
