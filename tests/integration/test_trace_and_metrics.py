@@ -96,9 +96,9 @@ def test_trace_of_a_service_follows_it_to_every_node(cluster: Up) -> None:
     written = [s for s in steps if s["step"] == "endpoints written"]
     assert any("endpointslice-controller" in s["detail"] for s in written)
     assert any("endpoints-controller" in s["detail"] for s in written)
-    first_write = steps.index(written[0])
-    applied = [i for i, s in enumerate(steps) if s["step"] == "rules applied"]
-    assert all(i > first_write for i in applied)
+    # No order between the endpoints writes and the nodes' restores: kube-proxy syncs a new Service at once,
+    # with or without endpoints (a REJECT until it has some), so a node may apply it before the controllers
+    # have written its endpoints, and with the API server in a process of its own it often does.
     # The Service's creation reached every proxy before that proxy applied it (the restore that wrote its
     # chains; the slice written before pods were ready moved no endpoint, the pods' own writes are theirs).
     for node in nodes:
