@@ -71,6 +71,9 @@ class WebSocketPortForward:
         self.ports = list(ports)
         self.pod = pod
         self._writers: dict[int, asyncio.StreamWriter] = {}
+        # One per port, resolved once its connection to the pod is made (False: it could not be). A data
+        # message read before that waits for it, as kubelet's pipe holds the bytes until its dial is done.
+        self._connected: dict[int, asyncio.Future[bool]] = {}
 
     async def send(self, channel: int, data: bytes) -> None:
         is_text, payload = self.codec.encode(channel, data)
@@ -80,9 +83,11 @@ class WebSocketPortForward:
         try:
             reader, writer = await connect_in_netns(self.netns, port)
         except OSError as exc:
+            self._connected[index].set_result(False)
             await self.send(2 * index + 1, dial_error(port, self.pod, exc).encode())
             return
         self._writers[index] = writer
+        self._connected[index].set_result(True)
         try:
             while data := await reader.read(READ_SIZE):
                 await self.send(2 * index, data)
@@ -99,8 +104,11 @@ class WebSocketPortForward:
                 channel, data = self.codec.decode(payload)
             except channels.ProtocolError:
                 continue
-            writer = self._writers.get(channel // 2) if channel % 2 == 0 else None
-            if writer is not None and data:
+            if channel % 2 or not data or channel // 2 >= len(self.ports):
+                continue
+            await self._connected[channel // 2]
+            writer = self._writers.get(channel // 2)
+            if writer is not None:
                 writer.write(data)
                 with contextlib.suppress(ConnectionError):
                     await writer.drain()
@@ -113,6 +121,8 @@ class WebSocketPortForward:
             for index, port in enumerate(self.ports):
                 await self.send(2 * index, channels.port_prefix(port))
                 await self.send(2 * index + 1, channels.port_prefix(port))
+            loop = asyncio.get_running_loop()
+            self._connected = {index: loop.create_future() for index in range(len(self.ports))}
             receiver = asyncio.create_task(self._receive(), name="portforward-receive")
             forwards = [asyncio.create_task(self._forward(i, p), name=f"portforward-{p}")
                         for i, p in enumerate(self.ports)]

@@ -51,3 +51,43 @@ async def test_client_close_with_the_pods_connection_open_reports_nothing() -> N
         await server.wait_closed()
         kubelet_end.close()
         client_end.close()
+
+
+async def test_bytes_sent_before_the_pods_connection_is_made_reach_the_pod() -> None:
+    """The Python client writes its request as soon as it has the socket; the kubelet may read that message
+    before its connection to the pod's port is made (under load, the namespace thread makes the socket).
+    kubelet's port-forward reads each data channel through a pipe, so those bytes wait for the connection;
+    kubelab dropped them, and the client read an empty answer (CI: test_python_client_exec_and_port_forward).
+    Here the request is on the wire before the session starts, so it is read first every time."""
+
+    async def pod_port(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        writer.write(b"echo:" + await reader.readexactly(5))
+        await writer.drain()
+        writer.close()
+
+    server = await asyncio.start_server(pod_port, "127.0.0.1", 0)
+    kubelet_end, client_end = socket.socketpair()
+    codec = channels.Codec(channels.V4)
+    try:
+        port = server.sockets[0].getsockname()[1]
+        client_ws = websocket.WebSocket(*await asyncio.open_connection(sock=client_end), client=True,
+                                        subprotocol=channels.V4)
+        await client_ws.send(codec.encode(0, b"hello")[1])
+        kubelet_ws = websocket.WebSocket(*await asyncio.open_connection(sock=kubelet_end), client=False,
+                                         subprotocol=channels.V4)
+        session = asyncio.create_task(portforward.WebSocketPortForward(kubelet_ws, codec, None, [port]).run())
+        received: dict[int, bytes] = {}
+        while True:
+            try:
+                _, payload = await asyncio.wait_for(client_ws.receive(), 30)
+            except websocket.ConnectionClosed:
+                break
+            channel, data = codec.decode(payload)
+            received[channel] = received.get(channel, b"") + data
+        await session
+        assert received == {0: channels.port_prefix(port) + b"echo:hello", 1: channels.port_prefix(port)}
+    finally:
+        server.close()
+        await server.wait_closed()
+        kubelet_end.close()
+        client_end.close()
