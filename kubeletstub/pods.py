@@ -94,14 +94,15 @@ def _conditions(pod: Pod, values: dict[str, tuple[str, str | None, str | None]])
     return result
 
 
-def pending_status(pod: Pod) -> PodStatus:
-    """What the kubelet reports the moment it accepts a pod: Pending, containers being created."""
+def pending_status(pod: Pod, host_ip: str) -> PodStatus:
+    """What the kubelet reports the moment it accepts a pod: Pending, containers being created, and the
+    node's address (kubelet's generateAPIPodStatus sets hostIP in every status it writes)."""
     names = " ".join(c.name or "" for c in _containers(pod))
     not_ready = ("False", "ContainersNotReady", f"containers with unready status: [{names}]")
     status = PodStatus(phase="Pending", conditions=_conditions(pod, {
         "PodReadyToStartContainers": ("False", None, None), "Initialized": ("True", None, None),
         "Ready": not_ready, "ContainersReady": not_ready}),
-        host_ip=(pod.status.host_ip if pod.status else None), start_time=timeutil.rfc3339(),
+        host_ip=host_ip, host_ips=[PodIP(ip=host_ip)], start_time=timeutil.rfc3339(),
         qos_class=pod.status.qos_class if pod.status else None)
     status.container_statuses = [ContainerStatus(name=c.name, image=c.image, image_id="", ready=False, started=False,
                                                  restart_count=0, state={"waiting": {"reason": "ContainerCreating"}},
@@ -405,7 +406,7 @@ class PodManager:
             return
         first = key not in self._running
         if first and (pod.status is None or pod.status.phase != "Pending" or not pod.status.container_statuses):
-            await self._write_status(pod, pending_status(pod))
+            await self._write_status(pod, pending_status(pod, self.node_ip))
         host_network = _host_network(pod)
         ip = self.node_ip if host_network else self.ipam.ip_of(key) or self.ipam.allocate(key)
         resolv_conf = pod_resolv_conf(pod, self.dns[0], self.dns[1]) if self.dns else None

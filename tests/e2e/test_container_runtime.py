@@ -327,6 +327,10 @@ def test_a_source_the_api_does_not_have_is_a_failed_mount_not_a_crash(cluster: C
         and "not found" in out and out)
     assert 'MountVolume.SetUp failed for volume "proj"' in events
     assert status_column(cluster, "latepod") == "ContainerCreating"
+    waiting = get_pod(cluster, "latepod")  # kubelet writes its node's address in every status, Pending too
+    node_ip = cluster.kubectl("get", "node", waiting["spec"]["nodeName"], "-o",
+                              "jsonpath={.status.addresses[?(@.type=='InternalIP')].address}").stdout
+    assert (waiting["status"]["hostIP"], waiting["status"]["hostIPs"]) == (node_ip, [{"ip": node_ip}])
     cluster.kubectl("create", "configmap", "arrives-later", "--from-literal=greeting=hello")
     pod = wait_for("latepod Succeeded",
                    lambda: (p := get_pod(cluster, "latepod"))["status"].get("phase") == "Succeeded" and p)

@@ -36,7 +36,7 @@ def test_a_late_informer_event_does_not_replace_the_kubelets_newer_pod(apiserver
             assert isinstance(first, Pod)
             kubelet._on_pod("ADDED", None, first)
             # The kubelet's own status write answers with the next version, which it keeps.
-            written = await client.update_status(kinds.PODS, first.model_copy(update={"status": pending_status(first)}))
+            written = await client.update_status(kinds.PODS, first.model_copy(update={"status": pending_status(first, "10.240.0.99")}))
             assert written.metadata.resource_version != first.metadata.resource_version
             kubelet.manager.cache[first.key] = written
             # The informer, behind, now delivers the version before it (e.g. the binding's event).
