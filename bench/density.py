@@ -4,7 +4,7 @@ R replicas behind one Service.
     .venv/bin/python bench/density.py                              # 20 nodes x 10 pods, then 50 x 20
     .venv/bin/python bench/density.py --size 20x10
     .venv/bin/python bench/density.py --size 20x10 --code before=/tmp/base --code after=. --repeat 2
-    .venv/bin/python bench/density.py --size 20x10 --profile /tmp/prof   # py-spy the `kubelab up` process
+    .venv/bin/python bench/density.py --size 20x10 --profile /tmp/prof   # py-spy `kubelab up` and its API server's process
 
 Each run starts the real command, `python -m kubelab up --nodes N --dataplane netns` (its own private
 etcd on /dev/shm, its own data dir, port and lab prefix), as a process of its own, from the checkout given
@@ -37,7 +37,6 @@ import asyncio
 import json
 import math
 import re
-import signal
 import subprocess
 import time
 from collections import Counter, defaultdict
@@ -56,7 +55,7 @@ from harness import (
     up_cpu_seconds,
     up_processes,
 )
-from up import NAMESPACE, Cluster, gauge, list_all, profiler, summarize_profile, watch
+from up import NAMESPACE, Cluster, Profiles, gauge, list_all, watch
 
 APP = "density"
 MUTATING = ("POST", "PUT", "PATCH", "DELETE")
@@ -107,6 +106,7 @@ def latency_summary(before: dict[Any, dict[float, float]], after: dict[Any, dict
     the two scrapes: mutating single-object calls, and LISTs; the busiest (verb, resource) of each."""
     groups: dict[str, dict[float, float]] = {"mutating": defaultdict(float), "list": defaultdict(float)}
     counts: Counter[str] = Counter()
+    per_call: dict[str, dict[float, float]] = defaultdict(lambda: defaultdict(float))
     for key, buckets in after.items():
         verb, resource, sub, _scope = key
         if verb == "WATCH" or verb == "CONNECT":
@@ -115,16 +115,20 @@ def latency_summary(before: dict[Any, dict[float, float]], after: dict[Any, dict
         if group is None:
             continue
         delta = {le: n - before.get(key, {}).get(le, 0.0) for le, n in buckets.items()}
+        call = f"{verb} {resource}{'/' + sub if sub else ''}"
         for le, n in delta.items():
             groups[group][le] += n
-        counts[f"{verb} {resource}{'/' + sub if sub else ''}"] += int(delta.get(math.inf, 0))
-    result: dict[str, Any] = {}
-    for group, buckets in groups.items():
+            per_call[call][le] += n
+        counts[call] += int(delta.get(math.inf, 0))
+
+    def quantiles(buckets: dict[float, float]) -> dict[str, Any]:
         total = buckets.get(math.inf, 0.0)
         p99 = next((le for le in sorted(buckets) if total and buckets[le] >= 0.99 * total), None)
         p50 = next((le for le in sorted(buckets) if total and buckets[le] >= 0.5 * total), None)
-        result[group] = {"calls": int(total), "p50_le_s": p50, "p99_le_s": p99}
-    result["busiest"] = dict(counts.most_common(8))
+        return {"calls": int(total), "p50_le_s": p50, "p99_le_s": p99}
+
+    result: dict[str, Any] = {group: quantiles(buckets) for group, buckets in groups.items()}
+    result["busiest"] = {call: quantiles(per_call[call]) for call, _ in counts.most_common(8)}
     return result
 
 
@@ -173,6 +177,10 @@ async def density(cluster: Cluster, nodes: int, per_node: int, args: argparse.Na
         seen: dict[str, float] = {}
         running: dict[str, float] = {}
         ips: dict[str, str] = {}
+        # Where a pod's startup went, seen on the same watch: bound (spec.nodeName set), its kubelet's first
+        # status (status.hostIP: the kubelet has taken the pod up), Running.
+        bound: dict[str, float] = {}
+        taken_up: dict[str, float] = {}
 
         def on_pod(kind: str, obj: dict[str, Any], now: float) -> None:
             name = obj["metadata"]["name"]
@@ -180,6 +188,10 @@ async def density(cluster: Cluster, nodes: int, per_node: int, args: argparse.Na
                 return
             seen.setdefault(name, now)
             status = obj.get("status") or {}
+            if (obj.get("spec") or {}).get("nodeName"):
+                bound.setdefault(name, now)
+            if status.get("hostIP"):
+                taken_up.setdefault(name, now)
             if status.get("phase") == "Running" and name not in running:
                 running[name] = now
                 ips[name] = status.get("podIP", "")
@@ -189,9 +201,9 @@ async def density(cluster: Cluster, nodes: int, per_node: int, args: argparse.Na
         metrics_before = await scrape(http)
         async with http.post(f"/api/v1/namespaces/{NAMESPACE}/services", json=service_body()) as resp:
             assert resp.status == 201, await resp.text()
-        spy = profiler(cluster.proc.pid, Path(args.profile) / f"density-{args.label}-{nodes}x{per_node}.txt") \
+        spies = Profiles(ups, Path(args.profile) / f"density-{args.label}-{nodes}x{per_node}.txt") \
             if args.profile else None
-        up0, etcd0 = up_cpu_seconds(ups), cpu_seconds(cluster.etcd_pid or 0)
+        up0, etcd0, api0 = up_cpu_seconds(ups), cpu_seconds(cluster.etcd_pid or 0), up_cpu_seconds(ups[1:])
         parts0 = cpu_breakdown(cluster.proc.pid)
         t0 = time.time()
         async with http.post(f"/apis/apps/v1/namespaces/{NAMESPACE}/deployments",
@@ -211,11 +223,10 @@ async def density(cluster: Cluster, nodes: int, per_node: int, args: argparse.Na
                     if want <= targets:
                         complete[name] = now
             await asyncio.sleep(args.poll)
-        up1, etcd1 = up_cpu_seconds(ups), cpu_seconds(cluster.etcd_pid or 0)
+        up1, etcd1, api1 = up_cpu_seconds(ups), cpu_seconds(cluster.etcd_pid or 0), up_cpu_seconds(ups[1:])
         parts1 = cpu_breakdown(cluster.proc.pid)
-        if spy is not None:
-            spy.send_signal(signal.SIGINT)  # py-spy writes its file on SIGINT
-            await asyncio.to_thread(spy.wait, 60)
+        if spies is not None:
+            await spies.stop()
         metrics_after = await scrape(http)
         pod_watch.cancel()
         startup = [running[n] - seen[n] for n in running if n in seen]
@@ -223,6 +234,17 @@ async def density(cluster: Cluster, nodes: int, per_node: int, args: argparse.Na
         result["pod_startup_s"] = {"p50": round(percentile(startup, 50), 2), "p90": round(percentile(startup, 90), 2),
                                    "p99": round(percentile(startup, 99), 2),
                                    "max": round(max(startup), 2) if startup else None}
+        result["startup_stages_s"] = {
+            stage: {"p50": round(percentile(spans, 50), 2), "p99": round(percentile(spans, 99), 2)}
+            for stage, spans in (("created -> bound", [bound[n] - seen[n] for n in bound if n in seen]),
+                                 ("bound -> kubelet's first status", [taken_up[n] - bound[n] for n in taken_up
+                                                                      if n in bound]),
+                                 ("kubelet's first status -> Running", [running[n] - taken_up[n] for n in running
+                                                                        if n in taken_up]))}
+        if args.timeline:
+            Path(args.timeline).write_text(json.dumps({"t0": t0, "pods": {
+                n: {"seen": seen[n], "bound": bound.get(n), "kubelet": taken_up.get(n), "running": running.get(n)}
+                for n in seen}}))
         result["all_running_after_create_s"] = round(max(running.values()) - t0, 2) if running else None
         slowest = max(complete.values()) if len(complete) == nodes else None
         result["rules_complete_after_create_s"] = {
@@ -233,6 +255,7 @@ async def density(cluster: Cluster, nodes: int, per_node: int, args: argparse.Na
         # Both processes together, then the components' process (`kubelab up` itself) split into its event
         # loop's thread, its other threads and the children it reaped (iptables, ip, sandboxes).
         result["cpu_s"] = {"kubelab up": round(up1 - up0, 1), "its etcd": round(etcd1 - etcd0, 1),
+                           "API server's process": round(api1 - api0, 1),
                            **{f"components' process: {k}": round(parts1[k] - parts0[k], 1) for k in parts0}}
         rss_full = sum(rss_mib(pid) for pid in ups)
         result["rss_mib_running"] = round(rss_full, 1)
@@ -255,9 +278,8 @@ async def density(cluster: Cluster, nodes: int, per_node: int, args: argparse.Na
                 1 for pod in pods if pod["metadata"]["name"] not in running and
                 (pod.get("status") or {}).get("phase") == "Running"), "by_state": dict(waiting.most_common(12))}
     result["gauge_after"] = await gauge(cluster, args.gauge_puts)
-    profile = Path(args.profile) / f"density-{args.label}-{nodes}x{per_node}.txt" if args.profile else None
-    if profile is not None and profile.exists():
-        result["profile"] = summarize_profile(profile)
+    if spies is not None:
+        result.update(spies.summaries())
     return result
 
 
@@ -299,9 +321,10 @@ def main() -> None:
     parser.add_argument("--poll", type=float, default=0.25, help="seconds between reads of the nodes' rules")
     parser.add_argument("--settle", type=float, default=5.0, help="seconds to wait after `kubelab up` is up")
     parser.add_argument("--timeout", type=float, default=600, help="seconds to wait for the rules of every node")
-    parser.add_argument("--profile", metavar="DIR", help="py-spy the `kubelab up` process from the Deployment's "
+    parser.add_argument("--profile", metavar="DIR", help="py-spy `kubelab up`'s processes from the Deployment's "
                         "create to the last node's rules")
     parser.add_argument("--json", metavar="FILE", help="also write every result here")
+    parser.add_argument("--timeline", metavar="FILE", help="write each pod's stage times (epoch seconds) here")
     args = parser.parse_args()
     codes = [(c.split("=", 1)[0], Path(c.split("=", 1)[1]).resolve()) for c in args.code or [f"this={ROOT}"]]
     sizes = [tuple(int(x) for x in s.split("x")) for s in args.size or ["20x10", "50x20"]]

@@ -3,7 +3,7 @@
     .venv/bin/python bench/up.py                                   # 500 nodes x 2,000 pods (~1-2 min)
     .venv/bin/python bench/up.py --nodes 5000 --pods 10000
     .venv/bin/python bench/up.py --code before=/tmp/base --code after=. --repeat 2   # A/B, alternated
-    .venv/bin/python bench/up.py --profile /tmp/prof               # py-spy the `kubelab up` process
+    .venv/bin/python bench/up.py --profile /tmp/prof               # py-spy `kubelab up` and its API server's process
 
 Each run starts the real command, `python -m kubelab up --nodes 0 --dataplane render` (its own private
 etcd on /dev/shm, its own data dir and port), as a process of its own, from the checkout given with
@@ -18,7 +18,7 @@ on a watch is measured.
 Reported per run: creates/s (first POST to last answer), all-bound pods/s (first POST to the last
 binding seen on a pod watch), the FailedScheduling latency, over-committed nodes (every pod and node
 read back through the API at the end, in pages), CPU per pod of the `kubelab up` process (with its API
-server's process, the default since the split; --profile samples `kubelab up`'s own process only) and of its
+server's process, the default since the split; --profile samples both, into two files) and of its
 etcd, /healthz latency on the public port every 50 ms during the burst (the event loop's lag, as a
 client sees it), Ctrl-C to exit; and beside them the machine's gauge: raw etcd puts/s of pod-sized
 bytes at 32 in flight into the same etcd (aetcd, bench/harness.py), before the nodes and after the
@@ -287,7 +287,8 @@ async def burst(cluster: Cluster, nodes: int, pods: int, args: argparse.Namespac
         healthz: list[float] = []
         probing = asyncio.Event()
         probe_task = asyncio.create_task(healthz_probe(http, healthz, probing))
-        spy = profiler(cluster.proc.pid, Path(args.profile) / f"up-{args.label}-{nodes}.txt") if args.profile else None
+        spies = Profiles(up_processes(cluster.proc.pid), Path(args.profile) / f"up-{args.label}-{nodes}.txt") \
+            if args.profile else None
         up0, etcd0, own0 = *cluster.cpu(), time.process_time()
         probe_acked: list[float] = []
         created = 0
@@ -309,9 +310,8 @@ async def burst(cluster: Cluster, nodes: int, pods: int, args: argparse.Namespac
         up1, etcd1, own1 = *cluster.cpu(), time.process_time()
         probing.set()
         await probe_task
-        if spy is not None:
-            spy.send_signal(signal.SIGINT)
-            await asyncio.to_thread(spy.wait, 60)
+        if spies is not None:
+            await spies.stop()
         for task in watches:
             task.cancel()
         await asyncio.gather(*watches, return_exceptions=True)
@@ -337,8 +337,8 @@ async def burst(cluster: Cluster, nodes: int, pods: int, args: argparse.Namespac
                                                   if p["metadata"]["name"] == PROBE)}
         result["overcommitted_nodes"] = overcommitted(pod_items, node_items)
     result["gauge_after"] = await gauge(cluster, args.gauge_puts)
-    if spy is not None:
-        result["profile"] = summarize_profile(Path(args.profile) / f"up-{args.label}-{nodes}.txt")
+    if spies is not None:
+        result.update(spies.summaries())
     return result
 
 
@@ -353,6 +353,27 @@ def profiler(pid: int, path: Path) -> subprocess.Popen[bytes] | None:
     path.parent.mkdir(parents=True, exist_ok=True)
     return subprocess.Popen([spy, "record", "-p", str(pid), "-o", str(path), "-f", "raw", "-r", "200", "--full-filenames",
                              "--nonblocking"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+
+
+class Profiles:
+    """py-spy on each of `kubelab up`'s processes (up_processes): the components' process into `path`, the
+    API server's child (the default since the split) into `path` with `-apiserver` before its suffix."""
+
+    def __init__(self, pids: list[int], path: Path) -> None:
+        self.paths = {"profile": path}
+        if len(pids) > 1:
+            self.paths["profile_apiserver"] = path.with_name(f"{path.stem}-apiserver{path.suffix}")
+        self.spies = [spy for pid, p in zip(pids, self.paths.values(), strict=False)
+                      if (spy := profiler(pid, p)) is not None]
+
+    async def stop(self) -> None:
+        for spy in self.spies:
+            spy.send_signal(signal.SIGINT)  # py-spy writes its file on SIGINT
+        for spy in self.spies:
+            await asyncio.to_thread(spy.wait, 60)
+
+    def summaries(self) -> dict[str, Any]:
+        return {key: summarize_profile(path) for key, path in self.paths.items() if path.exists()}
 
 
 # Frames that are not a component: `kubelab up` under every sample, the in-process transport under the API
@@ -440,7 +461,7 @@ def main() -> None:
     parser.add_argument("--repeat", type=int, default=1, help="rounds (each runs every --code once)")
     parser.add_argument("--gauge-puts", type=int, default=3000, help="raw etcd puts per gauge")
     parser.add_argument("--timeout", type=float, default=600, help="seconds to wait for every pod to be bound")
-    parser.add_argument("--profile", metavar="DIR", help="py-spy the `kubelab up` process during the burst")
+    parser.add_argument("--profile", metavar="DIR", help="py-spy `kubelab up`'s processes during the burst")
     parser.add_argument("--json", metavar="FILE", help="also write every result here")
     args = parser.parse_args()
     codes = [(c.split("=", 1)[0], Path(c.split("=", 1)[1]).resolve()) for c in args.code or [f"this={ROOT}"]]
