@@ -113,7 +113,7 @@ async def run_workload(nodes: int, pods: int, args: argparse.Namespace) -> dict[
         result["node_registration_s"] = round(time.monotonic() - t0, 1)
 
         api = ApiClient(server, user_agent="kubelab-scheduler", fast_requests=True)
-        scheduler = Scheduler(api, seed=1, parallelism=args.parallelism)
+        scheduler = Scheduler(api, seed=1, bind_in_flight=args.bind_in_flight)
         bound: list[float] = []
 
         def on_pod(event: str, old: Pod | None, new: Pod | None) -> None:
@@ -312,7 +312,8 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--nodes", type=int, help="one workload: this many nodes (with --pods)")
     parser.add_argument("--pods", type=int)
-    parser.add_argument("--parallelism", type=int, default=16, help="bindings in flight (kube-scheduler: 16)")
+    parser.add_argument("--bind-in-flight", type=int, default=16,
+                        help="bindings in flight (the scheduler's default)")
     parser.add_argument("--create-concurrency", type=int, default=16, help="pod POSTs in flight")
     parser.add_argument("--etcd-dir", default=etcd_dir(),
                         help="where etcd keeps its data (default /dev/shm: tmpfs)")
