@@ -14,16 +14,19 @@ pause, no ports of their own) whose pods the Service selects. Measured, per run:
 
 - pod startup latency, as CL2's pod_startup_latency: from the pod's appearance on a pod watch (ADDED; its
   creationTimestamp has whole seconds only) to the watch event that first shows it Running, p50/p90/p99;
+  and its stages on the same watch: created -> bound (spec.nodeName) -> the kubelet's first status
+  (status.hostIP) -> Running (`--timeline FILE`: every pod's stage times);
 - rules complete: for every node, the first moment its own iptables (`iptables-save -t nat` in the
-  node's network namespace, polled every --poll seconds) DNATs the Service to every replica's IP,
+  node's network namespace, polled every --poll seconds) DNATs to every replica's IP (only this Service
+  selects them; its rules' comments are not read, since over 1,000 endpoints kube-proxy leaves them out),
   counted from the Deployment's create; the slowest node is the figure (target <= 10 s);
 - API call latency: the API server's own apiserver_request_duration_seconds histogram (as CL2's
   APIResponsivenessPrometheus reads it), the delta over the run, p99 by bucket upper bound for mutating
-  single-object calls (POST/PUT/PATCH/DELETE) and for LISTs; every component's request counts;
+  single-object calls (POST/PUT/PATCH/DELETE) and for LISTs, and p50/p99 of the busiest calls;
 - memory: RSS of the `kubelab up` process when up (nodes, no pods) and with every pod Running; per pod
   the difference over the replicas; the RSS of its children (pod sandboxes) beside it;
 - CPU seconds of `kubelab up` (with its API server's process: bench/harness.py up_processes) and of its
-  etcd from the Deployment's create to the last node's rules;
+  etcd from the Deployment's create to the last node's rules, the API server's process apart;
 - and the machine's gauge: raw etcd puts/s of pod-sized bytes at 32 in flight into the same etcd.
 
 Everything started here is stopped here (Ctrl-C first, as a user would; then by PID), whatever happens;
@@ -181,7 +184,8 @@ async def density(cluster: Cluster, nodes: int, per_node: int, args: argparse.Na
         running: dict[str, float] = {}
         ips: dict[str, str] = {}
         # Where a pod's startup went, seen on the same watch: bound (spec.nodeName set), its kubelet's first
-        # status (status.hostIP: the kubelet has taken the pod up), Running.
+        # status (status.hostIP: the kubelet has taken the pod up; a checkout before ec4d81c wrote hostIP
+        # only with Running, so there the last stage reads 0), Running.
         bound: dict[str, float] = {}
         taken_up: dict[str, float] = {}
 
