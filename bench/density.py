@@ -55,6 +55,7 @@ from harness import (
     machine,
     percentile,
     rss_mib,
+    runqueue_wait,
     up_cpu_seconds,
     up_processes,
 )
@@ -212,6 +213,7 @@ async def density(cluster: Cluster, nodes: int, per_node: int, args: argparse.Na
             if args.profile else None
         up0, etcd0, api0 = up_cpu_seconds(ups), cpu_seconds(cluster.etcd_pid or 0), up_cpu_seconds(ups[1:])
         parts0 = cpu_breakdown(cluster.proc.pid)
+        api_wait0 = [runqueue_wait(pid) for pid in ups[1:]]
         t0 = time.time()
         async with http.post(f"/apis/apps/v1/namespaces/{NAMESPACE}/deployments",
                              json=deployment_body(replicas)) as resp:
@@ -232,6 +234,7 @@ async def density(cluster: Cluster, nodes: int, per_node: int, args: argparse.Na
             await asyncio.sleep(args.poll)
         up1, etcd1, api1 = up_cpu_seconds(ups), cpu_seconds(cluster.etcd_pid or 0), up_cpu_seconds(ups[1:])
         parts1 = cpu_breakdown(cluster.proc.pid)
+        api_wait1 = [runqueue_wait(pid) for pid in ups[1:]]
         if spies is not None:
             await spies.stop()
         metrics_after = await scrape(http)
@@ -260,9 +263,12 @@ async def density(cluster: Cluster, nodes: int, per_node: int, args: argparse.Na
             "nodes_complete": len(complete), "polls": polls}
         result["api_latency"] = latency_summary(metrics_before, metrics_after)
         # Both processes together, then the components' process (`kubelab up` itself) split into its event
-        # loop's thread, its other threads and the children it reaped (iptables, ip, sandboxes).
+        # loop's thread, its other threads and the children it reaped (iptables, ip, sandboxes); and how long
+        # each process's main thread was runnable but waited for a CPU (what the machine's load costs them).
         result["cpu_s"] = {"kubelab up": round(up1 - up0, 1), "its etcd": round(etcd1 - etcd0, 1),
                            "API server's process": round(api1 - api0, 1),
+                           "API server's process: main thread waiting for a CPU": round(
+                               sum(api_wait1) - sum(api_wait0), 1),
                            **{f"components' process: {k}": round(parts1[k] - parts0[k], 1) for k in parts0}}
         rss_full = sum(rss_mib(pid) for pid in ups)
         result["rss_mib_running"] = round(rss_full, 1)

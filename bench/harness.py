@@ -48,7 +48,18 @@ def cpu_breakdown(pid: int) -> dict[str, float]:
     total = (int(process[11]) + int(process[12])) / tick
     loop = (int(main[11]) + int(main[12])) / tick
     return {"main thread": loop, "other threads": total - loop,
-            "reaped children": (int(process[13]) + int(process[14])) / tick}
+            "reaped children": (int(process[13]) + int(process[14])) / tick,
+            "main thread waiting for a CPU": runqueue_wait(pid)}
+
+
+def runqueue_wait(pid: int, tid: int | None = None) -> float:
+    """Seconds a thread (default: the main one) has spent runnable but waiting for a CPU
+    (/proc/PID/task/TID/schedstat's second field): what a thread loses to everything else on the machine."""
+    try:
+        with open(f"/proc/{pid}/task/{tid or pid}/schedstat") as f:
+            return int(f.read().split()[1]) / 1e9
+    except (OSError, IndexError, ValueError):
+        return 0.0
 
 
 def children(pid: int) -> list[int]:
