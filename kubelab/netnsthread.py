@@ -8,6 +8,8 @@ changes namespace, and nothing forks a process that holds gRPC's threads (its fo
 
 from __future__ import annotations
 
+import contextlib
+import os
 import threading
 from collections.abc import Callable
 from typing import TypeVar
@@ -36,3 +38,15 @@ def run_in_netns(netns: str | None, work: Callable[[], T], *, name: str | None =
     if "error" in box:
         raise box["error"]  # type: ignore[misc]
     return box["result"]  # type: ignore[return-value]
+
+
+def lower_priority(nice: int) -> None:
+    """Give the calling thread, and every process it starts from now on, a niceness of at least `nice`
+    (setpriority(2) on the thread's id: Linux keeps a nice value per thread, and a child starts with its
+    parent thread's). 0 changes nothing; a thread already nicer stays as it is."""
+    if nice <= 0:
+        return
+    tid = threading.get_native_id()
+    with contextlib.suppress(OSError):
+        if os.getpriority(os.PRIO_PROCESS, tid) < nice:
+            os.setpriority(os.PRIO_PROCESS, tid, nice)

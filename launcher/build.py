@@ -114,6 +114,9 @@ class NodeOptions:
     min_sync_period: float = defaults.MIN_SYNC_PERIOD
     sync_period: float = defaults.SYNC_PERIOD
     delta_sync: bool = False
+    # The niceness of the proxy agent's rule writing (its command threads and the iptables-restore,
+    # iptables-save and nft they start): `kubelab up`'s nodes share the machine with the control plane.
+    rules_nice: int = 0
 
     @property
     def root(self) -> Path:
@@ -136,15 +139,15 @@ def build_node(kubelet_api: ApiClient, proxy_api: ApiClient, options: NodeOption
                         tls_cert_file=options.tls_cert_file, tls_private_key_file=options.tls_private_key_file,
                         client_ca_file=options.client_ca_file)
     kubelet = Kubelet(kubelet_api, config, dataplane)
-    applier: Applier = (IptablesApplier(netns, backend=options.iptables_backend) if options.apply_rules
-                        else RecordingApplier())
+    applier: Applier = (IptablesApplier(netns, backend=options.iptables_backend, nice=options.rules_nice)
+                        if options.apply_rules else RecordingApplier())
     agent = ProxyAgent(proxy_api, ProxyConfig(node_name=options.name, node_ips=(options.ip,),
                                               cluster_cidr=options.cluster_cidr),
                        applier, min_sync_period=options.min_sync_period, sync_period=options.sync_period,
                        delta_sync=options.delta_sync, state_file=options.rules_file, proxy_mode=options.proxy_mode,
                        # In iptables mode too: it removes what nftables mode left (kube-proxy's platformCleanup).
-                       nft=nft_applier(netns, library=options.proxy_mode == "nftables") if options.apply_rules
-                       else None,
+                       nft=nft_applier(netns, library=options.proxy_mode == "nftables", nice=options.rules_nice)
+                       if options.apply_rules else None,
                        informers=informers,
                        # Health-check NodePorts where the node has a network (its namespace, or this host's);
                        # a render-only node has none.

@@ -23,6 +23,11 @@ SYNC_PERIOD = 30.0  # kube-proxy's --sync-period (30s)
 PROXY_MODE = "iptables"  # kube-proxy's --proxy-mode default on Linux
 PROXY_MODES = ("iptables", "nftables")
 PROXY_METRICS_BIND_ADDRESS = "127.0.0.1:10249"  # kube-proxy's --metrics-bind-address
+# `kubelab up`: the niceness of its nodes' rule writing (iptables-restore, iptables-save, nft and the threads
+# that start them). Every node's kube-proxy would have a machine of its own; here fifty of them share two
+# cores with the API server, the scheduler and the kubelets, and at nice 0 their syncs starved the control
+# plane that produces the endpoints they wait for (BENCHMARKS.md, issue P). The rules are the same.
+UP_RULES_NICE = 19
 
 NODE_MONITOR_GRACE_PERIOD = 50.0  # kube-controller-manager's --node-monitor-grace-period (50s)
 TERMINATED_POD_GC_THRESHOLD = 12500  # kube-controller-manager's --terminated-pod-gc-threshold

@@ -69,8 +69,10 @@ def _add_up(sub: Any) -> None:
                        description="Run etcd (private unless --etcd-servers), the API server, scheduler, controllers "
                                    "and N nodes (kubelet stub + proxy agent): the API server in a child process of "
                                    "its own (restarted if it exits), everything else in this process, so two cores "
-                                   "are used (--one-process: all in this one). Writes <data-dir>/kubeconfig. Ctrl-C "
-                                   "stops everything and removes what it created.")
+                                   "are used (--one-process: all in this one); the nodes' rules are written at nice "
+                                   f"{defaults.UP_RULES_NICE} (iptables-restore, iptables-save, nft), the control plane "
+                                   "first. Writes <data-dir>/kubeconfig. Ctrl-C stops everything and removes what it "
+                                   "created.")
     p.add_argument("--nodes", type=int, default=defaults.NODES, help=f"number of nodes (default {defaults.NODES})")
     add_listen_flag(p, f"API server address (default {defaults.LISTEN})")
     p.add_argument("--etcd-servers", help="use this etcd (URL[,URL]) instead of starting a private one")

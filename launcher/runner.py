@@ -659,7 +659,7 @@ async def _run_components(tg: asyncio.TaskGroup, options: UpOptions, api_socket:
                                    kubelet_address=None if lab is not None else "127.0.0.1",
                                    **_kubelet_server_tls(pki), apply_rules=lab is not None,
                                    proxy_mode=options.proxy_mode, min_sync_period=options.min_sync_period,
-                                   delta_sync=options.delta_sync)
+                                   delta_sync=options.delta_sync, rules_nice=defaults.UP_RULES_NICE)
         return build_node(client(f"kubelet-{node.name}"), client(f"proxy-{node.name}"), node_options, node.dataplane,
                           netns=netns, informers=proxy_informers)
 

@@ -32,7 +32,7 @@ from typing import Protocol
 
 from pyroute2 import netns as pyroute2_netns
 
-from kubelab.netnsthread import run_in_netns
+from kubelab.netnsthread import lower_priority, run_in_netns
 
 from .canonical import canonical_sort
 from .hashing import is_service_chain
@@ -198,14 +198,15 @@ class RecordingApplier:
 class IptablesApplier:
     """The real thing: iptables in a network namespace (or the current one if `netns` is None)."""
 
-    def __init__(self, netns: str | None, *, backend: str = "iptables") -> None:
+    def __init__(self, netns: str | None, *, backend: str = "iptables", nice: int = 0) -> None:
         if backend not in BACKENDS:
             raise ValueError(f"unknown iptables backend {backend!r} (one of {', '.join(BACKENDS)})")
         self.netns = netns
         self.backend = backend
         self.restores = 0  # iptables-restore calls: one per sync
-        # A command thread for the node's namespace, and one for this namespace (the --random-fully probe).
-        self._commands = {netns or None: NetnsCommands(netns or None), None: NetnsCommands(None)}
+        # A command thread for the node's namespace, and one for this namespace (the --random-fully probe);
+        # `nice`: the niceness of both threads and so of every command (see NetnsCommands).
+        self._commands = {netns or None: NetnsCommands(netns or None, nice=nice), None: NetnsCommands(None, nice=nice)}
 
     def command(self, tool: str, *args: str) -> list[str]:
         """argv of `<backend><tool> args...`, e.g. tool "-restore" runs iptables-nft-restore for the nft
@@ -373,11 +374,14 @@ class NetnsCommands:
     it once: a child is born in its parent thread's namespace (setns(2) is per thread), so the event loop
     neither forks nor watches the child, and no thread that serves anything else ever changes namespace
     (see kubelab.netnsthread). The thread is made on demand and ends after `idle` seconds without work, so
-    starting one (which waits for it to run) happens once per burst, not once per command."""
+    starting one (which waits for it to run) happens once per burst, not once per command. With `nice`, the
+    thread runs at that niceness, and so does every command it starts (`kubelab up`: its nodes' rules take
+    the CPU the control plane they share the machine with leaves them)."""
 
-    def __init__(self, netns: str | None, *, idle: float = COMMAND_THREAD_IDLE) -> None:
+    def __init__(self, netns: str | None, *, idle: float = COMMAND_THREAD_IDLE, nice: int = 0) -> None:
         self.netns = netns
         self.idle = idle
+        self.nice = nice
         self._jobs: queue.SimpleQueue[_Job] = queue.SimpleQueue()
         self._lock = threading.Lock()
         self._thread: threading.Thread | None = None
@@ -396,6 +400,7 @@ class NetnsCommands:
 
     def _serve(self) -> None:
         entered: OSError | None = None
+        lower_priority(self.nice)
         if self.netns:
             try:
                 pyroute2_netns.setns(self.netns, flags=0)

@@ -63,14 +63,16 @@ class RecordingNftApplier:
 class NftApplier:
     """The real thing: `nft` in a network namespace (or the current one if `netns` is None)."""
 
-    def __init__(self, netns: str | None, *, family: str = "ip") -> None:
+    def __init__(self, netns: str | None, *, family: str = "ip", nice: int = 0) -> None:
         self.netns = netns
         self.family = family
+        self.nice = nice  # the niceness of every nft (see apply.NetnsCommands)
         self.transactions = 0  # `nft -f` calls: one per sync
 
     def command(self, *args: str) -> list[str]:
         argv = ["nft", *args]
-        return ["ip", "netns", "exec", self.netns, *argv] if self.netns else argv
+        argv = ["ip", "netns", "exec", self.netns, *argv] if self.netns else argv
+        return ["nice", "-n", str(self.nice), *argv] if self.nice > 0 else argv
 
     async def _run(self, argv: Sequence[str], stdin: bytes | None = None) -> tuple[int, str, str]:
         try:

@@ -40,6 +40,8 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
+from kubelab.netnsthread import lower_priority
+
 from ..apply import ApplyError
 from . import netlink
 from .apply import NftApplier, _nft_error
@@ -95,9 +97,10 @@ class _Worker:
     """One thread inside `netns` that makes every library call; a libnftables context lives only for its
     transaction (`run`)."""
 
-    def __init__(self, lib: ctypes.CDLL, netns: str | None) -> None:
+    def __init__(self, lib: ctypes.CDLL, netns: str | None, nice: int = 0) -> None:
         self.lib = lib
         self.netns = netns
+        self.nice = nice
         self.ctx: int | None = None
         self.sock: socket.socket | None = None
         self.seq = 1
@@ -116,6 +119,7 @@ class _Worker:
 
     def _enter(self) -> None:
         """In the worker thread: enter the namespace and make the context there."""
+        lower_priority(self.nice)
         if self.netns is not None:
             try:
                 fd = os.open(NETNS_DIR / self.netns, os.O_RDONLY | os.O_CLOEXEC)
@@ -231,8 +235,9 @@ class _Worker:
 class LibNftApplier(NftApplier):
     """NftApplier whose transactions go through libnftables in a thread inside the namespace."""
 
-    def __init__(self, netns: str | None, *, family: str = "ip", netlink_batches: bool = False) -> None:
-        super().__init__(netns, family=family)
+    def __init__(self, netns: str | None, *, family: str = "ip", netlink_batches: bool = False,
+                 nice: int = 0) -> None:
+        super().__init__(netns, family=family, nice=nice)
         # Partial syncs as nf_tables netlink batches (netlink.py) when every line encodes.
         self.netlink_batches = netlink_batches and family == "ip"
         self.netlink_transactions = 0
@@ -252,7 +257,7 @@ class LibNftApplier(NftApplier):
                 worker.close()
             self._worker = None
             try:
-                self._worker = _Worker(self._lib, self.netns)
+                self._worker = _Worker(self._lib, self.netns, self.nice)
             except LibraryUnavailable as exc:
                 raise ApplyError(str(exc)) from exc
             return self._worker
@@ -295,13 +300,14 @@ class LibNftApplier(NftApplier):
 
 
 def nft_applier(netns: str | None, *, family: str = "ip", library: bool = True,
-                netlink_batches: bool = True) -> NftApplier:
+                netlink_batches: bool = True, nice: int = 0) -> NftApplier:
     """The applier for a node: libnftables in a thread inside its namespace when the library
     loads and the namespace can be entered (partial syncs as netlink batches from that thread unless
-    netlink_batches=False), `nft -f` otherwise (and with library=False)."""
+    netlink_batches=False), `nft -f` otherwise (and with library=False). `nice`: the niceness of that
+    thread, or of every nft."""
     if library:
         try:
-            return LibNftApplier(netns, family=family, netlink_batches=netlink_batches)
+            return LibNftApplier(netns, family=family, netlink_batches=netlink_batches, nice=nice)
         except LibraryUnavailable as exc:
             log.info("applying nftables transactions with nft -f: %s", exc)
-    return NftApplier(netns, family=family)
+    return NftApplier(netns, family=family, nice=nice)

@@ -12,11 +12,12 @@ import asyncio
 import os
 import shutil
 import subprocess
+import threading
 from pathlib import Path
 
 import pytest
 
-from proxyagent.apply import ApplyError, IptablesApplier
+from proxyagent.apply import ApplyError, IptablesApplier, NetnsCommands
 
 pytestmark = pytest.mark.root
 
@@ -80,3 +81,25 @@ def test_a_missing_namespace_or_binary_answers_as_ip_netns_exec_did(node_netns: 
         asyncio.run(IptablesApplier(node_netns).restore(PAYLOAD))
     assert raised.value.exit_code == 1
     assert 'exec of "iptables-restore" failed' in str(raised.value)
+
+
+def _nice_of(stat: str) -> int:
+    return int(stat.rsplit(")", 1)[1].split()[16])  # /proc/.../stat's field 19
+
+
+def test_commands_run_at_the_niceness_given_and_the_loop_keeps_its_own(node_netns: str) -> None:
+    """`kubelab up` writes its nodes' rules at nice 19 (launcher/defaults.UP_RULES_NICE): the command thread
+    and every command it starts run at the niceness the applier is given, the event loop's thread keeps its
+    own, and the rules land as before."""
+    loop_tid = threading.get_native_id()
+    loop_nice = os.getpriority(os.PRIO_PROCESS, loop_tid)
+
+    async def apply() -> str:
+        applier = IptablesApplier(node_netns, nice=15)
+        await applier.restore(PAYLOAD)
+        done = await NetnsCommands(node_netns, nice=15).run(["cat", "/proc/thread-self/stat"])
+        return done.stdout.decode()
+
+    assert _nice_of(asyncio.run(apply())) == 15
+    assert os.getpriority(os.PRIO_PROCESS, loop_tid) == loop_nice
+    assert "-A KUBE-TEST-CHAIN -j RETURN" in _nat(node_netns)

@@ -16,6 +16,7 @@ import shutil
 import subprocess
 import threading
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 from proxyobjects import endpoint_slice, ep, listed, port, service
@@ -240,3 +241,22 @@ async def test_the_agent_keeps_no_copy_of_the_table_after_a_full_sync(pair: tupl
     finally:
         lib.close()
     assert not libnft_threads()
+
+
+async def test_the_library_thread_and_nft_run_at_the_niceness_given(pair: tuple[str, str]) -> None:
+    """`kubelab up`'s nodes write their rules at nice 19 (launcher/defaults.UP_RULES_NICE): the thread that
+    makes the library's calls, and every `nft` the applier starts, run at the niceness it is given."""
+    cli_ns, lib_ns = pair
+    lib = LibNftApplier(lib_ns, nice=15)
+    try:
+        await lib.transact("add table ip kube-proxy\n")
+        [thread] = [t for t in threading.enumerate() if t.name.startswith(f"libnft-{lib_ns}")]
+        stat = Path(f"/proc/self/task/{thread.native_id}/stat").read_text()
+        assert int(stat.rsplit(")", 1)[1].split()[16]) == 15  # field 19: nice
+        assert "table ip kube-proxy" in listing(lib_ns)
+    finally:
+        lib.close()
+    cli = NftApplier(cli_ns, nice=15)
+    assert cli.command("list", "tables")[:3] == ["nice", "-n", "15"]
+    await cli.transact("add table ip kube-proxy\n")
+    assert "table ip kube-proxy" in listing(cli_ns)

@@ -3,7 +3,8 @@ else in its own process, so two cores are used; still one command and one Ctrl-C
 
 * while up: two processes, the API server's a child of `kubelab up` (cluster.json's `apiservers[0].pid`,
   `kubelab status` shows it), and the cluster works through it (nodes Ready, a pod scheduled and Running,
-  the pod reaching the API at the kubernetes Service through the lab listener the child was handed);
+  the pod reaching the API at the kubernetes Service through the lab listener the child was handed); the
+  nodes' rules written at nice 19, the components' loop and the API server at the niceness they began with;
 * the child SIGKILLed is started again (a new pid, "restarts 1" in cluster.json and `kubelab status`, the
   log says so) and the components carry on through it: a pod created afterwards runs;
 * Ctrl-C: exit 0, and no process (up, both API server processes, etcd), no socket, no namespace is left;
@@ -50,6 +51,19 @@ def _status(cluster: Cluster) -> str:
     return cluster.kubelab("status", "--data-dir", str(cluster.data_dir)).stdout
 
 
+def _nice(pid: int, nice: int, *, main: bool = False) -> bool:
+    """Whether the process's main thread (`main`), or any of its threads, runs at `nice` now."""
+    tids = [str(pid)] if main else [t.name for t in Path(f"/proc/{pid}/task").iterdir()]
+    for tid in tids:
+        try:
+            fields = Path(f"/proc/{pid}/task/{tid}/stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:  # a thread that has just ended
+            continue
+        if int(fields[16]) == nice:  # field 19
+            return True
+    return False
+
+
 @pytest.fixture
 def started(tmp_path: Path) -> Any:
     _require_root_and_tools()
@@ -78,6 +92,10 @@ def test_the_apiserver_runs_in_a_child_restarted_when_killed_and_ctrl_c_leaves_n
     wait_for("both nodes Ready", lambda: cluster.kubectl(
         "get", "nodes", "-o", "jsonpath={.items[*].status.conditions[?(@.type=='Ready')].status}").stdout
         == "True True", 120)
+    # The nodes' rules are written at nice 19 (their command threads, and the iptables they start), the
+    # components' event loop and the API server's process at the niceness they started with.
+    wait_for("the nodes' rule-writing threads at nice 19", lambda: _nice(up_pid, 19), 120)
+    assert _nice(up_pid, 0, main=True) and _nice(first["pid"], 0, main=True)
     cluster.kubectl("apply", "-f", "-", input=yaml.safe_dump(_pod("before")))
     wait_for("pod before Running", lambda: _running(cluster, "before"), 180)
     wait_for("pod before reaching the API", lambda: _reaches_the_api(cluster, "before"), 120)
