@@ -42,7 +42,7 @@ from kubelab.models import Pod
 from kubelab.processes import stop_process
 from scheduler.algorithm import decide
 from scheduler.cache import Cache
-from scheduler.scheduling import Scheduler
+from scheduler.scheduling import BIND_IN_FLIGHT, Scheduler
 
 NAMESPACE = "default"
 WORKLOADS = [(500, 1000), (5000, 10000)]
@@ -312,7 +312,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--nodes", type=int, help="one workload: this many nodes (with --pods)")
     parser.add_argument("--pods", type=int)
-    parser.add_argument("--bind-in-flight", type=int, default=16,
+    parser.add_argument("--bind-in-flight", type=int, default=BIND_IN_FLIGHT,
                         help="bindings in flight (the scheduler's default)")
     parser.add_argument("--create-concurrency", type=int, default=16, help="pod POSTs in flight")
     parser.add_argument("--etcd-dir", default=etcd_dir(),

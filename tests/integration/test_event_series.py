@@ -6,6 +6,7 @@ core/v1 readers see with reason, message and reportingComponent."""
 
 from __future__ import annotations
 
+import asyncio
 import socket
 from collections.abc import AsyncIterator
 from typing import Any
@@ -27,6 +28,8 @@ from kubelab import kinds
 from kubelab.client import ApiClient
 from kubelab.eventseries import FINISH_TIME, SeriesRecorder
 from kubelab.models import Pod
+from scheduler import reporting
+from scheduler.reporting import Reporter
 
 
 class Clock:
@@ -149,3 +152,32 @@ async def test_the_scheduler_writes_events_v1(apiserver: str) -> None:
             assert core["involvedObject"]["name"] == "big"
         finally:
             await cleanup(api, ns, [node])
+
+
+async def test_a_warning_is_written_before_the_normal_events_queued_ahead_of_it(
+        api: ApiClient, monkeypatch: pytest.MonkeyPatch) -> None:
+    """During a burst the Scheduled events of the bindings queue up; a FailedScheduling event does not
+    wait behind them. One worker makes the order the queue's: the Warning queued last is written first."""
+    monkeypatch.setattr(reporting, "EVENT_WORKERS", 1)
+    ns = unique("warn-first")
+    await create_namespace(api, ns)
+    reporter = Reporter(api, unique("test-scheduler"))
+    for i in range(20):
+        reporter.event(a_pod(f"web-{i}", ns), "Normal", "Scheduled", f"Successfully assigned {ns}/web-{i} to n",
+                       "Binding")
+    reporter.event(a_pod("big", ns), "Warning", "FailedScheduling", "0/1 nodes are available: 1 Insufficient cpu.",
+                   "Scheduling")
+    worker = asyncio.create_task(reporter.run())
+    try:
+        async def all_written() -> list[dict[str, Any]] | None:
+            events, _ = await api.list(kinds.EVENTS_V1, ns)
+            return [e.to_dict() for e in events] if len(events) == 21 else None
+
+        events = await wait_for(all_written, "the 21 events")
+    finally:
+        worker.cancel()
+        await asyncio.gather(worker, return_exceptions=True)
+        await cleanup(api, ns, [])
+    written = sorted(events, key=lambda e: int(e["metadata"]["resourceVersion"]))
+    assert [e["reason"] for e in written] == ["FailedScheduling"] + ["Scheduled"] * 20
+    assert [e["regarding"]["name"] for e in written[1:]] == [f"web-{i}" for i in range(20)]
