@@ -32,6 +32,7 @@ import grpc
 import orjson
 
 from . import offload
+from .etcdstream import ThreadedWatch
 
 log = logging.getLogger(__name__)
 
@@ -310,15 +311,27 @@ async def _connected(client: aetcd.Client) -> aetcd.Client:
 
 
 class _Connection:
-    """One gRPC channel to one etcd server and the unary calls in flight on it. A connection failed over
-    from is `retired`: closed once its last call is done (Storage._failover)."""
+    """One gRPC channel to one etcd server and the unary calls in flight on it, and a synchronous channel to
+    the same server for the watch streams read by threads (apiserver/etcdstream.py). A connection failed over
+    from is `retired`: closed once its last call is done (Storage._failover); closing it ends its watches."""
 
-    def __init__(self, client: aetcd.Client, server: str) -> None:
+    def __init__(self, client: aetcd.Client, server: str, credentials: grpc.ChannelCredentials | None) -> None:
         self.client = client
         self.server = server
         self.calls = 0
         self.retired = False
         self.closing: asyncio.Task[None] | None = None
+        self._credentials = credentials
+        self._watch_channel: grpc.Channel | None = None
+
+    def watch_channel(self) -> grpc.Channel:
+        if self._watch_channel is None:
+            url = urlparse(self.server)
+            target, options = f"{url.hostname or '127.0.0.1'}:{url.port or 2379}", list(CHANNEL_OPTIONS.items())
+            self._watch_channel = grpc.secure_channel(target, self._credentials, options=options) \
+                if url.scheme == "https" and self._credentials is not None \
+                else grpc.insecure_channel(target, options=options)
+        return self._watch_channel
 
     def close_soon(self, retired: set[_Connection]) -> None:
         if self.closing is not None:
@@ -327,6 +340,8 @@ class _Connection:
         async def close() -> None:
             try:
                 with contextlib.suppress(Exception):  # closing a broken channel may fail; it is gone either way
+                    if self._watch_channel is not None:
+                        self._watch_channel.close()  # its watches end with CANCELLED: Unavailable to readers
                     await self.client.close()
             finally:
                 retired.discard(self)
@@ -363,7 +378,7 @@ class Storage:
     def _current(self) -> _Connection:
         if self._connection is None:
             server = self.servers[self._index % len(self.servers)]
-            self._connection = _Connection(self._make_client(server), server)
+            self._connection = _Connection(self._make_client(server), server, self._credentials)
         return self._connection
 
     @property
@@ -685,7 +700,8 @@ class Storage:
 
         Each watch is its own gRPC Watch stream rather than a callback on aetcd's shared watcher:
         etcd serves many streams well, and a stream is cancelled cleanly when the HTTP client that
-        asked for it goes away. A progress notification (no events) is yielded as a StorageEvent of
+        asked for it goes away. A thread reads it (etcdstream.ThreadedWatch), so a busy event loop
+        takes a backlog of responses in one turn rather than one per turn. A progress notification (no events) is yielded as a StorageEvent of
         type PROGRESS carrying the store revision, which the API server turns into a BOOKMARK.
         Each item put on `progress_requests` asks etcd for one (WatchProgressRequest): the watch
         cache uses the answer to know it has seen everything up to a revision. Without `prev_kv`,
@@ -695,28 +711,9 @@ class Storage:
         create = aetcd.rpc.WatchCreateRequest(key=key, range_end=aetcd.utils.prefix_range_end(key),
                                               start_revision=start_revision, prev_kv=prev_kv,
                                               progress_notify=progress_notify)
-        done = asyncio.Event()
-
-        async def requests() -> AsyncIterator[Any]:
-            yield aetcd.rpc.WatchRequest(create_request=create)
-            if progress_requests is None:
-                await done.wait()
-                return
-            finished = asyncio.ensure_future(done.wait())
-            try:
-                while True:
-                    asked = asyncio.ensure_future(progress_requests.get())
-                    await asyncio.wait({finished, asked}, return_when=asyncio.FIRST_COMPLETED)
-                    if finished.done():
-                        asked.cancel()
-                        return
-                    yield aetcd.rpc.WatchRequest(progress_request=aetcd.rpc.WatchProgressRequest())
-            finally:
-                finished.cancel()
-
         try:
             client = await self._call(_connected)
-            call = aetcd.rpc.WatchStub(client.channel).Watch(requests(), metadata=client.metadata)
+            call = ThreadedWatch(self._current().watch_channel(), create, progress_requests, client.metadata)
         except StorageError:
             raise
         except Exception as exc:  # any failure to open the stream means etcd is not there
@@ -756,14 +753,11 @@ class Storage:
                     else:
                         yield StorageEvent("DELETE", kv.key.decode(), None, prev, kv.mod_revision, False)
             raise Unavailable("etcd ended the watch stream")
-        except aetcd.rpc.AioRpcError as exc:
+        except grpc.RpcError as exc:
+            if exc.code() == grpc.StatusCode.CANCELLED:
+                # The channel was closed under the stream (a failover's backstop, or Storage.close): the
+                # reader hears etcd is unavailable and watches again, on the current connection.
+                raise Unavailable("the watch's connection to etcd was closed") from None
             raise Unavailable(exc.details() or str(exc.code())) from exc
-        except asyncio.CancelledError:
-            if cancelled_from_outside():
-                raise
-            # The channel was closed under the stream (a failover's backstop, or Storage.close): the
-            # reader hears etcd is unavailable and watches again, on the current connection.
-            raise Unavailable("the watch's connection to etcd was closed") from None
         finally:
-            done.set()
             call.cancel()
