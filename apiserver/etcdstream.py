@@ -28,7 +28,7 @@ _END = object()
 class ThreadedWatch:
     """One Watch call on `channel` (a synchronous gRPC channel): `create` first, then a progress request for
     every item put on `progress_requests`. Iterate it on the loop that made it; `cancel()` ends the call and
-    the thread. A gRPC error ends the iteration with that error (grpc.RpcError)."""
+    the thread. An error ends the iteration with that error (a grpc.RpcError from gRPC)."""
 
     def __init__(self, channel: grpc.Channel, create: Any, progress_requests: asyncio.Queue[None] | None,
                  metadata: Any = None) -> None:
@@ -38,9 +38,9 @@ class ThreadedWatch:
         self._arrived: list[Any] = []
         self._lock = threading.Lock()
         self._batches: asyncio.Queue[list[Any]] = asyncio.Queue()
+        self._call = aetcd.rpc.WatchStub(channel).Watch(self._outgoing(), metadata=metadata)
         self._asking = asyncio.ensure_future(self._ask_progress(progress_requests)) \
             if progress_requests is not None else None
-        self._call = aetcd.rpc.WatchStub(channel).Watch(self._outgoing(), metadata=metadata)
         self._thread = threading.Thread(target=self._read, name="etcd-watch", daemon=True)
         self._thread.start()
 
@@ -58,7 +58,7 @@ class ThreadedWatch:
         try:
             for response in self._call:
                 self._hand_over(response)
-        except grpc.RpcError as exc:
+        except Exception as exc:  # noqa: BLE001 - grpc.RpcError, or anything else: the reader hears of it
             self._hand_over(exc)
         else:
             self._hand_over(_END)
