@@ -701,8 +701,9 @@ class Storage:
         Each watch is its own gRPC Watch stream rather than a callback on aetcd's shared watcher:
         etcd serves many streams well, and a stream is cancelled cleanly when the HTTP client that
         asked for it goes away. A thread reads it (etcdstream.ThreadedWatch), so a busy event loop
-        takes a backlog of responses in one turn rather than one per turn. A progress notification (no events) is yielded as a StorageEvent of
-        type PROGRESS carrying the store revision, which the API server turns into a BOOKMARK.
+        takes a backlog of responses in one turn rather than one per turn. A progress notification (no
+        events) is yielded as a StorageEvent of type PROGRESS carrying the store revision, which the API
+        server turns into a BOOKMARK.
         Each item put on `progress_requests` asks etcd for one (WatchProgressRequest): the watch
         cache uses the answer to know it has seen everything up to a revision. Without `prev_kv`,
         events carry no previous object (the watch cache keeps its own).
