@@ -16,29 +16,29 @@ import asyncio
 import contextlib
 import queue
 import threading
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator
 from typing import Any
-
-import aetcd.rpc
-import grpc
 
 _END = object()
 
 
 class ThreadedWatch:
-    """One Watch call on `channel` (a synchronous gRPC channel): `create` first, then a progress request for
+    """One Watch call, made by `start` (the synchronous stub's Watch: it takes an iterator of requests and
+    returns the call, an iterator of responses with cancel()): `create` is sent first, then `progress` for
     every item put on `progress_requests`. Iterate it on the loop that made it; `cancel()` ends the call and
-    the thread. An error ends the iteration with that error (a grpc.RpcError from gRPC)."""
+    the thread. An error ends the iteration with that error (a grpc.RpcError from gRPC). The etcd messages
+    are the caller's (apiserver/storage.py is the one module that speaks etcd's API)."""
 
-    def __init__(self, channel: grpc.Channel, create: Any, progress_requests: asyncio.Queue[None] | None,
-                 metadata: Any = None) -> None:
+    def __init__(self, start: Callable[[Iterator[Any]], Any], create: Any, progress: Any,
+                 progress_requests: asyncio.Queue[None] | None) -> None:
         self._loop = asyncio.get_running_loop()
         self._requests: queue.SimpleQueue[Any] = queue.SimpleQueue()
-        self._requests.put(aetcd.rpc.WatchRequest(create_request=create))
+        self._requests.put(create)
+        self._progress = progress
         self._arrived: list[Any] = []
         self._lock = threading.Lock()
         self._batches: asyncio.Queue[list[Any]] = asyncio.Queue()
-        self._call = aetcd.rpc.WatchStub(channel).Watch(self._outgoing(), metadata=metadata)
+        self._call = start(self._outgoing())
         self._asking = asyncio.ensure_future(self._ask_progress(progress_requests)) \
             if progress_requests is not None else None
         self._thread = threading.Thread(target=self._read, name="etcd-watch", daemon=True)
@@ -52,7 +52,7 @@ class ThreadedWatch:
     async def _ask_progress(self, progress_requests: asyncio.Queue[None]) -> None:
         while True:
             await progress_requests.get()
-            self._requests.put(aetcd.rpc.WatchRequest(progress_request=aetcd.rpc.WatchProgressRequest()))
+            self._requests.put(self._progress)
 
     def _read(self) -> None:
         try:

@@ -122,6 +122,10 @@ CHANNEL_OPTIONS: dict[str, int] = {
 }
 
 
+# What a watch sends to ask etcd for a progress notification.
+PROGRESS_REQUEST = aetcd.rpc.WatchRequest(progress_request=aetcd.rpc.WatchProgressRequest())
+
+
 # --- data ----------------------------------------------------------------------------------------
 
 @dataclass
@@ -714,7 +718,9 @@ class Storage:
                                               progress_notify=progress_notify)
         try:
             client = await self._call(_connected)
-            call = ThreadedWatch(self._current().watch_channel(), create, progress_requests, client.metadata)
+            stub = aetcd.rpc.WatchStub(self._current().watch_channel())
+            call = ThreadedWatch(lambda requests: stub.Watch(requests, metadata=client.metadata),
+                                 aetcd.rpc.WatchRequest(create_request=create), PROGRESS_REQUEST, progress_requests)
         except StorageError:
             raise
         except Exception as exc:  # any failure to open the stream means etcd is not there

@@ -18,7 +18,7 @@ import grpc
 import pytest
 
 from apiserver.etcdstream import ThreadedWatch
-from apiserver.storage import Storage, Unavailable
+from apiserver.storage import PROGRESS_REQUEST, Storage, Unavailable
 from kubelab.etcd import Etcd
 
 CHANGES = 50
@@ -31,14 +31,16 @@ def channel(etcd: Etcd) -> Iterator[grpc.Channel]:
         yield chan
 
 
-def watch_request(prefix: bytes) -> aetcd.rpc.WatchCreateRequest:
-    return aetcd.rpc.WatchCreateRequest(key=prefix, range_end=aetcd.utils.prefix_range_end(prefix))
+def threaded_watch(channel: grpc.Channel, prefix: bytes) -> ThreadedWatch:
+    create = aetcd.rpc.WatchCreateRequest(key=prefix, range_end=aetcd.utils.prefix_range_end(prefix))
+    return ThreadedWatch(aetcd.rpc.WatchStub(channel).Watch, aetcd.rpc.WatchRequest(create_request=create),
+                         PROGRESS_REQUEST, None)
 
 
 async def test_changes_made_while_the_loop_is_busy_arrive_in_one_turn(channel: grpc.Channel) -> None:
     prefix = f"/registry/backlog-{secrets.token_hex(3)}/".encode()
     kv = aetcd.rpc.KVStub(channel)
-    watch = ThreadedWatch(channel, watch_request(prefix), None)
+    watch = threaded_watch(channel, prefix)
     try:
         responses = aiter(watch)
         assert (await anext(responses)).created
@@ -91,7 +93,7 @@ async def test_a_closed_channel_ends_a_storage_watch_with_unavailable(etcd: Etcd
 
 
 async def test_cancelling_ends_the_thread(channel: grpc.Channel) -> None:
-    watch = ThreadedWatch(channel, watch_request(f"/registry/gone-{secrets.token_hex(3)}/".encode()), None)
+    watch = threaded_watch(channel, f"/registry/gone-{secrets.token_hex(3)}/".encode())
     assert (await anext(aiter(watch))).created
     watch.cancel()
     watch._thread.join(timeout=30)
