@@ -8,9 +8,8 @@ FailedScheduling event does not wait for every Scheduled event of a burst before
 Nor does it wait behind them in the queue: Warning events are taken before Normal ones (with goroutines
 there is no order to keep, and during a burst of 2,000 bindings the Scheduled events queued ahead of a
 FailedScheduling one held it back 3.9-6.5 s, bench/up.py). PodScheduled=False patches are coalesced per pod
-— only the latest wish is sent — and
-written by a couple of background workers; a patch that would change nothing is never sent
-(schedule_one.go updatePod).
+— only the latest wish is sent — and written by a couple of background workers; a patch that would change
+nothing is never sent (schedule_one.go updatePod).
 """
 
 from __future__ import annotations
