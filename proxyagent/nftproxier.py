@@ -115,7 +115,7 @@ class NftProxier(Proxier):
         mark = start
         ruleset: NftRuleset | None = None
         covered = (0, 0)
-        taken: dict[str, dict[str, int]] = {}
+        taken: dict[str, set[tuple[str, int]]] = {}
         applied: list[list[str | int]] = []
         changed: frozenset[str] = frozenset()
         trigger_times: tuple[float, ...] = ()
@@ -137,8 +137,7 @@ class NftProxier(Proxier):
             covered = self.revisions() if self.revisions is not None else (0, 0)
             changes = self.state.checkout()
             changed, trigger_times = changes.all, tuple(changes.trigger_times)
-            taken, self._causes = self._causes, {}
-            applied = [[key, rv] for service in sorted(taken) for key, rv in taken[service].items()]
+            taken, applied = self._take_causes()
             self.metrics.service_changes_pending.set(0)
             self.metrics.endpoint_changes_pending.set(0)
             if previous is None:

@@ -99,9 +99,10 @@ class Proxier:
         self.on_synced: Callable[[dict[str, object]], None] | None = None
         # The health-check NodePorts of eTP=Local LoadBalancer Services (healthcheck.py); None: not served.
         self.health: ServiceHealthServer | None = None
-        # The events whose change is pending, by Service: (storage key, resourceVersion). A sync
-        # reports the ones it applied; an event undone before a sync (changed back) applied nothing.
-        self._causes: dict[str, dict[str, int]] = {}
+        # The events whose change is pending, by Service: (storage key, resourceVersion) pairs. A sync
+        # reports the ones it applied, every version of an object that changed twice before it (the
+        # first write's trace ends in this sync too); an event undone before a sync applied nothing.
+        self._causes: dict[str, set[tuple[str, int]]] = {}
 
     # --- events (informer handlers: handler(event, old, new)) ------------------------------------
 
@@ -146,7 +147,7 @@ class Proxier:
         for service in self.state.last_changed:
             if self.state.is_pending(service):
                 key = f"/registry/{resource}/{obj.metadata.namespace}/{obj.metadata.name}"
-                self._causes.setdefault(service, {})[key] = int(obj.metadata.resource_version or 0)
+                self._causes.setdefault(service, set()).add((key, int(obj.metadata.resource_version or 0)))
             else:
                 self._causes.pop(service, None)
 
@@ -197,7 +198,7 @@ class Proxier:
         timings = self.last_timings = {}
         mark = start
         changes, covered = Changes(), (0, 0)
-        taken: dict[str, dict[str, int]] = {}
+        taken: dict[str, set[tuple[str, int]]] = {}
         applied: list[list[str | int]] = []
         try:
             if full:
@@ -227,8 +228,7 @@ class Proxier:
             covered = self.revisions() if self.revisions is not None else (0, 0)
             changes = self.state.checkout()
             # Every Service with causes left is pending, so this sync applies them all (a full sync too).
-            taken, self._causes = self._causes, {}
-            applied = [[key, rv] for service in sorted(taken) for key, rv in taken[service].items()]
+            taken, applied = self._take_causes()
             self.metrics.service_changes_pending.set(0)
             self.metrics.endpoint_changes_pending.set(0)
             ruleset = render_ports(self.state.service_ports(), self.state.endpoints_map(), self.config,
@@ -287,11 +287,18 @@ class Proxier:
             log.exception("%s: could not sync the health-check NodePorts", self.config.node_name)
         self.health.sync_endpoints(local_ready_endpoints(wanted, self.state.ports_of, self.state.endpoints_map()))
 
-    def _sync_failed(self, exc: BaseException, taken: dict[str, dict[str, int]], *, full: bool, start: float) -> None:
+    def _take_causes(self) -> tuple[dict[str, set[tuple[str, int]]], list[list[str | int]]]:
+        """The pending causes, by Service, taken by the sync that is about to render them, and the
+        [key, revision] pairs it will report as applied."""
+        taken, self._causes = self._causes, {}
+        return taken, [[key, rv] for service in sorted(taken) for key, rv in sorted(taken[service])]
+
+    def _sync_failed(self, exc: BaseException, taken: dict[str, set[tuple[str, int]]], *, full: bool,
+                     start: float) -> None:
         """A sync (either mode's) that did not apply: the objects it took are reported by the full sync
         that retries it (kube-proxy's behaviour on failure), and its duration is observed."""
         for service, causes in taken.items():  # the retry applies them: it reports them
-            self._causes[service] = {**causes, **self._causes.get(service, {})}
+            self._causes[service] = causes | self._causes.get(service, set())
         self._failed(exc, full=full)
         self.metrics.observe_sync(time.perf_counter() - start, full=full)
 

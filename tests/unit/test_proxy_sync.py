@@ -472,3 +472,21 @@ async def test_each_sync_reports_exactly_the_changes_it_applied() -> None:
     proxier.on_slice("MODIFIED", SLICES[0], _versioned(eps("alpha", "10.244.1.7"), 24))
     await proxier.sync_proxy_rules()
     assert reports[-1]["applied"] == [["/registry/endpointslices/default/alpha-abcde", 24]]
+
+
+async def test_a_sync_reports_every_version_of_an_object_changed_twice_before_it() -> None:
+    """A slice written twice before one sync (a pod's endpoint removed, then another's added): the sync
+    applied both writes, so both traces end in it. It reported only the last, and `kubelab trace` of the
+    first change never saw its rules applied on that node."""
+    reports: list[dict[str, object]] = []
+    proxier = make_proxier([*SERVICES, *SLICES])
+    proxier.on_synced = reports.append
+    await proxier.sync_proxy_rules()
+    reports.clear()
+
+    emptied = _versioned(eps("gamma"), 30)
+    proxier.on_slice("MODIFIED", SLICES[2], emptied)
+    proxier.on_slice("MODIFIED", emptied, _versioned(eps("gamma", "10.244.1.9"), 31))
+    await proxier.sync_proxy_rules()
+    assert [r["applied"] for r in reports] == [[["/registry/endpointslices/default/gamma-abcde", 30],
+                                                ["/registry/endpointslices/default/gamma-abcde", 31]]]
