@@ -80,6 +80,14 @@ def node_netns(lab_space: LabSpace) -> Iterator[str]:
 
 # --- a whole cluster (kubelab up --dataplane netns) ----------------------------------------------
 
+def _stopping(log: str, limit: int = 40_000) -> str:
+    """The log from Ctrl-C on: a stop that hangs writes every thread's stack and pending task there, and
+    its head (what the components' main task waits for) is what a diagnosis needs."""
+    start = log.find("SIGINT received")
+    part = log[log.rfind("\n", 0, start) + 1:] if start >= 0 else log[-4000:]
+    return part if len(part) <= limit else f"{part[:limit // 2]}\n[...]\n{part[-limit // 2:]}"
+
+
 @pytest.fixture(scope="module")
 def cluster(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
     """`kubelab up --dataplane netns` with 3 nodes for the tests of one module (a module may set
@@ -96,5 +104,5 @@ def cluster(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFac
         yield running
     finally:
         code, left = running.shutdown()
-        assert code == 0, f"kubelab up did not exit cleanly on Ctrl-C (exit {code}):\n{running.log()[-4000:]}"
+        assert code == 0, f"kubelab up did not exit cleanly on Ctrl-C (exit {code}):\n{_stopping(running.log())}"
         assert not left, f"left behind after Ctrl-C: {left}"
