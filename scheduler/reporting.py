@@ -70,10 +70,19 @@ class Reporter:
     # --- called from the scheduling loop: never blocks ------------------------------------------
 
     def event(self, pod: Pod, event_type: str, reason: str, message: str, action: str) -> None:
+        """Queue an event for the workers. At most MAX_QUEUED_EVENTS wait; past that one is dropped, as
+        client-go's broadcaster drops when its channel is full. A Warning takes the place of the oldest
+        Normal event rather than being dropped behind them: in a 5,000-node burst the Scheduled events of
+        the bindings filled the queue, and a pod's FailedScheduling event was lost until its retry five
+        minutes later (client-go hands each event to a goroutine of its own, so its queue never fills
+        that way)."""
+        warning = event_type != "Normal"
         if len(self._warnings) + len(self._normal) >= MAX_QUEUED_EVENTS:
             self.dropped_events += 1  # DropIfChannelFull
-            return
-        queued = self._normal if event_type == "Normal" else self._warnings
+            if not (warning and self._normal):
+                return
+            self._normal.popleft()
+        queued = self._warnings if warning else self._normal
         queued.append(_Event(pod, event_type, reason, message, action))
         self._events_ready.set()
 

@@ -181,3 +181,33 @@ async def test_a_warning_is_written_before_the_normal_events_queued_ahead_of_it(
     written = sorted(events, key=lambda e: int(e["metadata"]["resourceVersion"]))
     assert [e["reason"] for e in written] == ["FailedScheduling"] + ["Scheduled"] * 20
     assert [e["regarding"]["name"] for e in written[1:]] == [f"web-{i}" for i in range(20)]
+
+
+async def test_a_full_queue_drops_a_normal_event_rather_than_a_warning(
+        api: ApiClient, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The queue full of Scheduled events (a 5,000-node burst's bindings): a FailedScheduling event takes
+    the oldest one's place instead of being dropped, and a further Normal event is dropped."""
+    monkeypatch.setattr(reporting, "MAX_QUEUED_EVENTS", 5)
+    ns = unique("warn-kept")
+    await create_namespace(api, ns)
+    reporter = Reporter(api, unique("test-scheduler"))
+    for i in range(5):
+        reporter.event(a_pod(f"web-{i}", ns), "Normal", "Scheduled", f"Successfully assigned {ns}/web-{i} to n",
+                       "Binding")
+    reporter.event(a_pod("big", ns), "Warning", "FailedScheduling", "0/1 nodes are available: 1 Insufficient cpu.",
+                   "Scheduling")
+    reporter.event(a_pod("web-5", ns), "Normal", "Scheduled", f"Successfully assigned {ns}/web-5 to n", "Binding")
+    assert reporter.dropped_events == 2
+    worker = asyncio.create_task(reporter.run())
+    try:
+        async def all_written() -> list[dict[str, Any]] | None:
+            events, _ = await api.list(kinds.EVENTS_V1, ns)
+            return [e.to_dict() for e in events] if len(events) == 5 else None
+
+        events = await wait_for(all_written, "the 5 events kept")
+    finally:
+        worker.cancel()
+        await asyncio.gather(worker, return_exceptions=True)
+        await cleanup(api, ns, [])
+    kept = {(e["reason"], e["regarding"]["name"]) for e in events}
+    assert kept == {("FailedScheduling", "big")} | {("Scheduled", f"web-{i}") for i in range(1, 5)}
