@@ -25,8 +25,9 @@ pause, no ports of their own) whose pods the Service selects. Measured, per run:
   single-object calls (POST/PUT/PATCH/DELETE) and for LISTs, and p50/p99 of the busiest calls;
 - memory: RSS of the `kubelab up` process when up (nodes, no pods) and with every pod Running; per pod
   the difference over the replicas; the RSS of its children (pod sandboxes) beside it;
-- CPU seconds of `kubelab up` (with its API server's process: bench/harness.py up_processes) and of its
-  etcd from the Deployment's create to the last node's rules, the API server's process apart;
+- CPU seconds of `kubelab up` (with its API server's and scheduler's processes: bench/harness.py
+  up_processes) and of its etcd from the Deployment's create to the last node's rules, the API server's
+  and the scheduler's processes apart;
 - and the machine's gauge: raw etcd puts/s of pod-sized bytes at 32 in flight into the same etcd.
 
 Everything started here is stopped here (Ctrl-C first, as a user would; then by PID), whatever happens;
@@ -175,7 +176,9 @@ async def density(cluster: Cluster, nodes: int, per_node: int, args: argparse.Na
     result["gauge_before"] = await gauge(cluster, args.gauge_puts)
     async with aiohttp.ClientSession(cluster.server, timeout=aiohttp.ClientTimeout(total=300)) as http:
         await asyncio.sleep(args.settle)  # what `kubelab up` does once up (leases, first syncs) settles
-        ups = up_processes(cluster.proc.pid)  # with the API server's process (the default since the split)
+        ups = up_processes(cluster.proc.pid)  # with the API server's and the scheduler's processes (the defaults)
+        apis = up_processes(cluster.proc.pid, (b"launcher.upapiserver",))[1:]
+        schedulers = up_processes(cluster.proc.pid, (b"launcher.upscheduler",))[1:]
         result["up_processes"] = len(ups)
         rss_idle = sum(rss_mib(pid) for pid in ups)
         result["rss_mib_up"] = round(rss_idle, 1)
@@ -211,9 +214,10 @@ async def density(cluster: Cluster, nodes: int, per_node: int, args: argparse.Na
             assert resp.status == 201, await resp.text()
         spies = Profiles(ups, Path(args.profile) / f"density-{args.label}-{nodes}x{per_node}.txt") \
             if args.profile else None
-        up0, etcd0, api0 = up_cpu_seconds(ups), cpu_seconds(cluster.etcd_pid or 0), up_cpu_seconds(ups[1:])
+        up0, etcd0, api0 = up_cpu_seconds(ups), cpu_seconds(cluster.etcd_pid or 0), up_cpu_seconds(apis)
+        scheduler0 = up_cpu_seconds(schedulers)
         parts0 = cpu_breakdown(cluster.proc.pid)
-        api_wait0 = [runqueue_wait(pid) for pid in ups[1:]]
+        api_wait0 = [runqueue_wait(pid) for pid in apis]
         t0 = time.time()
         async with http.post(f"/apis/apps/v1/namespaces/{NAMESPACE}/deployments",
                              json=deployment_body(replicas)) as resp:
@@ -232,9 +236,10 @@ async def density(cluster: Cluster, nodes: int, per_node: int, args: argparse.Na
                     if want <= targets:
                         complete[name] = now
             await asyncio.sleep(args.poll)
-        up1, etcd1, api1 = up_cpu_seconds(ups), cpu_seconds(cluster.etcd_pid or 0), up_cpu_seconds(ups[1:])
+        up1, etcd1, api1 = up_cpu_seconds(ups), cpu_seconds(cluster.etcd_pid or 0), up_cpu_seconds(apis)
+        scheduler1 = up_cpu_seconds(schedulers)
         parts1 = cpu_breakdown(cluster.proc.pid)
-        api_wait1 = [runqueue_wait(pid) for pid in ups[1:]]
+        api_wait1 = [runqueue_wait(pid) for pid in apis]
         if spies is not None:
             await spies.stop()
         metrics_after = await scrape(http)
@@ -269,6 +274,7 @@ async def density(cluster: Cluster, nodes: int, per_node: int, args: argparse.Na
                            "API server's process": round(api1 - api0, 1),
                            "API server's process: main thread waiting for a CPU": round(
                                sum(api_wait1) - sum(api_wait0), 1),
+                           "scheduler's process": round(scheduler1 - scheduler0, 1),
                            **{f"components' process: {k}": round(parts1[k] - parts0[k], 1) for k in parts0}}
         rss_full = sum(rss_mib(pid) for pid in ups)
         result["rss_mib_running"] = round(rss_full, 1)

@@ -77,18 +77,24 @@ def children(pid: int) -> list[int]:
     return found
 
 
-def up_processes(pid: int) -> list[int]:
-    """`kubelab up`'s own processes: `pid` and its API server's child (launcher/upapiserver.py, the
-    default since the split; none with --one-process or an older checkout). Not etcd, not pods."""
-    pids = [pid]
+UP_CHILDREN = (b"launcher.upapiserver", b"launcher.upscheduler")
+
+
+def up_processes(pid: int, kinds: tuple[bytes, ...] = UP_CHILDREN) -> list[int]:
+    """`kubelab up`'s own processes: `pid`, then its children of these `kinds` in that order: its API
+    server's (launcher/upapiserver.py) and its scheduler's (launcher/upscheduler.py), the defaults since
+    the splits; none with --one-process or an older checkout. Not etcd, not pods."""
+    found: dict[bytes, list[int]] = {kind: [] for kind in kinds}
     for child in children(pid):
         try:
             with open(f"/proc/{child}/cmdline", "rb") as f:
-                if b"launcher.upapiserver" in f.read():
-                    pids.append(child)
+                cmdline = f.read()
         except OSError:
             continue
-    return pids
+        for kind in kinds:
+            if kind in cmdline:
+                found[kind].append(child)
+    return [pid, *(child for kind in kinds for child in found[kind])]
 
 
 def up_cpu_seconds(pids: list[int]) -> float:

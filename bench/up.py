@@ -124,8 +124,9 @@ class Cluster:
         self.etcd_pid = int(json.loads((self.base / "data" / "etcd.pid").read_text())["pid"])
 
     def cpu(self) -> tuple[float, float]:
-        """CPU seconds of the `kubelab up` process (every thread) with its API server's process (the default
-        since the split; launcher/upapiserver.py), and of its etcd."""
+        """CPU seconds of the `kubelab up` process (every thread) with its API server's and scheduler's
+        processes (the defaults since the splits; launcher/upapiserver.py, launcher/upscheduler.py), and of
+        its etcd."""
         return up_cpu_seconds(up_processes(self.proc.pid)), cpu_seconds(self.etcd_pid) if self.etcd_pid else 0.0
 
     def stop(self) -> None:

@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import socket
 from collections.abc import Callable
 
 from prometheus_client import CollectorRegistry, generate_latest
@@ -33,7 +34,8 @@ class MetricsServer:
     A subclass answers other paths by overriding `respond` (proxyagent/metricserver.py)."""
 
     def __init__(self, host: str, port: int, *, registry: CollectorRegistry | None = None,
-                 exposition: Callable[[], bytes] | None = None, name: str = "component") -> None:
+                 exposition: Callable[[], bytes] | None = None, name: str = "component",
+                 sock: socket.socket | None = None) -> None:
         if exposition is None:
             if registry is None:
                 raise ValueError("a registry or an exposition function is needed")
@@ -41,6 +43,7 @@ class MetricsServer:
         self.host, self.port, self.name = host, port, name
         self._exposition: Callable[[], bytes] = exposition
         self._server: asyncio.Server | None = None
+        self._sock = sock  # already bound (by a parent process that recorded its address): served as it is
 
     @property
     def url(self) -> str:
@@ -48,7 +51,11 @@ class MetricsServer:
 
     async def start(self) -> None:
         """Bind and listen; with port 0, `self.port` becomes the port the kernel picked."""
-        self._server = await asyncio.start_server(self._handle, self.host, self.port)
+        if self._sock is not None:
+            self._server = await asyncio.start_server(self._handle, sock=self._sock)
+            self.host = self._sock.getsockname()[0]
+        else:
+            self._server = await asyncio.start_server(self._handle, self.host, self.port)
         self.port = self._server.sockets[0].getsockname()[1]
         # Under the component's own name in the log (kubelab/logs.py), not "kubelab".
         logging.getLogger(f"kubelab.component.{self.name}").info("metrics on %s", self.url)

@@ -67,9 +67,10 @@ def _add_up(sub: Any) -> None:
     """`kubelab up`: the whole cluster, one command."""
     p = sub.add_parser("up", help="run the whole cluster (one command, one Ctrl-C)",
                        description="Run etcd (private unless --etcd-servers), the API server, scheduler, controllers "
-                                   "and N nodes (kubelet stub + proxy agent): the API server in a child process of "
-                                   "its own (restarted if it exits), everything else in this process, so two cores "
-                                   "are used (--one-process: all in this one); the nodes' rules are written at nice "
+                                   "and N nodes (kubelet stub + proxy agent): the API server and the scheduler each "
+                                   "in a child process of its own (restarted if it exits), everything else in this "
+                                   "process, so two cores are used (--one-process: all in this one); the nodes' rules "
+                                   "are written at nice "
                                    f"{defaults.UP_RULES_NICE} (iptables-restore, iptables-save, nft), the control plane "
                                    "first. Writes <data-dir>/kubeconfig. Ctrl-C stops everything and removes what it "
                                    "created.")
@@ -107,9 +108,10 @@ def _add_up(sub: Any) -> None:
                         "endpoints of the kubernetes Service, the kubeconfig names the first, `kubelab status` "
                         "shows them all (default 1)")
     p.add_argument("--one-process", action="store_true",
-                   help="run the API server in this process too, its components' requests handed to it without a "
-                        "socket (one core; for debugging or a py-spy of everything at once). Default: the API "
-                        "server in a child process, its components reaching it on a private unix socket")
+                   help="run the API server and the scheduler in this process too, the components' requests handed "
+                        "to the API server without a socket (one core; for debugging or a py-spy of everything at "
+                        "once). Default: the API server and the scheduler in child processes, the components "
+                        "reaching the API server on a private unix socket")
     p.add_argument("--etcd-members", type=positive, default=1, metavar="M",
                    help="the private etcd as a cluster of M members (3 keeps working with one down; default 1)")
     add_serving_flags(p)

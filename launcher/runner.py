@@ -1,15 +1,17 @@
-"""`kubelab up`: the whole cluster, one command, two processes.
+"""`kubelab up`: the whole cluster, one command, three processes.
 
 A private etcd (unless --etcd-servers is given); the API server on uvicorn in a child process of its own
 (launcher/upapiserver.py, supervised by launcher/apiservers.py), handed every socket it serves, bound here;
-and the scheduler, the controllers, DNS and N nodes (kubelet stub + proxy agent each) as named tasks in one
-asyncio TaskGroup in this process. One Python process runs one core: split, the API server and the
-components each have one. Every component talks to the others only through the API server, exactly as
-the one-component-per-process commands do, on the API server's private unix socket. With --one-process the
-API server runs in this process too, and each request is handed to its ASGI application
-(kubelab/client/asgi.py), through all of its handlers, with no socket or HTTP bytes between. On Ctrl-C (or
-SIGTERM, or any component crashing) the tasks are cancelled, the API server's process is stopped, the
-netns dataplane is torn down and etcd is stopped.
+the scheduler in a child process of its own (launcher/upscheduler.py, which supervises it too); and the
+controllers, DNS and N nodes (kubelet stub + proxy agent each) as named tasks in one asyncio TaskGroup in
+this process. One Python process runs one core: split, the API server and the components each have one,
+and the scheduler's bindings do not wait for the loop that runs every node. Every component talks to the
+others only through the API server, exactly as the one-component-per-process commands do, on the API
+server's private unix socket. With --one-process the API server and the scheduler run in this process too,
+and each request is handed to the API server's ASGI application (kubelab/client/asgi.py), through all of its
+handlers, with no socket or HTTP bytes between. On Ctrl-C (or SIGTERM, or any component crashing) the tasks
+are cancelled, the scheduler's and the API server's processes are stopped, the netns dataplane is torn down
+and etcd is stopped.
 """
 
 from __future__ import annotations
@@ -691,11 +693,27 @@ async def _run_components(tg: asyncio.TaskGroup, options: UpOptions, api_socket:
     # scheduling anything. Replicas of `kubelab scheduler`/`controllers` pointed at this cluster elect
     # among themselves; next to this unelected pair they are as safe as two schedulers already were (the
     # API server refuses a second binding).
-    the_scheduler = build_scheduler(client("scheduler"), SchedulerOptions())
-    tg.create_task(the_scheduler.run(), name="scheduler")
-    announce("scheduler", [the_scheduler.nodes.wait_synced(), the_scheduler.pods.wait_synced()])
-    metrics["scheduler"] = await serve_metrics(
-        MetricsServer("127.0.0.1", 0, registry=the_scheduler.metrics.registry, name="scheduler"), "scheduler-metrics")
+    if not options.one_process:
+        # A process of its own (launcher/upscheduler.py): its bindings' answers no longer wait for a turn of
+        # this loop, which runs every node.
+        from .upscheduler import SchedulerProcess
+
+        def scheduler_changed() -> None:
+            state["scheduler"] = scheduler.record()
+            _write_state(data_dir, state)
+
+        scheduler = SchedulerProcess(api_socket, tokens.for_component("scheduler") if tokens else None,
+                                     on_change=scheduler_changed)
+        metrics["scheduler"] = scheduler.metrics_url
+        tg.create_task(scheduler.run(), name="scheduler-process")
+        announce("scheduler", [scheduler.ready.wait()], lambda: f"ready (process {scheduler.pid})")
+    else:
+        the_scheduler = build_scheduler(client("scheduler"), SchedulerOptions())
+        tg.create_task(the_scheduler.run(), name="scheduler")
+        announce("scheduler", [the_scheduler.nodes.wait_synced(), the_scheduler.pods.wait_synced()])
+        metrics["scheduler"] = await serve_metrics(
+            MetricsServer("127.0.0.1", 0, registry=the_scheduler.metrics.registry, name="scheduler"),
+            "scheduler-metrics")
     dns_listening = asyncio.Event()
     tg.create_task(_run_dns(client("dns"), state, data_dir, listening=dns_listening.set), name="clusterdns")
     announce("dns", [dns_listening.wait()], lambda: f"ready on {(state.get('dns') or {}).get('listen') or 'port 53'}")
@@ -906,7 +924,8 @@ def _report_slow_stop(loop: asyncio.AbstractEventLoop) -> None:
     sys.stderr.flush()
 
 
-def run_until_interrupted(coro_factory: Callable[[], Any], *, fast_loop: bool = False) -> int:
+def run_until_interrupted(coro_factory: Callable[[], Any], *, fast_loop: bool = False,
+                          logger: logging.Logger = log) -> int:
     """asyncio.run with Ctrl-C and SIGTERM turned into a clean cancellation (exit code 0). With
     `fast_loop`, on uvloop, as uvicorn runs the API server (the pure API clients: scheduler, controllers).
     Closing the loop waits at most EXECUTOR_GRACE for threads still busy (_DefaultExecutor); a stop still
@@ -922,7 +941,7 @@ def run_until_interrupted(coro_factory: Callable[[], Any], *, fast_loop: bool = 
         def stop(sig: signal.Signals) -> None:
             if os.getpid() != main_pid:  # a forked helper inherited this handler; not ours to act on
                 return
-            log.info("%s received: stopping", sig.name)
+            logger.info("%s received: stopping", sig.name)
             if not task.cancelling():
                 report = threading.Timer(STOP_REPORT_AFTER, _report_slow_stop, (loop,))
                 report.daemon = True

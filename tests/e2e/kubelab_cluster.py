@@ -109,6 +109,9 @@ class Cluster:
             # `ip netns exec` execs the server, so its command line names no namespace; it names its parent.
             if self.pid and "kubeletstub.podserver" in line and f"--parent-pid {self.pid}" in line:
                 found.append(f"pod server: {line.strip()}")
+            # Its scheduler's process names the API server's private socket (launcher/upscheduler.py).
+            if "launcher.upscheduler" in line and str(self.state.get("privateSocket") or self.data_dir) in line:
+                found.append(f"scheduler process: {line.strip()}")
         return found
 
     def cleanup_after_failure(self) -> None:
