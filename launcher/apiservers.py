@@ -251,13 +251,13 @@ async def start_first(argv_for: Callable[[int], list[str]], *, url: str, listene
     started.append(server)
     if not await _ready(server, ca_file, START_TIMEOUT):
         assert server.process is not None
-        raise RuntimeError(f"the API server (pid {server.process.pid}) {_how(server.process.returncode)} before "
+        raise RuntimeError(f"the API server (pid {server.process.pid}) {how_it_ended(server.process.returncode)} before "
                            "it was ready; see its errors above")
     server.state = "running"
     return server
 
 
-async def _exit_code(process: subprocess.Popen[bytes]) -> int:
+async def exit_code(process: subprocess.Popen[bytes]) -> int:
     """Wait for `process` to exit (a pidfd the loop watches: no thread, no polling) and reap it."""
     if process.poll() is None:
         try:
@@ -282,7 +282,7 @@ async def _exit_code(process: subprocess.Popen[bytes]) -> int:
     return process.wait()
 
 
-def _how(code: int) -> str:
+def how_it_ended(code: int) -> str:
     if code < 0:
         with contextlib.suppress(ValueError):
             return f"was killed by {signal.Signals(-code).name}"
@@ -294,7 +294,7 @@ async def _supervise(server: ExtraApiServer, ca_file: str | None, on_change: Cal
     log = logging.getLogger("kubelab.component.apiserver" + (f"-{server.index}" if server.index > 1 else ""))
     while True:
         assert server.process is not None
-        code = await _exit_code(server.process)
+        code = await exit_code(server.process)
         exited = time.monotonic()
         wait = server.backoff.delay(exited)
         if server.listener is not None:
@@ -302,7 +302,7 @@ async def _supervise(server: ExtraApiServer, ca_file: str | None, on_change: Cal
             server.listener = None
         server.state = "back-off"
         on_change()
-        log.warning("%s (pid %d); starting it again %s (restart %d), log %s", _how(code), server.process.pid,
+        log.warning("%s (pid %d); starting it again %s (restart %d), log %s", how_it_ended(code), server.process.pid,
                     f"in {wait:g}s" if wait else "now", server.restarts + 1,
                     "above" if server.inherit_output else server.log_path)
         await asyncio.sleep(wait)

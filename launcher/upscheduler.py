@@ -30,7 +30,7 @@ from collections.abc import Callable
 
 from kubelab.processes import spawn, stop_process
 
-from .apiservers import RestartBackoff, _exit_code, _how
+from .apiservers import RestartBackoff, exit_code, how_it_ended
 
 MODULE = "launcher.upscheduler"
 READY = b"ready\n"
@@ -165,10 +165,10 @@ class SchedulerProcess:
                     if self.restarts:
                         log.info("ready again (process %d, restart %d)", self.process.pid, self.restarts)
                     self.ready.set()
-                code = await _exit_code(self.process)
+                code = await exit_code(self.process)
                 wait = self.backoff.delay(time.monotonic())
                 log.warning("the scheduler's process (pid %d) %s; starting it again %s (restart %d)",
-                            self.process.pid, _how(code), f"in {wait:g}s" if wait else "now", self.restarts + 1)
+                            self.process.pid, how_it_ended(code), f"in {wait:g}s" if wait else "now", self.restarts + 1)
                 await asyncio.sleep(wait)
                 self.restarts += 1
         finally:
