@@ -126,7 +126,7 @@ class SchedulerProcess:
             fds = (self.metrics.fileno(), token_read, ready_write)
             # Its own session: the terminal's Ctrl-C reaches `kubelab up`, which stops it in order.
             self.process = spawn(argv(self.socket_path, metrics_fd=fds[0], token_fd=token_read, ready_fd=ready_write),
-                                 start_new_session=True, pass_fds=fds)
+                                 start_new_session=True, pass_fds=fds, stdin=subprocess.DEVNULL)
         except BaseException:
             os.close(ready_read)
             raise
@@ -156,9 +156,19 @@ class SchedulerProcess:
             os.close(ready_read)
 
     async def run(self) -> None:
+        """Until cancelled. RuntimeError if the first child exits before it is ready (a start that cannot
+        work is not retried, as for the API server's process); any later exit starts it again."""
         try:
             while True:
-                ready_read = self._launch()
+                try:
+                    ready_read = self._launch()
+                except OSError as exc:  # no fork (memory, pids): the same back-off, unless nothing ever ran
+                    if not self.ready.is_set():
+                        raise
+                    wait = self.backoff.delay(time.monotonic())
+                    log.warning("cannot start the scheduler's process again: %s; trying in %gs", exc, wait)
+                    await asyncio.sleep(wait)
+                    continue
                 assert self.process is not None
                 self._on_change()
                 if await self._wait_ready(ready_read):
@@ -166,6 +176,9 @@ class SchedulerProcess:
                         log.info("ready again (process %d, restart %d)", self.process.pid, self.restarts)
                     self.ready.set()
                 code = await exit_code(self.process)
+                if not self.ready.is_set():
+                    raise RuntimeError(f"the scheduler's process (pid {self.process.pid}) {how_it_ended(code)} "
+                                       "before it was ready; see its errors above")
                 wait = self.backoff.delay(time.monotonic())
                 log.warning("the scheduler's process (pid %d) %s; starting it again %s (restart %d)",
                             self.process.pid, how_it_ended(code), f"in {wait:g}s" if wait else "now", self.restarts + 1)

@@ -12,6 +12,7 @@ Render dataplane (no root needed). No timing is asserted; waits are generous for
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import signal
@@ -22,6 +23,7 @@ from typing import Any
 
 import httpx
 import polling
+import pytest
 from procfs import alive, parent
 from upprocess import REPO, start_up, wait_until_up
 
@@ -117,3 +119,17 @@ def test_one_process_keeps_the_scheduler_in_kubelab_up(tmp_path: Path) -> None:
     finally:
         if up.poll() is None:
             stop_process(up)
+
+
+async def test_a_scheduler_process_that_exits_before_it_is_ready_fails_the_start(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """A first start that cannot work is not retried (as for the API server's process): `kubelab up` stops
+    with the reason rather than waiting for a scheduler that never comes."""
+    from launcher import upscheduler
+
+    monkeypatch.setattr(upscheduler, "argv", lambda *a, **k: [sys.executable, "-c", "raise SystemExit(3)"])
+    child = upscheduler.SchedulerProcess("/nonexistent.sock", None)
+    with pytest.raises(RuntimeError, match=r"the scheduler's process \(pid \d+\) exited with code 3 before it was "
+                                           "ready"):
+        await asyncio.wait_for(child.run(), 60)
+    assert not alive(child.pid or 0)
