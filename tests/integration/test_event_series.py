@@ -154,6 +154,22 @@ async def test_the_scheduler_writes_events_v1(apiserver: str) -> None:
             await cleanup(api, ns, [node])
 
 
+async def _written(api: ApiClient, ns: str, reporter: Reporter, count: int) -> list[dict[str, Any]]:
+    """Run the reporter's workers until `count` events are in `ns`; those events. The namespace goes after."""
+    worker = asyncio.create_task(reporter.run())
+    try:
+        async def all_written() -> list[dict[str, Any]] | None:
+            events, _ = await api.list(kinds.EVENTS_V1, ns)
+            return [e.to_dict() for e in events] if len(events) == count else None
+
+        events: list[dict[str, Any]] = await wait_for(all_written, f"the {count} events")
+        return events
+    finally:
+        worker.cancel()
+        await asyncio.gather(worker, return_exceptions=True)
+        await cleanup(api, ns, [])
+
+
 async def test_a_warning_is_written_before_the_normal_events_queued_ahead_of_it(
         api: ApiClient, monkeypatch: pytest.MonkeyPatch) -> None:
     """During a burst the Scheduled events of the bindings queue up; a FailedScheduling event does not
@@ -167,17 +183,7 @@ async def test_a_warning_is_written_before_the_normal_events_queued_ahead_of_it(
                        "Binding")
     reporter.event(a_pod("big", ns), "Warning", "FailedScheduling", "0/1 nodes are available: 1 Insufficient cpu.",
                    "Scheduling")
-    worker = asyncio.create_task(reporter.run())
-    try:
-        async def all_written() -> list[dict[str, Any]] | None:
-            events, _ = await api.list(kinds.EVENTS_V1, ns)
-            return [e.to_dict() for e in events] if len(events) == 21 else None
-
-        events = await wait_for(all_written, "the 21 events")
-    finally:
-        worker.cancel()
-        await asyncio.gather(worker, return_exceptions=True)
-        await cleanup(api, ns, [])
+    events = await _written(api, ns, reporter, 21)
     written = sorted(events, key=lambda e: int(e["metadata"]["resourceVersion"]))
     assert [e["reason"] for e in written] == ["FailedScheduling"] + ["Scheduled"] * 20
     assert [e["regarding"]["name"] for e in written[1:]] == [f"web-{i}" for i in range(20)]
@@ -198,16 +204,6 @@ async def test_a_full_queue_drops_a_normal_event_rather_than_a_warning(
                    "Scheduling")
     reporter.event(a_pod("web-5", ns), "Normal", "Scheduled", f"Successfully assigned {ns}/web-5 to n", "Binding")
     assert reporter.dropped_events == 2
-    worker = asyncio.create_task(reporter.run())
-    try:
-        async def all_written() -> list[dict[str, Any]] | None:
-            events, _ = await api.list(kinds.EVENTS_V1, ns)
-            return [e.to_dict() for e in events] if len(events) == 5 else None
-
-        events = await wait_for(all_written, "the 5 events kept")
-    finally:
-        worker.cancel()
-        await asyncio.gather(worker, return_exceptions=True)
-        await cleanup(api, ns, [])
+    events = await _written(api, ns, reporter, 5)
     kept = {(e["reason"], e["regarding"]["name"]) for e in events}
     assert kept == {("FailedScheduling", "big")} | {("Scheduled", f"web-{i}") for i in range(1, 5)}
