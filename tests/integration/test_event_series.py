@@ -154,6 +154,20 @@ async def test_the_scheduler_writes_events_v1(apiserver: str) -> None:
             await cleanup(api, ns, [node])
 
 
+async def _scheduled_then_failed(api: ApiClient, prefix: str, scheduled: int) -> tuple[str, Reporter]:
+    """A new namespace and a reporter (workers not started) with `scheduled` Scheduled events queued for
+    web-0.. and then a FailedScheduling one for "big"."""
+    ns = unique(prefix)
+    await create_namespace(api, ns)
+    reporter = Reporter(api, unique("test-scheduler"))
+    for i in range(scheduled):
+        reporter.event(a_pod(f"web-{i}", ns), "Normal", "Scheduled", f"Successfully assigned {ns}/web-{i} to n",
+                       "Binding")
+    reporter.event(a_pod("big", ns), "Warning", "FailedScheduling", "0/1 nodes are available: 1 Insufficient cpu.",
+                   "Scheduling")
+    return ns, reporter
+
+
 async def _written(api: ApiClient, ns: str, reporter: Reporter, count: int) -> list[dict[str, Any]]:
     """Run the reporter's workers until `count` events are in `ns`; those events. The namespace goes after."""
     worker = asyncio.create_task(reporter.run())
@@ -175,14 +189,7 @@ async def test_a_warning_is_written_before_the_normal_events_queued_ahead_of_it(
     """During a burst the Scheduled events of the bindings queue up; a FailedScheduling event does not
     wait behind them. One worker makes the order the queue's: the Warning queued last is written first."""
     monkeypatch.setattr(reporting, "EVENT_WORKERS", 1)
-    ns = unique("warn-first")
-    await create_namespace(api, ns)
-    reporter = Reporter(api, unique("test-scheduler"))
-    for i in range(20):
-        reporter.event(a_pod(f"web-{i}", ns), "Normal", "Scheduled", f"Successfully assigned {ns}/web-{i} to n",
-                       "Binding")
-    reporter.event(a_pod("big", ns), "Warning", "FailedScheduling", "0/1 nodes are available: 1 Insufficient cpu.",
-                   "Scheduling")
+    ns, reporter = await _scheduled_then_failed(api, "warn-first", 20)
     events = await _written(api, ns, reporter, 21)
     written = sorted(events, key=lambda e: int(e["metadata"]["resourceVersion"]))
     assert [e["reason"] for e in written] == ["FailedScheduling"] + ["Scheduled"] * 20
@@ -194,14 +201,7 @@ async def test_a_full_queue_drops_a_normal_event_rather_than_a_warning(
     """The queue full of Scheduled events (a 5,000-node burst's bindings): a FailedScheduling event takes
     the oldest one's place instead of being dropped, and a further Normal event is dropped."""
     monkeypatch.setattr(reporting, "MAX_QUEUED_EVENTS", 5)
-    ns = unique("warn-kept")
-    await create_namespace(api, ns)
-    reporter = Reporter(api, unique("test-scheduler"))
-    for i in range(5):
-        reporter.event(a_pod(f"web-{i}", ns), "Normal", "Scheduled", f"Successfully assigned {ns}/web-{i} to n",
-                       "Binding")
-    reporter.event(a_pod("big", ns), "Warning", "FailedScheduling", "0/1 nodes are available: 1 Insufficient cpu.",
-                   "Scheduling")
+    ns, reporter = await _scheduled_then_failed(api, "warn-kept", 5)
     reporter.event(a_pod("web-5", ns), "Normal", "Scheduled", f"Successfully assigned {ns}/web-5 to n", "Binding")
     assert reporter.dropped_events == 2
     events = await _written(api, ns, reporter, 5)
