@@ -86,13 +86,14 @@ def main(args: list[str] | None = None) -> int:
     from kubelab.gctune import tune_for_long_running
     from kubelab.logs import setup as setup_logging
 
-    from .runner import run_until_interrupted
+    from .runner import exit_now, run_until_interrupted
 
     setup_logging()
     tune_for_long_running()
-    # Only API requests and watches: uvloop, as `kubelab scheduler` runs.
-    return run_until_interrupted(lambda: serve(parsed.socket, token, metrics_sock, parsed.ready_fd), fast_loop=True,
-                                 logger=log)
+    # Only API requests and watches: uvloop, as `kubelab scheduler` runs. Then out without the interpreter's
+    # teardown (exit_now), which made `kubelab up`'s Ctrl-C wait ~0.7 s longer for this process.
+    exit_now(run_until_interrupted(lambda: serve(parsed.socket, token, metrics_sock, parsed.ready_fd),
+                                   fast_loop=True, logger=log))
 
 
 class SchedulerProcess:
