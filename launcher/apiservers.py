@@ -11,11 +11,8 @@ these share one host). Each keeps its master lease, so the `default/kubernetes` 
 the first, the others leave the Service's endpoints alone (`--endpoint-reconciler-type none`). Their output
 goes to `<data-dir>/apiserver-<i>.log`.
 
-Supervised as a kubelet runs a static pod's container with restartPolicy Always: a child that exits (a
-crash, a SIGKILL, the OOM killer) is started again with the same command line, the first time at once,
-then after 10 s doubling to 300 s, the back-off forgotten once it has run 10 minutes since its last start
-(RestartBackoff: the kubelet's backOffPeriod, MaxContainerBackOff and its flowcontrol.Backoff's expiry of
-twice the cap). `kubelab up` binds each child's listening socket itself and hands it over
+Supervised as a kubelet runs a static pod's container with restartPolicy Always (launcher/supervision.py:
+started again when it exits, with the kubelet's back-off). `kubelab up` binds each child's listening socket itself and hands it over
 (`kubelab apiserver --listen-fd FD`, as systemd's socket activation does), so the ports are known to be free
 before anything starts. While a child is down its port is closed, so clients are refused at once and fail
 over to another server, as with a kube-apiserver that is down (a socket kept listening made them wait out
@@ -26,10 +23,7 @@ for the restart, so a restarted server is at the same URL and clients' lists of 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
-import os
-import signal
 import socket
 import subprocess
 import sys
@@ -44,37 +38,10 @@ from kubelab.client import ApiClient, TransportError
 from kubelab.processes import spawn, stop_process
 
 from .build import ApiServerOptions
+from .supervision import RestartBackoff, how_it_ended, keep_running
 
 START_TIMEOUT = 120.0  # a loaded machine: the first server's bootstrap retries etcd for up to 2 minutes too
-# The kubelet's crash loop back-off (pkg/kubelet: backOffPeriod, MaxContainerBackOff); an entry of its
-# flowcontrol.Backoff expires once its last start is more than twice the cap old: 10 minutes.
-BACKOFF_INITIAL = 10.0
-BACKOFF_MAX = 300.0
 READY_POLL = 0.1
-
-
-@dataclass
-class RestartBackoff:
-    """When to start an exited child again, as the kubelet restarts a crashing container. The kubelet starts
-    a container that is not in back-off at once and only then records a back-off of 10 s (kuberuntime's
-    doBackOff, then Backoff.Next); each next exit waits the recorded period, counted from the exit, and
-    doubles it up to 300 s; an exit more than 10 minutes after the last start is a first one again. So the
-    waits are 0, 10, 20, 40, ..., 300, 300 s. Pure: the caller gives the clock."""
-
-    initial: float = BACKOFF_INITIAL
-    cap: float = BACKOFF_MAX
-    period: float | None = None  # None: not in back-off
-    last_start: float = 0.0
-
-    def delay(self, exited_at: float) -> float:
-        """Seconds to wait after an exit at `exited_at` (monotonic) before the next start, which it records."""
-        if self.period is None or exited_at - self.last_start > 2 * self.cap:
-            self.period, wait = self.initial, 0.0
-        else:
-            wait = self.period
-            self.period = min(self.period * 2, self.cap)
-        self.last_start = exited_at + wait
-        return wait
 
 
 @dataclass
@@ -96,6 +63,24 @@ class ExtraApiServer:
     kept: list[socket.socket] = field(default_factory=list, repr=False)
     # None: its output to `log_path`; else to this process's (the first API server's, on up's terminal).
     inherit_output: bool = False
+    ca_file: str | None = None  # what its serving certificate is checked against
+
+    # What supervision.keep_running asks of a child:
+    @property
+    def log_at(self) -> str:
+        return "above" if self.inherit_output else str(self.log_path)
+
+    def exited(self) -> None:
+        if self.listener is not None:
+            self.listener.close()  # refused meanwhile: clients fail over at once
+            self.listener = None
+
+    def launch(self) -> None:
+        _rebind(self)
+        _launch(self)
+
+    async def wait_ready(self) -> bool:
+        return await _ready(self, None)
 
     def record(self) -> dict[str, Any]:
         """What cluster.json (and so `kubelab status`) says of it."""
@@ -196,10 +181,10 @@ def _launch(server: ExtraApiServer) -> None:
                                pass_fds=fds)
 
 
-async def _ready(server: ExtraApiServer, ca_file: str | None, timeout: float | None) -> bool:
+async def _ready(server: ExtraApiServer, timeout: float | None) -> bool:
     """Whether its process answers /readyz 200 (True) or exits first (False); RuntimeError after `timeout`."""
     deadline = None if timeout is None else time.monotonic() + timeout
-    async with ApiClient(server.url, user_agent="kubelab-up", ca_file=ca_file, timeout=2) as api:
+    async with ApiClient(server.url, user_agent="kubelab-up", ca_file=server.ca_file, timeout=2) as api:
         while deadline is None or time.monotonic() < deadline:
             assert server.process is not None
             if server.process.poll() is not None:
@@ -226,12 +211,12 @@ async def start(options: ApiServerOptions, *, ca_file: str | None, listeners: li
         port = listener.getsockname()[1]
         server = ExtraApiServer(index, f"{scheme}://{options.advertise_address or options.host_port[0]}:{port}", port,
                                 data_dir / f"apiserver-{index}.log", listener=listener,
-                                bind_host=listener.getsockname()[0],
+                                bind_host=listener.getsockname()[0], ca_file=ca_file,
                                 argv=argv(options, index, port, host, listen_fd=listener.fileno()))
         _launch(server)
         started.append(server)
     for server in started:
-        if not await _ready(server, ca_file, START_TIMEOUT):
+        if not await _ready(server, START_TIMEOUT):
             assert server.process is not None
             raise RuntimeError(f"API server {server.index} ({server.url}) exited with code "
                                f"{server.process.returncode}; see {server.log_path}")
@@ -246,10 +231,10 @@ async def start_first(argv_for: Callable[[int], list[str]], *, url: str, listene
     ready. Appended to `started` as soon as it runs (the caller stops it, whatever fails)."""
     host, port = listener.getsockname()[:2]
     server = ExtraApiServer(1, url, port, data_dir / "apiserver.log", listener=listener, bind_host=host,
-                            argv=argv_for(listener.fileno()), kept=kept, inherit_output=True)
+                            argv=argv_for(listener.fileno()), kept=kept, inherit_output=True, ca_file=ca_file)
     _launch(server)
     started.append(server)
-    if not await _ready(server, ca_file, START_TIMEOUT):
+    if not await _ready(server, START_TIMEOUT):
         assert server.process is not None
         raise RuntimeError(f"the API server (pid {server.process.pid}) {how_it_ended(server.process.returncode)} before "
                            "it was ready; see its errors above")
@@ -257,77 +242,13 @@ async def start_first(argv_for: Callable[[int], list[str]], *, url: str, listene
     return server
 
 
-async def exit_code(process: subprocess.Popen[bytes]) -> int:
-    """Wait for `process` to exit (a pidfd the loop watches: no thread, no polling) and reap it."""
-    if process.poll() is None:
-        try:
-            pidfd = os.pidfd_open(process.pid)
-        except (AttributeError, OSError):  # no pidfd (Linux < 5.3): look every READY_POLL
-            while process.poll() is None:
-                await asyncio.sleep(READY_POLL)
-        else:
-            loop = asyncio.get_running_loop()
-            exited: asyncio.Future[None] = loop.create_future()
-
-            def readable() -> None:
-                if not exited.done():
-                    exited.set_result(None)
-
-            loop.add_reader(pidfd, readable)
-            try:
-                await exited
-            finally:
-                loop.remove_reader(pidfd)
-                os.close(pidfd)
-    return process.wait()
-
-
-def how_it_ended(code: int) -> str:
-    if code < 0:
-        with contextlib.suppress(ValueError):
-            return f"was killed by {signal.Signals(-code).name}"
-        return f"was killed by signal {-code}"
-    return f"exited with code {code}"
-
-
-async def _supervise(server: ExtraApiServer, ca_file: str | None, on_change: Callable[[], None]) -> None:
-    log = logging.getLogger("kubelab.component.apiserver" + (f"-{server.index}" if server.index > 1 else ""))
-    while True:
-        assert server.process is not None
-        code = await exit_code(server.process)
-        exited = time.monotonic()
-        wait = server.backoff.delay(exited)
-        if server.listener is not None:
-            server.listener.close()  # refused meanwhile: clients fail over at once
-            server.listener = None
-        server.state = "back-off"
-        on_change()
-        log.warning("%s (pid %d); starting it again %s (restart %d), log %s", how_it_ended(code), server.process.pid,
-                    f"in {wait:g}s" if wait else "now", server.restarts + 1,
-                    "above" if server.inherit_output else server.log_path)
-        await asyncio.sleep(wait)
-        try:
-            _rebind(server)
-            _launch(server)
-        except (OSError, RuntimeError) as exc:  # port taken, no fork (memory, pids): the same back-off
-            log.warning("cannot start it again: %s", exc)
-            continue
-        server.restarts += 1
-        server.state = "starting"
-        on_change()
-        if await _ready(server, ca_file, None):
-            server.state = "running"
-            on_change()
-            log.info("ready again at %s (pid %d, restart %d) %.2fs after it stopped", server.url,
-                     server.process.pid, server.restarts, time.monotonic() - exited)
-
-
-async def supervise(servers: list[ExtraApiServer], *, ca_file: str | None, on_change: Callable[[], None]) -> None:
-    """Start every one of `servers` again whenever it exits (RestartBackoff), on the socket it had; until
-    cancelled. `on_change()` after each change of a server's state, pid or restart count."""
+async def supervise(servers: list[ExtraApiServer], *, on_change: Callable[[], None]) -> None:
+    """Start every one of `servers` again whenever it exits (supervision.keep_running), on the socket it had;
+    until cancelled. `on_change()` after each change of a server's state, pid or restart count."""
     async with asyncio.TaskGroup() as tg:
         for server in servers:
-            tg.create_task(_supervise(server, ca_file, on_change), name=f"apiserver-{server.index}-supervisor")
+            log = logging.getLogger("kubelab.component.apiserver" + (f"-{server.index}" if server.index > 1 else ""))
+            tg.create_task(keep_running(server, log, on_change), name=f"apiserver-{server.index}-supervisor")
 
 
 async def stop(servers: list[ExtraApiServer]) -> None:

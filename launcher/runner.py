@@ -355,8 +355,8 @@ async def up(options: UpOptions, *, ready: Callable[[dict[str, Any]], None] | No
                         if task is not None:
                             tg.create_task(_watch_apiserver(task), name=f"{task.get_name()}-watchdog")
                     if firsts or extras:
-                        tg.create_task(apiservers.supervise([*firsts, *extras], ca_file=str(tls.ca_file) if tls else None,
-                                                            on_change=apiservers_changed), name="apiserver-supervisor")
+                        tg.create_task(apiservers.supervise([*firsts, *extras], on_change=apiservers_changed),
+                                       name="apiserver-supervisor")
                     await _run_components(tg, options, private.path, data_dir, state, lab, timer, ready, clients,
                                           runtimes=runtimes, tokens=tokens, root_ca=pki.ca_file.read_text(), app=in_process,
                                           pki=tls)

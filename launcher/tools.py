@@ -149,7 +149,8 @@ def cmd_status(args: argparse.Namespace) -> int:
                    if "pid" in record else "")
         print(f"apiserver   {url} ({ready}){process}")
     if state.get("scheduler"):  # its process (launcher/upscheduler.py); not with --one-process
-        print(f"scheduler   pid {state['scheduler']['pid']}, restarts {state['scheduler']['restarts']}")
+        record = state["scheduler"]
+        print(f"scheduler   pid {record['pid']}, {record['state']}, restarts {record['restarts']}")
     try:
         nodes = json.loads(_get(state["server"], "/api/v1/nodes", token=token, ca_file=ca, timeout=5,
                                 agent="status")[1]).get("items", [])

@@ -25,12 +25,11 @@ import os
 import socket
 import subprocess
 import sys
-import time
 from collections.abc import Callable
 
 from kubelab.processes import spawn, stop_process
 
-from .apiservers import RestartBackoff, exit_code, how_it_ended
+from .supervision import RestartBackoff, exit_code, how_it_ended, keep_running, readable
 
 MODULE = "launcher.upscheduler"
 READY = b"ready\n"
@@ -97,9 +96,12 @@ def main(args: list[str] | None = None) -> int:
 
 
 class SchedulerProcess:
-    """The child, seen from `kubelab up`: started by run(), again whenever it exits (RestartBackoff: at once,
-    then 10 s doubling to 5 min), stopped (SIGTERM, SIGKILL after STOP_TIMEOUT) when run() is cancelled.
-    Its metrics listener is bound here once, so its address stays the same across restarts."""
+    """The child, seen from `kubelab up`: started by run(), again whenever it exits (supervision.keep_running),
+    stopped (SIGTERM, SIGKILL after STOP_TIMEOUT) when run() is cancelled. Its metrics listener is bound here
+    once, so its address stays the same across restarts."""
+
+    url = ""  # serves nothing users reach but its metrics
+    log_at = "above"  # its output is up's
 
     def __init__(self, socket_path: str, token: str | None, *, on_change: Callable[[], None] = lambda: None
                  ) -> None:
@@ -108,15 +110,20 @@ class SchedulerProcess:
         self.metrics_url = f"http://127.0.0.1:{self.metrics.getsockname()[1]}/metrics"
         self.process: subprocess.Popen[bytes] | None = None
         self.restarts = 0
+        self.state = "starting"
         self.ready = asyncio.Event()  # set once the first child has synced
         self.backoff = RestartBackoff()
+        self._ready_read = -1  # the read end of the last child's ready pipe
 
     @property
     def pid(self) -> int | None:
         return self.process.pid if self.process is not None else None
 
-    def _launch(self) -> int:
-        """Start a child; returns the read end of its ready pipe."""
+    def exited(self) -> None:
+        pass  # its metrics listener stays bound for the next child
+
+    def launch(self) -> None:
+        """Start a child, with a ready pipe for wait_ready."""
         token_read, token_write = os.pipe()
         ready_read, ready_write = os.pipe()
         try:
@@ -135,63 +142,47 @@ class SchedulerProcess:
             for fd in (token_read, token_write, ready_write):
                 if fd >= 0:
                     os.close(fd)
-        return ready_read
+        self._ready_read = ready_read
 
-    async def _wait_ready(self, ready_read: int) -> bool:
+    async def wait_ready(self) -> bool:
         """Whether the child said it is ready (False: it exited, or closed the pipe, first)."""
-        loop = asyncio.get_running_loop()
-        said: asyncio.Future[bytes] = loop.create_future()
-
-        def readable() -> None:
-            if not said.done():
-                try:
-                    said.set_result(os.read(ready_read, len(READY)))
-                except OSError:
-                    said.set_result(b"")
-
-        loop.add_reader(ready_read, readable)
+        ready_read, self._ready_read = self._ready_read, -1
         try:
-            return await said == READY
+            await readable(ready_read)
+            try:
+                said = os.read(ready_read, len(READY))
+            except OSError:
+                said = b""
         finally:
-            loop.remove_reader(ready_read)
             os.close(ready_read)
+        if said != READY:
+            return False
+        self.ready.set()
+        return True
 
     async def run(self) -> None:
         """Until cancelled. RuntimeError if the first child exits before it is ready (a start that cannot
         work is not retried, as for the API server's process); any later exit starts it again."""
         try:
-            while True:
-                try:
-                    ready_read = self._launch()
-                except OSError as exc:  # no fork (memory, pids): the same back-off, unless nothing ever ran
-                    if not self.ready.is_set():
-                        raise
-                    wait = self.backoff.delay(time.monotonic())
-                    log.warning("cannot start the scheduler's process again: %s; trying in %gs", exc, wait)
-                    await asyncio.sleep(wait)
-                    continue
-                assert self.process is not None
-                self._on_change()
-                if await self._wait_ready(ready_read):
-                    if self.restarts:
-                        log.info("ready again (process %d, restart %d)", self.process.pid, self.restarts)
-                    self.ready.set()
-                code = await exit_code(self.process)
-                if not self.ready.is_set():
-                    raise RuntimeError(f"the scheduler's process (pid {self.process.pid}) {how_it_ended(code)} "
-                                       "before it was ready; see its errors above")
-                wait = self.backoff.delay(time.monotonic())
-                log.warning("the scheduler's process (pid %d) %s; starting it again %s (restart %d)",
-                            self.process.pid, how_it_ended(code), f"in {wait:g}s" if wait else "now", self.restarts + 1)
-                await asyncio.sleep(wait)
-                self.restarts += 1
+            self.launch()
+            assert self.process is not None
+            self._on_change()
+            if not await self.wait_ready():
+                raise RuntimeError(f"the scheduler's process (pid {self.process.pid}) "
+                                   f"{how_it_ended(await exit_code(self.process))} before it was ready; see its errors "
+                                   "above")
+            self.state = "running"
+            self._on_change()
+            await keep_running(self, log, self._on_change)
         finally:
+            if self._ready_read >= 0:
+                os.close(self._ready_read)
             await asyncio.to_thread(stop_process, self.process, timeout=STOP_TIMEOUT)
             self.metrics.close()
 
     def record(self) -> dict[str, object]:
         """What cluster.json (and so `kubelab status`) says of it."""
-        return {"pid": self.pid, "restarts": self.restarts, "metrics": self.metrics_url}
+        return {"pid": self.pid, "state": self.state, "restarts": self.restarts, "metrics": self.metrics_url}
 
 
 if __name__ == "__main__":

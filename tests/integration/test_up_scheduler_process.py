@@ -69,7 +69,7 @@ def test_the_scheduler_runs_in_a_child_restarted_when_killed(tmp_path: Path) -> 
         assert first["pid"] != up.pid and parent(first["pid"]) == up.pid
         assert b"launcher.upscheduler" in Path(f"/proc/{first['pid']}/cmdline").read_bytes()
         assert _state(data)["metrics"]["scheduler"] == first["metrics"]
-        assert f"scheduler   pid {first['pid']}, restarts 0" in _status(data)
+        assert f"scheduler   pid {first['pid']}, running, restarts 0" in _status(data)
         with httpx.Client(base_url=f"http://127.0.0.1:{port}", timeout=10) as http:
             assert http.post(f"{NS}/pods", json=_pod("before")).status_code == 201
             polling.wait_for("pod before bound", lambda: _bound(http, "before"), 120, retry_on=())
@@ -84,13 +84,13 @@ def test_the_scheduler_runs_in_a_child_restarted_when_killed(tmp_path: Path) -> 
             pids.append(again["pid"])
             assert again["restarts"] == 1 and again["metrics"] == first["metrics"]
             assert parent(again["pid"]) == up.pid and not alive(first["pid"])
-            assert (f"the scheduler's process (pid {first['pid']}) was killed by SIGKILL; starting it again now "
-                    "(restart 1)") in log.read_text()
+            assert (f"scheduler   was killed by SIGKILL (pid {first['pid']}); starting it again now (restart 1)"
+                    in log.read_text())
             assert http.post(f"{NS}/pods", json=_pod("after")).status_code == 201
             polling.wait_for("pod after bound", lambda: _bound(http, "after"), 120, retry_on=())
             polling.wait_for("the metrics on the same address", lambda: "scheduler_schedule_attempts_total" in
                              httpx.get(first["metrics"], timeout=10).text, 60)
-        assert f"scheduler   pid {again['pid']}, restarts 1" in _status(data)
+        assert f"scheduler   pid {again['pid']}, running, restarts 1" in _status(data)
         up.send_signal(signal.SIGINT)
         assert up.wait(120) == 0, log.read_text()[-4000:]
         assert [pid for pid in pids if alive(pid)] == []

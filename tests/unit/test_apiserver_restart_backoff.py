@@ -1,4 +1,4 @@
-"""The restart back-off of `kubelab up`'s child API servers (launcher/apiservers.RestartBackoff): the
+"""The restart back-off of `kubelab up`'s children (launcher/supervision.RestartBackoff): the
 kubelet's for a crashing container (first restart at once, then 10 s doubling to 300 s, forgotten 10
 minutes after the last start), and the child's command line with the socket it is handed."""
 
@@ -6,13 +6,13 @@ from __future__ import annotations
 
 import pytest
 
-from launcher import apiservers
+from launcher import apiservers, supervision
 from launcher.build import ApiServerOptions
 from launcher.cli import build_parser
 
 
 def waits(exits: list[float]) -> list[float]:
-    backoff = apiservers.RestartBackoff()
+    backoff = supervision.RestartBackoff()
     return [backoff.delay(at) for at in exits]
 
 
