@@ -170,13 +170,16 @@ class LabNetwork:
         self._node_locks: dict[str, threading.Lock] = {}
         self._created = False
         self._closing = False  # destroy() has begun
-        self._namespaces: list[str] = []  # recorded *before* creation, in creation order
+        # Recorded *before* creation, in creation order (a dict: ordered, and O(1) to look up or drop).
+        self._namespaces: dict[str, None] = {}
         self._nodes: dict[str, NodeNet] = {}
         self._pending_nodes: dict[str, NodeNet] = {}
         self._pods: dict[tuple[str, str], PodNet] = {}
         # The owner recorded in the state file, (pid, start time): read from /proc once per process, not
         # on each of the two saves per pod (reading it was half the cost of a save in the density profile).
         self._owner: tuple[int, int | None] | None = None
+        # Each pod's line of the state file, made once per PodNet (frozen: a change is a new object).
+        self._pod_lines: dict[tuple[str, str], tuple[PodNet, str]] = {}
 
     def __enter__(self) -> Self:
         self.create()
@@ -775,17 +778,15 @@ class LabNetwork:
     def _record_namespace(self, name: str) -> None:
         # Write-ahead: the name is on disk before the namespace exists, so a crash at any point
         # leaves nothing that cleanup() cannot find.
-        if name not in self._namespaces:
-            self._namespaces.append(name)
+        self._namespaces[name] = None
         self._save()
 
     def _forget_namespace(self, name: str) -> None:
-        if name in self._namespaces:
-            self._namespaces.remove(name)
+        self._namespaces.pop(name, None)
         if self._created:
             self._save()
 
-    def _state_json(self) -> dict[str, Any]:
+    def _state_json(self, *, pods: bool = True) -> dict[str, Any]:
         pid = os.getpid()
         if self._owner is None or self._owner[0] != pid:
             self._owner = (pid, process_start_time(pid))
@@ -797,10 +798,26 @@ class LabNetwork:
             "logDir": str(self.log_dir),
             "namespaces": list(self._namespaces),
             "nodes": [n.to_json() for n in self._nodes.values()],
-            "pods": [p.to_json() for p in self._pods.values()],
+            **({"pods": [p.to_json() for p in self._pods.values()]} if pods else {}),
         }
+
+    def _state_text(self) -> str:
+        """_state_json as the state file holds it: a pod a line, each line made once. The file is written
+        twice per pod, and encoding the whole state each time (indented, so by json's Python encoder) made
+        a 1,000-pod rollout quadratic: 58 % of the pods' setup threads' time, holding the GIL the event
+        loop needs (BENCHMARKS.md, "The lab's state file")."""
+        lines = self._pod_lines
+        for key in lines.keys() - self._pods.keys():
+            del lines[key]
+        for key, pod in self._pods.items():
+            if key not in lines or lines[key][0] is not pod:
+                lines[key] = (pod, json.dumps(pod.to_json(), sort_keys=True))
+        head = self._state_json(pods=False)
+        head_text = json.dumps(head, sort_keys=True)  # without indent: json's C encoder
+        pods = ",\n".join(lines[key][1] for key in self._pods)
+        return f'{head_text[:-1]}, "pods": [\n{pods}\n]}}\n'
 
     def _save(self) -> None:
         tmp = self.state_path.with_name(f".{self.state_path.name}.{threading.get_ident()}.tmp")
-        tmp.write_text(json.dumps(self._state_json(), indent=2, sort_keys=True) + "\n")
+        tmp.write_text(self._state_text())
         os.replace(tmp, self.state_path)  # atomic: a reader never sees half a file

@@ -17,7 +17,7 @@ from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Protocol
+from typing import Any, Protocol
 
 import pytest
 
@@ -214,6 +214,26 @@ def test_removing_a_pod_keeps_its_neighbours_and_it_can_come_back(lab: LabNetwor
     lab.add_pod("node-1", "default/web-b", "10.244.1.6", ports=[5000])
 
     assert http_get(lab.node_netns("node-2"), "http://10.244.1.6:5000/").body == "web-b\n"
+
+
+def test_the_state_file_follows_each_pod_as_it_goes_and_comes_back(lab: LabNetwork) -> None:
+    def recorded() -> dict[str, dict[str, Any]]:
+        return {pod["key"]: pod for pod in json.loads(lab.state_path.read_text())["pods"]}
+
+    assert sorted(recorded()) == ["default/web-a", "default/web-b", "default/web-c"]
+    lab.remove_pod("node-1", "default/web-b")
+    assert sorted(recorded()) == ["default/web-a", "default/web-c"]
+    with pytest.raises(DataplaneError, match="no pod default/web-b on node node-1"):
+        lookup_netns(lab.state_dir, "node-1", pod_key="default/web-b", prefix=lab.prefix)
+
+    lab.add_pod("node-1", "default/web-b", "10.244.1.6", ports=[5000])
+
+    again = lab.pod("node-1", "default/web-b")
+    assert again is not None and again.server is not None
+    assert recorded()["default/web-b"]["server"]["pid"] == again.server.pid  # the new process, not the old
+    assert lookup_netns(lab.state_dir, "node-1", pod_key="default/web-b", prefix=lab.prefix) == again.netns
+    web_a = lab.pod("node-1", "default/web-a")
+    assert web_a is not None and recorded()["default/web-a"] == web_a.to_json()
 
 
 def test_removing_a_node_takes_its_pods_and_bridge_port(lab: LabNetwork) -> None:
