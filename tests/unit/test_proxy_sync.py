@@ -331,6 +331,9 @@ def test_chains_of_reads_the_declared_chains_of_one_table_or_all() -> None:
     assert chains_of(saved, "filter") == {"INPUT", "KUBE-SERVICES"}
     assert chains_of(saved) == {"INPUT", "KUBE-SERVICES", "PREROUTING", "KUBE-SEP-ABC"}
     assert chains_of("") == frozenset()
+    # Without iptables-save's comment line, the first line declares a table or a chain.
+    assert chains_of("*nat\n:PREROUTING ACCEPT [0:0]\nCOMMIT\n", "nat") == {"PREROUTING"}
+    assert chains_of(":KUBE-SEP-A - [0:0]\n:KUBE-SEP-B - [0:0]\n") == {"KUBE-SEP-A", "KUBE-SEP-B"}
 
 
 def test_health_turns_bad_when_a_queued_sync_waits_too_long() -> None:
