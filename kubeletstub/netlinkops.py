@@ -23,6 +23,8 @@ from kubeletstub.podprocess import (
     PodProcessError,
 )
 
+from .rtnetlink import Rtnl
+
 log = logging.getLogger(__name__)
 
 # pyroute2 forks short-lived children to open sockets inside namespaces and stops them with SIGTERM.
@@ -59,6 +61,17 @@ def rtnl(netns: str | None) -> Iterator[Any]:
         yield ipr
     finally:
         ipr.close()
+
+
+@contextlib.contextmanager
+def plain_rtnl(netns: str | None) -> Iterator[Rtnl]:
+    """rtnl's socket for rtnetlink.Rtnl's few requests, without pyroute2 (the pod wiring path)."""
+    try:
+        sock = Rtnl() if netns is None else Rtnl(run_in_netns(netns, _netlink_socket_fd))
+    except FileNotFoundError:
+        raise DataplaneError(f"network namespace {netns} does not exist") from None
+    with sock:
+        yield sock
 
 
 _CLONE_NEWNET = 0x40000000

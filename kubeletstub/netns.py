@@ -81,6 +81,7 @@ from .netlinkops import (
     interface_holding,
     link_index,
     netns_fd,
+    plain_rtnl,
     remove_netns,
     remove_netns_etc,
     rtnl,
@@ -112,10 +113,10 @@ from .netnsstate import (
     state_file_path,
     teardown_state,
 )
+from .rtnetlink import LOOPBACK_INDEX, RT_SCOPE_LINK
 
 log = logging.getLogger(__name__)
 
-_RT_SCOPE_LINK = 253
 
 # Sysctls of a node namespace, written before its interfaces exist so that conf/default applies to
 # all of them.
@@ -641,30 +642,30 @@ class LabNetwork:
                 # without a route to the service CIDR `curl <ClusterIP>` from a node fails with
                 # ENETUNREACH before kube-proxy's rules are even consulted (real nodes have a default
                 # route). Undeliverable service traffic ARPs on the lab network and dies there.
-                ipr.route("add", dst=str(self.service_cidr), oif=eth0, scope=_RT_SCOPE_LINK)
+                ipr.route("add", dst=str(self.service_cidr), oif=eth0, scope=RT_SCOPE_LINK)
                 for extra in self.local_routes:
-                    ipr.route("add", dst=str(extra), oif=eth0, scope=_RT_SCOPE_LINK)
+                    ipr.route("add", dst=str(extra), oif=eth0, scope=RT_SCOPE_LINK)
             with rtnl(self.lab_netns) as ipr:
                 ipr.link("set", index=link_index(ipr, node.lab_port), master=link_index(ipr, LAB_BRIDGE), state="up")
 
     def _wire_pod(self, node: NodeNet, pod: PodNet) -> None:
         with translated(f"set up pod {pod.key} on {node.name}"):
-            with netns_fd(pod.netns) as pod_fd, rtnl(node.netns) as ipr:
-                peer = {"ifname": POD_IFNAME, "net_ns_fd": pod_fd}
-                ipr.link("add", ifname=pod.host_ifname, kind="veth", peer=peer)
-                host = link_index(ipr, pod.host_ifname)
+            # Plain netlink (rtnetlink.py), not pyroute2: this runs for every pod.
+            with netns_fd(pod.netns) as pod_fd, plain_rtnl(node.netns) as nl:
+                nl.add_veth(pod.host_ifname, POD_IFNAME, pod_fd)
+                host = nl.link_index(pod.host_ifname)
                 # The same gateway /32 on every pod veth of the node (ptp CNI): each pod ARPs for an
                 # address that really exists on its link.
-                ipr.addr("add", index=host, address=pod.gateway, prefixlen=32)
-                ipr.link("set", index=host, state="up")
-                ipr.route("add", dst=f"{pod.ip}/32", oif=host, scope=_RT_SCOPE_LINK)
-            with rtnl(pod.netns) as ipr:
-                set_up(ipr, "lo")
-                eth0 = link_index(ipr, POD_IFNAME)
-                ipr.addr("add", index=eth0, address=pod.ip, prefixlen=32)
-                ipr.link("set", index=eth0, state="up")
-                ipr.route("add", dst=f"{pod.gateway}/32", oif=eth0, scope=_RT_SCOPE_LINK)
-                ipr.route("add", dst="0.0.0.0/0", gateway=pod.gateway, oif=eth0)
+                nl.add_address(host, pod.gateway, 32)
+                nl.set_up(host)
+                nl.add_route(f"{pod.ip}/32", oif=host, scope=RT_SCOPE_LINK)
+            with plain_rtnl(pod.netns) as nl:
+                nl.set_up(LOOPBACK_INDEX)
+                eth0 = nl.link_index(POD_IFNAME)
+                nl.add_address(eth0, pod.ip, 32)
+                nl.set_up(eth0)
+                nl.add_route(f"{pod.gateway}/32", oif=eth0, scope=RT_SCOPE_LINK)
+                nl.add_route("0.0.0.0/0", oif=eth0, gateway=pod.gateway)
 
     def _remove_pod_locked(self, pod: PodNet) -> None:
         node = self._node(pod.node)

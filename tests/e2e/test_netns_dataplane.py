@@ -7,6 +7,7 @@ answers with its name, and its X-Client-Address header shows whether anything re
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import signal
@@ -21,11 +22,12 @@ from typing import Any, Protocol
 
 import pytest
 
-from kubeletstub.netlinkops import DataplaneError
+from kubeletstub.netlinkops import DataplaneError, plain_rtnl
 from kubeletstub.netnames import exec_argv
 from kubeletstub.netns import LabNetwork
 from kubeletstub.netnsstate import cleanup, lookup_netns
 from kubeletstub.podprocess import PodProcess, ServedPort, is_pod_process_alive
+from kubeletstub.rtnetlink import RT_SCOPE_LINK
 
 pytestmark = pytest.mark.root
 
@@ -234,6 +236,19 @@ def test_the_state_file_follows_each_pod_as_it_goes_and_comes_back(lab: LabNetwo
     assert lookup_netns(lab.state_dir, "node-1", pod_key="default/web-b", prefix=lab.prefix) == again.netns
     web_a = lab.pod("node-1", "default/web-a")
     assert web_a is not None and recorded()["default/web-a"] == web_a.to_json()
+
+
+def test_a_refused_netlink_request_raises_the_kernels_error(lab: LabNetwork) -> None:
+    web_a = lab.pod("node-1", "default/web-a")
+    assert web_a is not None
+    with plain_rtnl(lab.node_netns("node-1")) as nl:
+        with pytest.raises(OSError) as missing:
+            nl.link_index("no-such-veth")
+        assert missing.value.errno == errno.ENODEV
+        host = nl.link_index(web_a.host_ifname)
+        with pytest.raises(FileExistsError):  # the pod's route is there already
+            nl.add_route(f"{web_a.ip}/32", oif=host, scope=RT_SCOPE_LINK)
+    assert http_get(lab.node_netns("node-1"), "http://10.244.1.5:5000/").body == "web-a\n"
 
 
 def test_removing_a_node_takes_its_pods_and_bridge_port(lab: LabNetwork) -> None:
