@@ -37,7 +37,8 @@ node is routed (in on one veth, out another), so ip_forward=1 is enough and ipta
 namespace sees every packet, exactly what kube-proxy's rules need.
 
 The names of namespaces and interfaces are `netnames.py`'s; the netlink and sysctl primitives
-`netlinkops.py`'s; the records of what a lab made, its state file and the crash cleanup `netnsstate.py`'s.
+`netlinkops.py`'s (a pod's veth, addresses and routes `rtnetlink.py`'s, on a plain netlink socket);
+the records of what a lab made, its state file and the crash cleanup `netnsstate.py`'s.
 
 Threads: every method blocks (netlink, process start-up) and must run off the event loop, e.g. via
 ``asyncio.to_thread``; never on the event loop's own thread, because pyroute2's synchronous API runs
