@@ -102,8 +102,10 @@ class Rtnl:
 
     def link_index(self, ifname: str) -> int:
         """The index of interface `ifname`; OSError(ENODEV) if there is none."""
-        [answer, *_] = self.request(RTM_GETLINK, 0, _IFINFO.pack(0, 0, 0, 0, 0) + attr(IFLA_IFNAME, _name(ifname)))
-        return int(_IFINFO.unpack_from(answer)[2])
+        answers = self.request(RTM_GETLINK, 0, _IFINFO.pack(0, 0, 0, 0, 0) + attr(IFLA_IFNAME, _name(ifname)))
+        if not answers:  # the kernel answers with the link or an error; never seen
+            raise OSError(errno.ENODEV, f"no answer for interface {ifname}")
+        return int(_IFINFO.unpack_from(answers[0])[2])
 
     def add_veth(self, ifname: str, peer: str, peer_netns_fd: int) -> None:
         """A veth pair: `ifname` here, `peer` in the namespace `peer_netns_fd` refers to; both down."""

@@ -12,12 +12,13 @@ the first, the others leave the Service's endpoints alone (`--endpoint-reconcile
 goes to `<data-dir>/apiserver-<i>.log`.
 
 Supervised as a kubelet runs a static pod's container with restartPolicy Always (launcher/supervision.py:
-started again when it exits, with the kubelet's back-off). `kubelab up` binds each child's listening socket itself and hands it over
-(`kubelab apiserver --listen-fd FD`, as systemd's socket activation does), so the ports are known to be free
-before anything starts. While a child is down its port is closed, so clients are refused at once and fail
-over to another server, as with a kube-apiserver that is down (a socket kept listening made them wait out
-their timeout: the kernel completes the handshake and queues the connection); the same port is bound again
-for the restart, so a restarted server is at the same URL and clients' lists of servers stay valid.
+started again when it exits, with the kubelet's back-off). `kubelab up` binds each child's listening socket
+itself and hands it over (`kubelab apiserver --listen-fd FD`, as systemd's socket activation does), so the
+ports are known to be free before anything starts. While a child is down its port is closed, so clients are
+refused at once and fail over to another server, as with a kube-apiserver that is down (a socket kept
+listening made them wait out their timeout: the kernel completes the handshake and queues the connection);
+the same port is bound again for the restart, so a restarted server is at the same URL and clients' lists of
+servers stay valid.
 """
 
 from __future__ import annotations
