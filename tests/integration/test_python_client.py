@@ -217,38 +217,48 @@ def test_watch_replays_then_streams_and_ends_at_its_timeout(core: client.CoreV1A
 
 def test_watch_resumes_when_the_server_ends_the_stream(etcd: Etcd, start_apiserver: Any) -> None:
     """A server that ends watches by itself (minRequestTimeout, 0.5-1 s here): the client watches
-    again from the last resourceVersion it saw, and misses nothing, repeats nothing."""
+    again from the last resourceVersion it saw, and misses nothing, repeats nothing.
+
+    The watch starts from a LIST's resourceVersion, as an informer's does: a watch with none replays
+    the current objects first, and a loaded server may end such a stream before its first event (the
+    deadline counts from the request, as kube-apiserver's does), after which this client stops."""
     with start_apiserver(etcd.url, min_request_timeout=0.5) as url, RecordingProxy(url) as proxy, \
             api_client(proxy.url) as api:
         core = client.CoreV1Api(api)
         ns = unique_name("pyw")
         core.create_namespace(client.V1Namespace(metadata=client.V1ObjectMeta(name=ns)))
-        core.create_namespaced_config_map(ns, client.V1ConfigMap(metadata=client.V1ObjectMeta(name="first")))
+        listed = core.list_namespaced_config_map(ns).metadata.resource_version
         seen: queue.Queue[tuple[str, str]] = queue.Queue()
         w = watch.Watch()
 
         def consume() -> None:
-            for event in w.stream(core.list_namespaced_config_map, ns):
+            for event in w.stream(core.list_namespaced_config_map, ns, resource_version=listed):
                 seen.put((event["type"], event["object"].metadata.name))
+
+        def versions() -> list[str]:
+            """The resourceVersion of each watch request the client sent, in order."""
+            return [parse_qs(urlparse(path).query)["resourceVersion"][0] for method, path, _, _ in proxy.requests
+                    if method == "GET" and "watch=" in path]
 
         consumer = threading.Thread(target=consume, name="watch-consumer", daemon=True)
         consumer.start()
         try:
+            wait_for("the first watch request", lambda: versions())
+            core.create_namespaced_config_map(ns, client.V1ConfigMap(metadata=client.V1ObjectMeta(name="first")))
             assert seen.get(timeout=30) == ("ADDED", "first")
-
-            def watches() -> list[dict[str, list[str]]]:
-                return [parse_qs(urlparse(path).query) for method, path, _, _ in proxy.requests
-                        if method == "GET" and "watch=" in path]
-
-            # The first stream ended and the client came back with the resourceVersion it had seen.
-            resumed = wait_for("a second watch request", lambda: len(watches()) >= 2 and watches())
-            assert "resourceVersion" not in resumed[0]
             first_rv = core.read_namespaced_config_map("first", ns).metadata.resource_version
-            assert resumed[1]["resourceVersion"] == [first_rv]
+            # The stream that carried it ended, and the client came back with its resourceVersion.
+            wait_for("a watch from the first object's resourceVersion", lambda: first_rv in versions())
             core.create_namespaced_config_map(ns, client.V1ConfigMap(metadata=client.V1ObjectMeta(name="second")))
             assert seen.get(timeout=30) == ("ADDED", "second")
-            wait_for("another resumption", lambda: len(watches()) >= 4)
+            second_rv = core.read_namespaced_config_map("second", ns).metadata.resource_version
+            wait_for("a watch from the second object's resourceVersion", lambda: second_rv in versions())
+            resumed_from_second = versions().count(second_rv)
+            wait_for("another resumption", lambda: versions().count(second_rv) > resumed_from_second)
             assert seen.empty(), "an event was delivered twice"
+            # Each watch asked from the newest resourceVersion the client had seen, never an older one.
+            sent = versions()
+            assert sent == sorted(sent, key=int) and set(sent) == {listed, first_rv, second_rv}, sent
         finally:
             w.stop()
             consumer.join(timeout=30)
