@@ -193,6 +193,18 @@ def test_discovery_and_coordination_apis(apiserver: str, ns: str) -> None:
         assert coordination.read_namespaced_lease("holder", ns).spec.lease_duration_seconds == 40
 
 
+def _first_events(w: watch.Watch, count: int, *args: Any, **kwargs: Any) -> list[Any]:
+    """The first `count` events of w.stream(*args, **kwargs); the client then stops the watch. The
+    server's timeoutSeconds (given long) only ends it if they never come: it counts from the request,
+    and a loaded server may take a while to set the watch up."""
+    events = []
+    for event in w.stream(*args, timeout_seconds=60, **kwargs):
+        events.append(event)
+        if len(events) == count:
+            w.stop()
+    return events
+
+
 def test_watch_replays_then_streams_and_ends_at_its_timeout(core: client.CoreV1Api, ns: str) -> None:
     # Replayed objects come in key order, each with its own resourceVersion, and the client resumes
     # from the last one it saw: create them in key order so that is the newest.
@@ -202,17 +214,20 @@ def test_watch_replays_then_streams_and_ends_at_its_timeout(core: client.CoreV1A
         core.create_namespaced_config_map(ns, client.V1ConfigMap(metadata=client.V1ObjectMeta(name=name),
                                                                  data={"k": "v"}))
     w = watch.Watch()
-    events = [(e["type"], e["object"].metadata.name) for e in
-              w.stream(core.list_namespaced_config_map, ns, timeout_seconds=1)]
-    # No resourceVersion: the current objects come first as ADDED; timeout_seconds ends the stream
-    # and the client does not retry.
+    events = [(e["type"], e["object"].metadata.name) for e in _first_events(w, 2, core.list_namespaced_config_map, ns)]
+    # No resourceVersion: the current objects come first as ADDED.
     assert events == [("ADDED", n) for n in names]
-    assert w.resource_version is not None
     last = w.resource_version
+    assert last == core.read_namespaced_config_map(names[1], ns).metadata.resource_version
     core.patch_namespaced_config_map(names[0], ns, {"data": {"k": "v2"}})
     resumed = [(e["type"], e["object"].metadata.name, e["object"].data) for e in
-               watch.Watch().stream(core.list_namespaced_config_map, ns, resource_version=last, timeout_seconds=1)]
+               _first_events(watch.Watch(), 1, core.list_namespaced_config_map, ns, resource_version=last)]
     assert resumed == [("MODIFIED", names[0], {"k": "v2"})]
+    # Nothing after that: timeoutSeconds ends the stream empty, and the client does not retry.
+    newest = core.read_namespaced_config_map(names[0], ns).metadata.resource_version
+    quiet = watch.Watch()
+    assert list(quiet.stream(core.list_namespaced_config_map, ns, resource_version=newest, timeout_seconds=1)) == []
+    assert quiet.resource_version == newest
 
 
 def test_watch_resumes_when_the_server_ends_the_stream(etcd: Etcd, start_apiserver: Any) -> None:
