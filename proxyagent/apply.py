@@ -30,9 +30,7 @@ import threading
 from collections.abc import Sequence
 from typing import Protocol
 
-from pyroute2 import netns as pyroute2_netns
-
-from kubelab.netnsthread import lower_priority, run_in_netns
+from kubelab.netnsthread import enter_netns, lower_priority, run_in_netns
 
 from .canonical import canonical_sort
 from .hashing import is_service_chain
@@ -407,7 +405,7 @@ class NetnsCommands:
         lower_priority(self.nice)
         if self.netns:
             try:
-                pyroute2_netns.setns(self.netns, flags=0)
+                enter_netns(self.netns)
             except OSError as exc:  # every job of this thread fails; the next job gets a new thread
                 entered = exc
         while True:

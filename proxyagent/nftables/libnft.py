@@ -40,7 +40,7 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-from kubelab.netnsthread import lower_priority
+from kubelab.netnsthread import enter_netns, lower_priority
 
 from ..apply import ApplyError
 from . import netlink
@@ -50,7 +50,6 @@ log = logging.getLogger(__name__)
 
 LIBRARY = "libnftables.so.1"
 NETNS_DIR = Path("/run/netns")  # where `ip netns add` names namespaces
-CLONE_NEWNET = 0x40000000
 SOL_NETLINK = 270
 NETLINK_CAP_ACK = 10  # errors do not echo the (possibly large) message they refuse
 SO_SNDBUFFORCE, SO_RCVBUFFORCE = 32, 33  # <asm-generic/socket.h>; root may exceed wmem_max
@@ -122,15 +121,9 @@ class _Worker:
         lower_priority(self.nice)
         if self.netns is not None:
             try:
-                fd = os.open(NETNS_DIR / self.netns, os.O_RDONLY | os.O_CLOEXEC)
+                enter_netns(self.netns)
             except OSError as exc:
                 raise LibraryUnavailable(f"network namespace {self.netns}: {exc}") from exc
-            try:
-                if _libc.setns(fd, CLONE_NEWNET) != 0:
-                    err = ctypes.get_errno()
-                    raise LibraryUnavailable(f"setns {self.netns}: {os.strerror(err)}")
-            finally:
-                os.close(fd)
         self.inode = _netns_inode(None)
         self._new_context()  # fails here, at the start, if the library cannot make one
 
