@@ -55,7 +55,7 @@ import json
 import logging
 import os
 import threading
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import replace
 from pathlib import Path
 from typing import Any, Self
@@ -119,6 +119,35 @@ from .rtnetlink import LOOPBACK_INDEX, RT_SCOPE_LINK
 log = logging.getLogger(__name__)
 
 
+class _StateLock:
+    """The lock of a lab's state. A change made under it (changed()) reaches the state file once the lock
+    is released, before the thread that made it goes on: the write-ahead the namespaces rely on. The file
+    is written outside the lock every pod's setup takes, and writes coalesce: a thread that finds a state
+    at least as new as its change already written writes nothing, so threads that change the state at once
+    do not queue on the file one write each (BENCHMARKS.md, "The lab's state file")."""
+
+    def __init__(self, write: Callable[[int], None]) -> None:
+        self._lock = threading.Lock()
+        self._write = write  # write(generation): the file holds that generation or a newer one after it
+        self._owed = threading.local()  # .generation: this thread's newest change, not yet written
+        self.generation = 0  # counts changes; read and bumped under the lock
+
+    def __enter__(self) -> None:
+        self._lock.acquire()
+
+    def __exit__(self, *_exc: object) -> None:
+        owed: int | None = getattr(self._owed, "generation", None)
+        self._owed.generation = None
+        self._lock.release()
+        if owed is not None:
+            self._write(owed)
+
+    def changed(self) -> None:
+        """The state changed (the caller holds the lock): write the file when the lock is released."""
+        self.generation += 1
+        self._owed.generation = self.generation
+
+
 # Sysctls of a node namespace, written before its interfaces exist so that conf/default applies to
 # all of them.
 #  - ip_forward: the node routes between its pods' veths and eth0.
@@ -168,7 +197,9 @@ class LabNetwork:
         self.lab_netns = lab_netns_name(prefix)  # not created when current_netns
         self.state_path = state_file_path(self.state_dir, prefix)
         self.log_dir = lab_log_dir(self.state_dir, prefix)
-        self._state_lock = threading.Lock()
+        self._state_lock = _StateLock(self._write_state)
+        self._write_lock = threading.Lock()  # one state file writer at a time; taken before _state_lock
+        self._written = 0  # the _state_lock.generation the state file holds
         self._node_locks: dict[str, threading.Lock] = {}
         self._created = False
         self._closing = False  # destroy() has begun
@@ -216,7 +247,7 @@ class LabNetwork:
             self.log_dir.mkdir(parents=True, exist_ok=True)
             self._created = True
             if self.current_netns:
-                self._save()
+                self._state_lock.changed()
                 return
             self._record_namespace(self.lab_netns)
         try:
@@ -227,9 +258,10 @@ class LabNetwork:
                     ipr.link("add", ifname=LAB_BRIDGE, kind="bridge")
                     set_up(ipr, LAB_BRIDGE)
         except BaseException:
-            with self._state_lock:
-                self._created = False
-            remove_state_file(self.state_path, self.log_dir)
+            with self._write_lock:  # no write of a change made before this one recreates the file
+                with self._state_lock:
+                    self._created = False
+                remove_state_file(self.state_path, self.log_dir)
             raise
 
     def destroy(self) -> None:
@@ -263,13 +295,14 @@ class LabNetwork:
         with self._state_lock:
             state = self._state_json()
         teardown_state(state)
-        remove_state_file(self.state_path, self.log_dir)
-        with self._state_lock:
-            self._created = False
-            self._closing = False
-            self._namespaces.clear()
-            self._nodes.clear()
-            self._pods.clear()
+        with self._write_lock:  # as in create(): no later write brings the file back
+            remove_state_file(self.state_path, self.log_dir)
+            with self._state_lock:
+                self._created = False
+                self._closing = False
+                self._namespaces.clear()
+                self._nodes.clear()
+                self._pods.clear()
 
     # nodes
 
@@ -326,7 +359,7 @@ class LabNetwork:
                         raise
                 with self._state_lock:
                     self._nodes[name] = node
-                    self._save()
+                    self._state_lock.changed()
             finally:
                 with self._state_lock:
                     self._pending_nodes.pop(name, None)
@@ -359,7 +392,7 @@ class LabNetwork:
             with self._state_lock:
                 self.node_network = ipaddress.IPv4Network(f"{node.ip}/{prefixlen}", strict=False)
                 self._nodes[name] = node
-                self._save()
+                self._state_lock.changed()
         return node
 
     def add_client(
@@ -425,7 +458,7 @@ class LabNetwork:
                         delete_route(ipr, ipaddress.IPv4Network(dst), uplink)
                 with self._state_lock:
                     del self._nodes[name]
-                    self._save()
+                    self._state_lock.changed()
                 return
             with translated(f"remove node {name}"):
                 # Deleting eth0 deletes its peer, the bridge port, at once; deleting the namespace
@@ -550,7 +583,7 @@ class LabNetwork:
                         pod = replace(pod, server=server)
                     with self._state_lock:
                         self._pods[(node, pod_key)] = pod
-                        self._save()
+                        self._state_lock.changed()
                 except BaseException:
                     with self._state_lock:
                         self._pods.pop((node, pod_key), None)
@@ -599,7 +632,7 @@ class LabNetwork:
             try:
                 with self._state_lock:
                     self._pods[(node, pod_key)] = pod
-                    self._save()
+                    self._state_lock.changed()
             except BaseException:
                 with self._state_lock:
                     self._pods.pop((node, pod_key), None)
@@ -676,7 +709,7 @@ class LabNetwork:
         if pod.host_network:  # the node's namespace is not the pod's to remove
             with self._state_lock:
                 self._pods.pop((pod.node, pod.key), None)
-                self._save()
+                self._state_lock.changed()
             if pod.server is not None and pod.server.log_path is not None:
                 Path(pod.server.log_path).unlink(missing_ok=True)
             return
@@ -775,18 +808,18 @@ class LabNetwork:
         with self._state_lock:
             return self._node_locks.setdefault(name, threading.Lock())
 
-    # internals: state file (callers hold _state_lock)
+    # internals: state file (callers hold _state_lock; _state_lock writes the file when they release it)
 
     def _record_namespace(self, name: str) -> None:
         # Write-ahead: the name is on disk before the namespace exists, so a crash at any point
         # leaves nothing that cleanup() cannot find.
         self._namespaces[name] = None
-        self._save()
+        self._state_lock.changed()
 
     def _forget_namespace(self, name: str) -> None:
         self._namespaces.pop(name, None)
         if self._created:
-            self._save()
+            self._state_lock.changed()
 
     def _state_json(self, *, pods: bool = True) -> dict[str, Any]:
         pid = os.getpid()
@@ -819,7 +852,17 @@ class LabNetwork:
         pods = ",\n".join(lines[key][1] for key in self._pods)
         return f'{head_text[:-1]}, "pods": [\n{pods}\n]}}\n'
 
-    def _save(self) -> None:
-        tmp = self.state_path.with_name(f".{self.state_path.name}.{threading.get_ident()}.tmp")
-        tmp.write_text(self._state_text())
-        os.replace(tmp, self.state_path)  # atomic: a reader never sees half a file
+    def _write_state(self, generation: int) -> None:
+        """The state file as of `generation` or newer (called by _state_lock on release, not holding it)."""
+        with self._write_lock:
+            if self._written >= generation:
+                return  # another thread wrote a newer state since
+            with self._state_lock:
+                if not self._created:
+                    return  # destroyed, or its create failed: the file is gone and stays gone
+                newest = self._state_lock.generation
+                text = self._state_text()
+            tmp = self.state_path.with_name(f".{self.state_path.name}.tmp")
+            tmp.write_text(text)
+            os.replace(tmp, self.state_path)  # atomic: a reader never sees half a file
+            self._written = newest

@@ -238,6 +238,35 @@ def test_the_state_file_follows_each_pod_as_it_goes_and_comes_back(lab: LabNetwo
     assert web_a is not None and recorded()["default/web-a"] == web_a.to_json()
 
 
+def test_pods_set_up_at_once_are_each_on_disk_when_their_setup_returns(lab: LabNetwork) -> None:
+    """Threads that change the lab at once share the state file's writes (one writes the newest state
+    for all that wait), yet each pod's setup returns only once the file holds it, and each removal only
+    once the file has let it go; a destroy leaves no file behind."""
+    def recorded() -> set[str]:
+        return {pod["key"] for pod in json.loads(lab.state_path.read_text())["pods"]}
+
+    pods = [(node, f"default/many-{node}-{i}", f"{prefix}.{20 + i}")
+            for node, prefix in (("node-1", "10.244.1"), ("node-2", "10.244.2")) for i in range(12)]
+
+    def add(pod: tuple[str, str, str]) -> bool:
+        lab.add_pod(*pod)
+        return pod[1] in recorded()
+
+    def remove(pod: tuple[str, str, str]) -> bool:
+        lab.remove_pod(pod[0], pod[1])
+        return pod[1] not in recorded()
+
+    with ThreadPoolExecutor(max_workers=8) as pool:
+        assert all(pool.map(add, pods))
+        assert recorded() >= {key for _, key, _ in pods}
+        namespaces = set(json.loads(lab.state_path.read_text())["namespaces"])
+        assert {lab.pod_netns(node, key) for node, key, _ in pods} <= namespaces
+        assert all(pool.map(remove, pods[::2]))
+    assert recorded() == {"default/web-a", "default/web-b", "default/web-c"} | {key for _, key, _ in pods[1::2]}
+    lab.destroy()
+    assert not lab.state_path.exists()
+
+
 def test_a_refused_netlink_request_raises_the_kernels_error(lab: LabNetwork) -> None:
     web_a = lab.pod("node-1", "default/web-a")
     assert web_a is not None
