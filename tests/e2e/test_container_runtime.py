@@ -258,6 +258,7 @@ def test_each_volume_type_is_seen_by_the_command(cluster: Cluster) -> None:
         "cat /etc/config/app.conf", "echo", "cat /etc/secret/password", "echo",
         "stat -c '%a' /etc/secret/..data/password",
         "cat /etc/podinfo/name", "echo", "cat /etc/podinfo/labels", "echo",
+        "cat /etc/podinfo/uid", "echo", "cat /etc/podinfo/node", "echo", "cat /etc/podinfo/mem", "echo",
         "cat /etc/proj/renamed", "echo", "cat /etc/proj/ns", "echo",
         "cat /data/only/app.conf", "echo",
         "echo scratch > /scratch/file", "cat /shared/from-init", "df -t tmpfs /mem | tail -1 | cut -c1-5",
@@ -266,7 +267,7 @@ def test_each_volume_type_is_seen_by_the_command(cluster: Cluster) -> None:
     ]
     script = "; ".join(commands)
     pod = pod_manifest("vols", [{
-        **sh("app", script),
+        **sh("app", script), "resources": {"limits": {"memory": "64Mi"}},
         "volumeMounts": [
             {"name": "cm", "mountPath": "/etc/config"}, {"name": "sec", "mountPath": "/etc/secret"},
             {"name": "info", "mountPath": "/etc/podinfo"}, {"name": "proj", "mountPath": "/etc/proj"},
@@ -281,7 +282,11 @@ def test_each_volume_type_is_seen_by_the_command(cluster: Cluster) -> None:
             {"name": "sec", "secret": {"secretName": "volsec", "defaultMode": 0o400}},
             {"name": "info", "downwardAPI": {"items": [
                 {"path": "name", "fieldRef": {"fieldPath": "metadata.name"}},
-                {"path": "labels", "fieldRef": {"fieldPath": "metadata.labels"}}]}},
+                {"path": "labels", "fieldRef": {"fieldPath": "metadata.labels"}},
+                {"path": "uid", "fieldRef": {"fieldPath": "metadata.uid"}},
+                {"path": "node", "fieldRef": {"fieldPath": "spec.nodeName"}},
+                {"path": "mem", "resourceFieldRef": {"containerName": "app", "resource": "limits.memory",
+                                                     "divisor": "1Mi"}}]}},
             {"name": "proj", "projected": {"sources": [
                 {"configMap": {"name": "volcm", "items": [{"key": "other", "path": "renamed"}]}},
                 {"downwardAPI": {"items": [{"path": "ns", "fieldRef": {"fieldPath": "metadata.namespace"}}]}}]}},
@@ -290,7 +295,8 @@ def test_each_volume_type_is_seen_by_the_command(cluster: Cluster) -> None:
     apply(cluster, pod)
     got = wait_for("vols Succeeded", lambda: (p := get_pod(cluster, "vols"))["status"].get("phase") == "Succeeded" and p)
     lines = [ln.content.decode() for ln in log_lines(log_file(cluster, got, "app"))]
-    assert lines == ["color=red", "hunter2", "400", "vols", 'app="vols"', "x", "default", "color=red",
+    assert lines == ["color=red", "hunter2", "400", "vols", 'app="vols"', got["metadata"]["uid"],
+                     got["spec"]["nodeName"], "64", "x", "default", "color=red",
                      "hello-from-init", "tmpfs", "..data/app.conf", lines[-2], "read-only"]
     assert lines[-2].startswith("..20")
     for host_path in ("/etc/config", "/etc/secret", "/etc/podinfo", "/etc/proj", "/data/only", "/scratch", "/shared",
