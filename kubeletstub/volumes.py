@@ -22,6 +22,7 @@ come from changed, or a projected token was renewed.
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import contextlib
 import ctypes
@@ -219,6 +220,8 @@ class VolumeManager:
         self.jitter = jitter or (lambda: random.uniform(0, TOKEN_MAX_JITTER))
         # (pod uid, account, audiences, expirationSeconds) -> the token kubelet's token manager caches
         self._tokens: dict[tuple[str, str, tuple[str, ...], int], IssuedToken] = {}
+        # path -> the GET of that configMap or secret in flight, which every pod that needs it meanwhile shares
+        self._reading: dict[str, asyncio.Future[dict[str, Any] | None]] = {}
 
     def forget(self, pod_uid: str) -> None:
         """The pod is gone: its tokens with it."""
@@ -226,11 +229,28 @@ class VolumeManager:
             del self._tokens[key]
 
     async def _get(self, rt: Any, namespace: str, name: str) -> dict[str, Any] | None:
+        """The object (None: not found), read from the API server. Pods that need it while a read is on its
+        way share that read: the pods a node starts at once all mount kube-root-ca.crt, and a GET each was
+        most of their volumes' setup (kubelet's own watch-based manager serves them from one watch)."""
+        path = rt.path(namespace, name)
+        reading = self._reading.get(path)
+        if reading is None:
+            reading = self._reading[path] = asyncio.ensure_future(self._read(path))
+            reading.add_done_callback(lambda done: self._read_done(path, done))
+        return await asyncio.shield(reading)  # a waiter cancelled does not cancel the others' read
+
+    async def _read(self, path: str) -> dict[str, Any] | None:
         try:
-            data: dict[str, Any] = await self.api.request("GET", rt.path(namespace, name))
+            data: dict[str, Any] = await self.api.request("GET", path)
         except NotFound:
             return None
         return data
+
+    def _read_done(self, path: str, done: asyncio.Future[dict[str, Any] | None]) -> None:
+        if self._reading.get(path) is done:
+            del self._reading[path]
+        if not done.cancelled():
+            done.exception()  # retrieved: every waiter may have gone, the read's error is theirs to see
 
     async def _config_data(self, kind: str, namespace: str, name: str, optional: bool) -> dict[str, bytes] | None:
         obj = await self._get(kinds.CONFIGMAPS if kind == "configmap" else kinds.SECRETS, namespace, name)
