@@ -66,6 +66,7 @@ APP = "density"
 MUTATING = ("POST", "PUT", "PATCH", "DELETE")
 _BUCKET = re.compile(r'^apiserver_request_duration_seconds_bucket\{(?P<labels>[^}]*)\} (?P<value>\S+)$')
 _LABEL = re.compile(r'(\w+)="([^"]*)"')
+_WATCH = re.compile(r'^apiserver_watch_events_(?P<what>total|sizes_sum)\{(?P<labels>[^}]*)\} (?P<value>\S+)$')
 # Every endpoint's DNAT, whichever Service: over 1,000 endpoints kube-proxy (and the proxy agent) drops the
 # per-endpoint comments (large-cluster mode), so they cannot name the Service. Other Services' endpoints in the
 # set do no harm: the check is that every replica is in it.
@@ -106,6 +107,28 @@ async def scrape(http: aiohttp.ClientSession) -> dict[tuple[str, str, str, str],
         le = math.inf if labels["le"] == "+Inf" else float(labels["le"])
         out[key][le] = out[key].get(le, 0.0) + float(m["value"])
     return out
+
+
+async def watch_traffic(http: aiohttp.ClientSession) -> dict[str, tuple[float, float]]:
+    """kind -> (events, bytes) the API server has sent to watchers so far (apiserver_watch_events_*)."""
+    async with http.get("/metrics") as resp:
+        text = (await resp.read()).decode()
+    out: dict[str, tuple[float, float]] = {}
+    for line in text.splitlines():
+        m = _WATCH.match(line)
+        if m:
+            kind = dict(_LABEL.findall(m["labels"])).get("kind", "")
+            events, size = out.get(kind, (0.0, 0.0))
+            out[kind] = (events + float(m["value"]), size) if m["what"] == "total" else (events, size + float(m["value"]))
+    return out
+
+
+def watch_summary(before: dict[str, tuple[float, float]], after: dict[str, tuple[float, float]]) -> dict[str, Any]:
+    """What the watchers were sent during the run, by kind, the most bytes first: each watcher decodes its own copy."""
+    rows = {kind: (events - before.get(kind, (0.0, 0.0))[0], size - before.get(kind, (0.0, 0.0))[1])
+            for kind, (events, size) in after.items()}
+    return {kind: {"events": int(events), "MiB": round(size / 2**20, 1)}
+            for kind, (events, size) in sorted(rows.items(), key=lambda kv: -kv[1][1]) if events}
 
 
 def latency_summary(before: dict[Any, dict[float, float]], after: dict[Any, dict[float, float]]
@@ -210,6 +233,7 @@ async def density(cluster: Cluster, nodes: int, per_node: int, args: argparse.Na
         pod_watch = asyncio.create_task(watch(http, f"/api/v1/namespaces/{NAMESPACE}/pods", pods_rv, on_pod,
                                               labelSelector=f"app={APP}"))
         metrics_before = await scrape(http)
+        watched_before = await watch_traffic(http)
         async with http.post(f"/api/v1/namespaces/{NAMESPACE}/services", json=service_body()) as resp:
             assert resp.status == 201, await resp.text()
         spies = Profiles(ups, Path(args.profile) / f"density-{args.label}-{nodes}x{per_node}.txt") \
@@ -243,6 +267,7 @@ async def density(cluster: Cluster, nodes: int, per_node: int, args: argparse.Na
         if spies is not None:
             await spies.stop()
         metrics_after = await scrape(http)
+        watched_after = await watch_traffic(http)
         pod_watch.cancel()
         startup = [running[n] - seen[n] for n in running if n in seen]
         result["running"] = len(running)
@@ -267,6 +292,7 @@ async def density(cluster: Cluster, nodes: int, per_node: int, args: argparse.Na
             "first_node": round(min(complete.values()) - t0, 2) if complete else None,
             "nodes_complete": len(complete), "polls": polls}
         result["api_latency"] = latency_summary(metrics_before, metrics_after)
+        result["watch_events_sent"] = watch_summary(watched_before, watched_after)
         # Both processes together, then the components' process (`kubelab up` itself) split into its event
         # loop's thread, its other threads and the children it reaped (iptables, ip, sandboxes); and how long
         # each process's main thread was runnable but waited for a CPU (what the machine's load costs them).
