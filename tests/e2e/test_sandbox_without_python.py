@@ -17,6 +17,7 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
+from polling import wait_for
 
 from kubeletstub import sandbox
 from kubeletstub.runtime import ContainerRuntime, ContainerRuntimeError, ContainerSpec
@@ -62,6 +63,13 @@ def _kill(pid: int) -> None:
         pass
     finally:
         os.close(fd)
+
+
+def _comm(pid: int) -> str:
+    try:
+        return Path(f"/proc/{pid}/comm").read_text().strip()
+    except OSError:
+        return ""
 
 
 def _kubelab(code: str, pass_fds: tuple[int, ...] = ()) -> subprocess.Popen[str]:
@@ -134,6 +142,10 @@ def test_the_death_signal_alone_ends_it() -> None:
         assert kubelab.stdout is not None
         pid = int(kubelab.stdout.readline())
         assert not _gone(pid, within=0)
+        # setpriv asks for the signal before it execs unshare, which execs cat: once the holder is cat the
+        # signal is armed (before that, a parent that died first would leave only the lifeline to end it,
+        # which this test holds open; a loaded machine can take a while to get there).
+        wait_for("the holder to be cat", lambda: _comm(pid) == "cat", timeout=60)
     finally:
         kubelab.kill()
         kubelab.wait()
