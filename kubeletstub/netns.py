@@ -207,7 +207,11 @@ class LabNetwork:
         self._namespaces: dict[str, None] = {}
         self._nodes: dict[str, NodeNet] = {}
         self._pending_nodes: dict[str, NodeNet] = {}
-        self._pods: dict[tuple[str, str], PodNet] = {}
+        self._pods: dict[tuple[str, str], PodNet] = {}  # changed through _put_pod and _drop_pod only
+        # Indexes of _pods, so that a new pod's checks do not walk every pod: key -> node, and the pod IP ->
+        # key of each pod with a network of its own (hostNetwork pods share their node's IP).
+        self._pod_nodes: dict[str, str] = {}
+        self._pod_ips: dict[str, str] = {}
         # The owner recorded in the state file, (pid, start time): read from /proc once per process, not
         # on each of the two saves per pod (reading it was half the cost of a save in the density profile).
         self._owner: tuple[int, int | None] | None = None
@@ -303,6 +307,8 @@ class LabNetwork:
                 self._namespaces.clear()
                 self._nodes.clear()
                 self._pods.clear()
+                self._pod_nodes.clear()
+                self._pod_ips.clear()
 
     # nodes
 
@@ -582,11 +588,11 @@ class LabNetwork:
                             )
                         pod = replace(pod, server=server)
                     with self._state_lock:
-                        self._pods[(node, pod_key)] = pod
+                        self._put_pod(pod)
                         self._state_lock.changed()
                 except BaseException:
                     with self._state_lock:
-                        self._pods.pop((node, pod_key), None)
+                        self._drop_pod(node, pod_key)
                     with contextlib.suppress(Exception):
                         if server is not None:
                             stop_pod_process(server)
@@ -631,11 +637,11 @@ class LabNetwork:
                 pod = replace(pod, server=server)
             try:
                 with self._state_lock:
-                    self._pods[(node, pod_key)] = pod
+                    self._put_pod(pod)
                     self._state_lock.changed()
             except BaseException:
                 with self._state_lock:
-                    self._pods.pop((node, pod_key), None)
+                    self._drop_pod(node, pod_key)
                 if pod.server is not None:
                     with contextlib.suppress(Exception):
                         stop_pod_process(pod.server)
@@ -708,7 +714,7 @@ class LabNetwork:
                 stop_pod_process(pod.server)
         if pod.host_network:  # the node's namespace is not the pod's to remove
             with self._state_lock:
-                self._pods.pop((pod.node, pod.key), None)
+                self._drop_pod(pod.node, pod.key)
                 self._state_lock.changed()
             if pod.server is not None and pod.server.log_path is not None:
                 Path(pod.server.log_path).unlink(missing_ok=True)
@@ -720,7 +726,7 @@ class LabNetwork:
             remove_netns(pod.netns)
             remove_netns_etc(pod.netns)
         with self._state_lock:
-            self._pods.pop((pod.node, pod.key), None)
+            self._drop_pod(pod.node, pod.key)
             self._forget_namespace(pod.netns)
         if pod.server is not None and pod.server.log_path is not None:
             Path(pod.server.log_path).unlink(missing_ok=True)
@@ -784,12 +790,28 @@ class LabNetwork:
             raise ValueError(
                 f"pod IP {ip} is not usable in {node.name}'s pod CIDR {cidr} (the gateway is {node.gateway})"
             )
-        for (_, key), other in self._pods.items():
-            if key == pod_key and other.node != node.name:
-                raise DataplaneError(f"pod {pod_key} already runs on node {other.node}")
-            if other.ip == str(ip) and key != pod_key:
-                raise DataplaneError(f"pod IP {ip} is already used by pod {key}")
+        elsewhere = self._pod_nodes.get(pod_key)
+        if elsewhere is not None and elsewhere != node.name:
+            raise DataplaneError(f"pod {pod_key} already runs on node {elsewhere}")
+        holder = self._pod_ips.get(str(ip))
+        if holder is not None and holder != pod_key:
+            raise DataplaneError(f"pod IP {ip} is already used by pod {holder}")
         return str(ip)
+
+    def _put_pod(self, pod: PodNet) -> None:
+        self._pods[(pod.node, pod.key)] = pod
+        self._pod_nodes[pod.key] = pod.node
+        if not pod.host_network:
+            self._pod_ips[pod.ip] = pod.key
+
+    def _drop_pod(self, node: str, pod_key: str) -> None:
+        pod = self._pods.pop((node, pod_key), None)
+        if pod is None:
+            return
+        if self._pod_nodes.get(pod_key) == node:
+            del self._pod_nodes[pod_key]
+        if not pod.host_network and self._pod_ips.get(pod.ip) == pod_key:
+            del self._pod_ips[pod.ip]
 
     def _require_created(self) -> None:
         if self._closing:
