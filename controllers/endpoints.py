@@ -237,7 +237,8 @@ class EndpointsController(QueueController):
             desired.metadata.annotations = with_trigger_time(desired.metadata.annotations, trigger_text)
             log.info("endpoints: creating %s", key)
             written = await self.api.create(kinds.ENDPOINTS, desired, namespace)
-            report(self.traces, self.name, key, "endpoints", written, trigger_revision(service, pods), causes=causes)
+            report(self.traces, self.name, key, "endpoints", written.metadata, trigger_revision(service, pods),
+                   causes=causes)
             self.causes.commit(key, seen)
             return
         if self._read_back.get(key, current.metadata.resource_version, lambda: _comparable(current)) \
@@ -251,7 +252,8 @@ class EndpointsController(QueueController):
             "labels": desired.metadata.labels,
             "annotations": with_trigger_time({**annotations, **(desired.metadata.annotations or {})}, trigger_text)})
         log.info("endpoints: updating %s", key)
-        written = await self.api.update(kinds.ENDPOINTS, current.model_copy(update={"subsets": desired.subsets,
-                                                                                     "metadata": meta}))
+        # Only the metadata of what was stored is read back: the model of 1,000 addresses cost more than the write.
+        written = await self.api.update_metadata(kinds.ENDPOINTS, current.model_copy(update={
+            "subsets": desired.subsets, "metadata": meta}))
         report(self.traces, self.name, key, "endpoints", written, trigger_revision(service, pods), causes=causes)
         self.causes.commit(key, seen)

@@ -302,7 +302,7 @@ class EndpointSliceController(QueueController):
             created = await self.api.create(kinds.ENDPOINTSLICES, want, namespace)
             self._track(key, created)
             log.info("endpointslices: created %s/%s for %s", namespace, created.metadata.name, key)
-            report(self.traces, self.name, key, "endpointslices", created, inputs, causes=causes)
+            report(self.traces, self.name, key, "endpointslices", created.metadata, inputs, causes=causes)
         for old in leftovers:
             await self._delete(old)
         self.causes.commit(key, seen)
@@ -323,7 +323,7 @@ class EndpointSliceController(QueueController):
         log.info("endpointslices: updating %s/%s", have.metadata.namespace, have.metadata.name)
         written = await self.api.update(kinds.ENDPOINTSLICES, update)
         self._track(key, written)
-        report(self.traces, self.name, key, "endpointslices", written, inputs, causes=causes)
+        report(self.traces, self.name, key, "endpointslices", written.metadata, inputs, causes=causes)
 
     async def _delete(self, slice_: EndpointSlice) -> None:
         try:

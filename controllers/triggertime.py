@@ -16,7 +16,7 @@ from datetime import UTC, datetime
 
 from kubelab import kinds, timeutil
 from kubelab.client.tracereport import TraceReporter
-from kubelab.models import Pod, Service, TypedObject
+from kubelab.models import ObjectMeta, Pod, Service
 
 ANNOTATION = "endpoints.kubernetes.io/last-change-trigger-time"
 
@@ -171,12 +171,11 @@ def trigger_revision(service: Service, pods: list[Pod]) -> int:
 
 
 def report(reporter: TraceReporter | None, controller: str, service_key: str, resource: str,
-           written: TypedObject, trigger: int, *, causes: list[Cause]) -> None:
-    """Tell the API server's trace ring that `written` (an Endpoints or EndpointSlice) was written,
-    and which input changes (CauseTracker) it reflects."""
+           meta: ObjectMeta, trigger: int, *, causes: list[Cause]) -> None:
+    """Tell the API server's trace ring that the object of metadata `meta` (an Endpoints or EndpointSlice,
+    as written) was written, and which input changes (CauseTracker) it reflects."""
     if reporter is None:
         return
-    meta = written.metadata
     reporter.report({"type": "endpoints", "controller": controller, "service": service_key,
                      "object": f"/registry/{resource}/{meta.namespace}/{meta.name}",
                      "revision": int(meta.resource_version or 0), "triggerRevision": trigger, "at": time.time(),
