@@ -69,6 +69,7 @@ from kubeletstub.podprocess import (
     start_pod_process,
     stop_pod_process,
     stop_pod_processes,
+    stop_zygote,
 )
 
 from .netlinkops import (
@@ -309,6 +310,7 @@ class LabNetwork:
                 self._pods.clear()
                 self._pod_nodes.clear()
                 self._pod_ips.clear()
+        stop_zygote()  # the parent its pod servers were forked from (they are stopped by now)
 
     # nodes
 

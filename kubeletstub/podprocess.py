@@ -1,7 +1,8 @@
 """Start and stop a pod's server process (`kubeletstub.podserver`) inside the pod's network namespace.
 
-Owns the argv (``ip netns exec NS python -m kubeletstub.podserver ...``, never a shell), waiting
-until every port listens (the server's ``READY`` line), and stopping by PID. A process is identified
+Servers are forked by this process's zygote (`kubeletstub.podzygote`, one Python started once, which
+enters each pod's namespace with setns(2)); this module asks it for one, waits until every port listens
+(its ``ready`` answer), and stops servers by PID. A process is identified
 by its PID *and* its start time (field 22 of /proc/PID/stat), recorded when it starts, so a PID the
 kernel has recycled for someone else's process is never signalled, even from a fresh process that
 only has the lab's state file. Signals go through a pidfd, so the check and the kill cannot race.
@@ -12,8 +13,10 @@ Namespaces belong to `kubeletstub.netns` and state files to `kubeletstub.netnsst
 
 from __future__ import annotations
 
+import contextlib
+import json
 import os
-import select
+import queue
 import selectors
 import signal
 import subprocess
@@ -24,8 +27,6 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
-
-from kubeletstub.podserver import READY_LINE
 
 PODSERVER_MODULE = "kubeletstub.podserver"
 # The directory that holds the `kubeletstub` package, put first on the server's PYTHONPATH so
@@ -87,33 +88,93 @@ class PodProcess:
         )
 
 
-# Popen objects of the servers this process started, so stopping one also reaps it (no zombies, no
-# "subprocess still running" ResourceWarning). Servers started by another process are not here.
-_children: dict[int, subprocess.Popen[bytes]] = {}
-_children_lock = threading.Lock()
+class _Zygote:
+    """This process's `kubeletstub.podzygote`: started on the first pod, started again if it ever dies; every
+    pod server of this process is forked by it. Its answers are read by a thread of its own and handed to
+    the thread that asked (pods are wired from many threads at once)."""
+
+    def __init__(self) -> None:
+        env = dict(os.environ)
+        env["PYTHONPATH"] = os.pathsep.join(p for p in (_SOURCE_ROOT, env.get("PYTHONPATH")) if p)
+        self.popen = subprocess.Popen(
+            [sys.executable, "-m", PODSERVER_MODULE, "--zygote", "--parent-pid", str(os.getpid())],
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=env, close_fds=True,
+            # Its own session: a Ctrl-C meant for `kubelab up` must not reach the pods before the orderly
+            # teardown stops them.
+            start_new_session=True)
+        self._lock = threading.Lock()
+        self._next = 0
+        self._answers: dict[int, queue.SimpleQueue[dict[str, Any] | None]] = {}
+        self.alive = True
+        threading.Thread(target=self._read, name="pod-zygote-answers", daemon=True).start()
+
+    def ask(self, request: dict[str, Any]) -> queue.SimpleQueue[dict[str, Any] | None]:
+        """Send a request; its answers (None: the zygote is gone) come on the queue returned."""
+        answers: queue.SimpleQueue[dict[str, Any] | None] = queue.SimpleQueue()
+        with self._lock:
+            if not self.alive:
+                raise OSError("the pod server zygote exited")
+            self._next += 1
+            request = {**request, "id": self._next}
+            self._answers[self._next] = answers
+            assert self.popen.stdin is not None
+            try:
+                self.popen.stdin.write(json.dumps(request).encode() + b"\n")
+                self.popen.stdin.flush()
+            except OSError:
+                del self._answers[self._next]
+                raise
+        return answers
+
+    def done(self, request_id: int) -> None:
+        with self._lock:
+            self._answers.pop(request_id, None)
+
+    def _read(self) -> None:
+        assert self.popen.stdout is not None
+        for line in self.popen.stdout:
+            answer = json.loads(line)
+            with self._lock:
+                answers = self._answers.get(answer["id"])
+            if answers is not None:
+                answers.put(answer)
+        with self._lock:
+            self.alive = False
+            waiting, self._answers = list(self._answers.values()), {}
+        for answers in waiting:
+            answers.put(None)
+        self.popen.wait()
 
 
-def pod_server_argv(
-    netns: str | None,
-    pod_name: str,
-    ports: Sequence[ServedPort],
-    *,
-    pod_ip: str | None = None,
-    parent_pid: int | None = None,
-    request_log: str | None = None,
-) -> list[str]:
-    """The argv that runs a pod's server inside `netns` (None: the current one; no shell involved)."""
-    argv = ["ip", "netns", "exec", netns] if netns is not None else []
-    argv += [sys.executable, "-m", PODSERVER_MODULE, "--name", pod_name]
-    for port in ports:
-        argv += ["--port", port.as_arg()]
-    if pod_ip is not None:
-        argv += ["--pod-ip", pod_ip]
-    if parent_pid is not None:
-        argv += ["--parent-pid", str(parent_pid)]
-    if request_log is not None:
-        argv += ["--request-log", request_log]
-    return argv
+_zygote: _Zygote | None = None
+_zygote_lock = threading.Lock()
+
+
+def stop_zygote(timeout: float = 5.0) -> None:
+    """End this process's zygote, if it runs (its servers are not its to stop: they stay until stopped or
+    until this process exits). The next pod server starts a new one."""
+    global _zygote
+    with _zygote_lock:
+        zygote, _zygote = _zygote, None
+    if zygote is None:
+        return
+    assert zygote.popen.stdin is not None
+    with zygote._lock, contextlib.suppress(OSError):
+        zygote.alive = False
+        zygote.popen.stdin.close()  # it exits at the end of its requests
+    try:
+        zygote.popen.wait(timeout)
+    except subprocess.TimeoutExpired:
+        zygote.popen.kill()
+        zygote.popen.wait()
+
+
+def _the_zygote() -> _Zygote:
+    global _zygote
+    with _zygote_lock:
+        if _zygote is None or not _zygote.alive:
+            _zygote = _Zygote()
+        return _zygote
 
 
 def start_pod_process(
@@ -128,55 +189,53 @@ def start_pod_process(
 ) -> PodProcess:
     """Start the server for `pod_name` in `netns` and return once every port listens.
 
-    The server's stderr is appended to `log_path` (discarded when None). It exits by itself when
-    this process dies. Raises PodProcessError, with the tail of the log, if it exits or does not
-    listen within `timeout` seconds; nothing is left running then.
+    The server (forked by this process's zygote, `kubeletstub.podzygote`) appends its stderr to `log_path`
+    (discarded when None) and exits by itself when this process dies. Raises PodProcessError, with the
+    tail of the log, if it exits or does not listen within `timeout` seconds; nothing is left running then.
     """
     if not ports:
         raise ValueError("a pod server needs at least one port")
-    # `ip netns exec` execs the command without forking, so the PID we get is the server's and we are
-    # its parent: --parent-pid lets it notice that even if we die before it starts watching.
-    argv = pod_server_argv(netns, pod_name, ports, pod_ip=pod_ip, parent_pid=os.getpid(), request_log=request_log)
-    env = dict(os.environ)
-    env["PYTHONPATH"] = os.pathsep.join(p for p in (_SOURCE_ROOT, env.get("PYTHONPATH")) if p)
-    log_file = open(log_path, "ab") if log_path is not None else None  # noqa: SIM115 - closed below
+    log = os.fspath(log_path) if log_path is not None else None
+    request = {"netns": netns, "name": pod_name, "ports": [p.as_arg() for p in ports], "podIp": pod_ip,
+               "logPath": log, "requestLog": request_log}
+    deadline = time.monotonic() + timeout
     try:
-        popen = subprocess.Popen(
-            argv,
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.PIPE,
-            stderr=log_file if log_file is not None else subprocess.DEVNULL,
-            env=env,
-            close_fds=True,
-            # Its own session: a Ctrl-C meant for `kubelab up` must not kill pods before the
-            # orderly teardown does.
-            start_new_session=True,
-        )
+        zygote = _the_zygote()
+        answers = zygote.ask(request)
     except OSError as exc:
         raise PodProcessError(f"cannot start pod server for {pod_name}: {exc}") from exc
-    finally:
-        if log_file is not None:
-            log_file.close()
-    with _children_lock:
-        _children[popen.pid] = popen
-    stat = _proc_stat(popen.pid)
-    proc = PodProcess(
-        pid=popen.pid,
-        start_time=stat[1] if stat is not None else 0,
-        netns=netns or "",
-        pod_name=pod_name,
-        ports=tuple(ports),
-        log_path=os.fspath(log_path) if log_path is not None else None,
-    )
+    proc: PodProcess | None = None
+    request_id = 0
     try:
-        _wait_ready(popen, proc, timeout)
+        while True:
+            try:
+                # The fork itself is never waited for long: the first answer gets the whole timeout.
+                answer = answers.get(timeout=max(deadline - time.monotonic(), 0.0) if proc is not None else
+                                     max(timeout, 30.0))
+            except queue.Empty:
+                assert proc is not None
+                raise PodProcessError(f"pod server {pod_name} in {proc.netns} not listening after {timeout:g}s"
+                                      f"{_log_tail(proc)}") from None
+            if answer is None:
+                raise PodProcessError(f"cannot start pod server for {pod_name}: the pod server zygote exited")
+            request_id = answer["id"]
+            if "pid" in answer:
+                stat = _proc_stat(answer["pid"])
+                proc = PodProcess(pid=answer["pid"], start_time=stat[1] if stat is not None else 0,
+                                  netns=netns or "", pod_name=pod_name, ports=tuple(ports),
+                                  log_path=log)
+                continue
+            assert proc is not None
+            if answer["ready"]:
+                return proc
+            raise PodProcessError(f"pod server {pod_name} in {proc.netns} exited with status {answer['status']}"
+                                  f" before listening{_log_tail(proc)}")
     except BaseException:
-        stop_pod_process(proc)
+        if proc is not None:
+            stop_pod_process(proc)
         raise
     finally:
-        assert popen.stdout is not None
-        popen.stdout.close()
-    return proc
+        zygote.done(request_id)
 
 
 def stop_pod_process(proc: PodProcess, *, timeout: float = 5.0) -> None:
@@ -297,41 +356,11 @@ def _proc_stat(pid: int) -> tuple[str, int] | None:
     return fields[0], int(fields[19])  # fields 3 (state) and 22 (starttime)
 
 
-def _wait_ready(popen: subprocess.Popen[bytes], proc: PodProcess, timeout: float) -> None:
-    assert popen.stdout is not None
-    fd = popen.stdout.fileno()
-    received = b""
-    deadline = time.monotonic() + timeout
-    while READY_LINE not in received:
-        remaining = deadline - time.monotonic()
-        if remaining <= 0:
-            raise PodProcessError(
-                f"pod server {proc.pod_name} in {proc.netns} not listening after {timeout:g}s"
-                f"{_log_tail(proc)}"
-            )
-        readable, _, _ = select.select([fd], [], [], remaining)
-        if not readable:
-            continue
-        chunk = os.read(fd, 256)
-        if not chunk:
-            status = popen.wait()
-            raise PodProcessError(
-                f"pod server {proc.pod_name} in {proc.netns} exited with status {status} before"
-                f" listening{_log_tail(proc)}"
-            )
-        received += chunk
-
-
 def _reap(pid: int) -> None:
-    with _children_lock:
-        popen = _children.pop(pid, None)
-    if popen is not None:
-        popen.wait()
-        return
     try:
         os.waitpid(pid, os.WNOHANG)
     except ChildProcessError:
-        pass  # not our child: its own parent (or init) reaps it
+        pass  # not our child (a server's parent is the zygote, which reaps it)
 
 
 def _log_tail(proc: PodProcess, limit: int = 2000) -> str:

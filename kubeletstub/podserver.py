@@ -23,6 +23,9 @@ writes ``READY\\n`` to stdout and then detaches stdout. It exits on SIGTERM or S
 process that started it (``--parent-pid``, else its parent at start-up) dies: the kubelet stub may be
 SIGKILLed, and a pod server must never outlive the lab it belongs to. Standard library only (and, with
 --request-log, kubeletstub.containerlogs, itself standard library only).
+
+``python -m kubeletstub.podserver --zygote --parent-pid PID`` is the parent the kubelet stub forks its pod
+servers from (`kubeletstub.podzygote`): this module imported once, not a Python started for every pod.
 """
 
 from __future__ import annotations
@@ -34,7 +37,7 @@ import signal
 import socketserver
 import sys
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from types import FrameType
@@ -185,6 +188,25 @@ def _terminate(signum: int, _frame: FrameType | None) -> None:
 
 def serve(pod_name: str, listeners: Sequence[Listener], *, pod_ip: str | None, parent_pid: int,
           request_log: str | None = None) -> None:
+    """Serve until `parent_pid` exits; READY on stdout once every port listens, then stdout goes."""
+    def ready() -> None:
+        sys.stdout.buffer.write(READY_LINE)
+        sys.stdout.flush()
+        # Nothing else goes to stdout: the reader closes its end after READY, and a later write would
+        # die of SIGPIPE.
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+
+    serve_until(pod_name, listeners, pod_ip=pod_ip, request_log=request_log, ready=ready,
+                until=lambda: _wait_for_parent_death(parent_pid))
+    print(f"podserver {pod_name}: parent {parent_pid} exited, stopping", file=sys.stderr)
+
+
+def serve_until(pod_name: str, listeners: Sequence[Listener], *, pod_ip: str | None, request_log: str | None,
+                ready: Callable[[], None], until: Callable[[], None]) -> None:
+    """Listen on every port, call `ready`, serve from threads until `until` returns. OSError if a port
+    cannot be bound (nothing served then)."""
     # Bind every port before serving any, so READY means all of them listen (or none start).
     log = RequestLog(request_log) if request_log else None
     servers: list[tuple[Listener, socketserver.BaseServer]] = []
@@ -196,20 +218,16 @@ def serve(pod_name: str, listeners: Sequence[Listener], *, pod_ip: str | None, p
     for listener, server in servers:
         name = f"serve-{listener.port}/{listener.protocol.lower()}"
         threading.Thread(target=server.serve_forever, name=name, daemon=True).start()
-
-    sys.stdout.buffer.write(READY_LINE)
-    sys.stdout.flush()
-    # Nothing else goes to stdout: the reader closes its end after READY, and a later write would
-    # die of SIGPIPE.
-    devnull = os.open(os.devnull, os.O_WRONLY)
-    os.dup2(devnull, sys.stdout.fileno())
-    os.close(devnull)
-
-    _wait_for_parent_death(parent_pid)
-    print(f"podserver {pod_name}: parent {parent_pid} exited, stopping", file=sys.stderr)
+    ready()
+    until()
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    args_given = list(sys.argv[1:] if argv is None else argv)
+    if args_given[:1] == ["--zygote"]:  # the parent that forks a lab's pod servers (podzygote.py)
+        from kubeletstub import podzygote
+
+        return podzygote.main(args_given[1:])
     parser = argparse.ArgumentParser(
         prog="python -m kubeletstub.podserver", description="Answer HTTP GETs with the pod's name."
     )
@@ -220,7 +238,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--pod-ip", help="reported in X-Pod-IP (default: the local address reached)")
     parser.add_argument("--parent-pid", type=int, help="exit when this process dies (default: our parent)")
     parser.add_argument("--request-log", help="log each request into this container log file (CRI format)")
-    args = parser.parse_args(argv)
+    args = parser.parse_args(args_given)
 
     # Install before binding: the starter may SIGTERM us the moment it gives up waiting for READY.
     signal.signal(signal.SIGTERM, _terminate)

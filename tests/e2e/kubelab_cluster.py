@@ -106,9 +106,12 @@ class Cluster:
         for line in ps.splitlines():
             if str(self.data_dir / "etcd") in line and "etcd" in line:
                 found.append(f"etcd process: {line.strip()}")
-            # `ip netns exec` execs the server, so its command line names no namespace; it names its parent.
+            # Pod servers are forked by kubelab's pod zygote: their command line is the zygote's, which names
+            # the kubelab process they belong to (kubeletstub/podzygote.py).
             if self.pid and "kubeletstub.podserver" in line and f"--parent-pid {self.pid}" in line:
-                found.append(f"pod server: {line.strip()}")
+                pid = int(line.split()[0])
+                zygote = _parent_pid(pid) == self.pid
+                found.append(f"{'pod zygote' if zygote else 'pod server'}: {line.strip()}")
             # Its scheduler's process names the API server's private socket (launcher/upscheduler.py).
             if "launcher.upscheduler" in line and str(self.state.get("privateSocket") or self.data_dir) in line:
                 found.append(f"scheduler process: {line.strip()}")
@@ -163,3 +166,11 @@ class Cluster:
 
     def api(self) -> httpx.Client:
         return httpx.Client(base_url=self.server, timeout=30)
+
+
+def _parent_pid(pid: int) -> int | None:
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return int(f.read().rsplit(")", 1)[1].split()[1])
+    except (OSError, ValueError, IndexError):
+        return None
