@@ -66,8 +66,8 @@ async def test_pods_that_mount_a_config_map_at_once_share_one_read(
             missing = [pod(f"m{i}", "nope") for i in range(3)]
             results = await asyncio.gather(*(manager.setup(p, tmp_path / p.metadata.name, "10.244.0.11")
                                              for p in missing), return_exceptions=True)
-            assert [str(r) for r in results] == ['MountVolume.SetUp failed for volume "conf" : configmap "nope" '
-                                                 'not found'] * 3
+            refused = 'MountVolume.SetUp failed for volume "conf" : configmap "nope" not found'
+            assert [str(r) for r in results] == [refused] * 3
             assert all(isinstance(r, MountError) for r in results)
             assert reads("nope") == 1
             with pytest.raises(MountError, match='configmap "nope" not found'):
