@@ -144,6 +144,13 @@ def assign_addresses(services: Iterable[Service], pool: Pool) -> dict[str, str |
     return result
 
 
+def _revision(service: Service) -> int:
+    try:
+        return int(service.metadata.resource_version or 0)
+    except ValueError:  # not an etcd revision: no order to go by
+        return 0
+
+
 def desired_ingress(ip: str | None) -> list[dict[str, str]]:
     return [{"ip": ip, "ipMode": "VIP"}] if ip else []
 
@@ -156,8 +163,9 @@ def _current_ingress(service: Service) -> list[dict[str, object]]:
 
 class LoadBalancerController(QueueController):
     """reconcile("ns/name"): compute all assignments from the cache, write this Service's status if
-    it differs. One worker: assignments are computed from the cache, and a single writer keeps two
-    Services from being handed the same free address before the cache shows the first."""
+    it differs. One worker, and what it wrote counts until the cache shows it: the watch event of a
+    write can come after the next Service's turn, which then saw the address as free and was handed it
+    too (a loaded run of the restart test; MetalLB's controller keeps its allocations in memory)."""
 
     name = "loadbalancer-controller"
     max_workers = 1
@@ -169,6 +177,7 @@ class LoadBalancerController(QueueController):
         self.queue = WorkQueue(self.name)
         self.events = EventRecorder(api, "loadbalancer-controller")
         self._reported: dict[str, str] = {}  # key -> last "cannot allocate" message
+        self._written: dict[str, Service] = {}  # key -> the Service as written, until the cache is as new
         services.add_handler(self._on_service)
 
     def _on_service(self, event: str, old: Service | None, new: Service | None) -> None:
@@ -192,8 +201,25 @@ class LoadBalancerController(QueueController):
                      if s.key != obj.key and is_managed(s) and not ingress_ips(s)]
         return keys
 
+    def _known(self) -> dict[str, Service]:
+        """The cache's Services, each replaced by what this controller wrote to it while the cache has
+        not caught up with that write."""
+        known = {}
+        for svc in self.services.items():
+            written = self._written.get(svc.key)
+            if written is not None:
+                if written.metadata.uid == svc.metadata.uid and _revision(written) > _revision(svc):
+                    svc = written
+                else:
+                    del self._written[svc.key]  # the cache is as new (or it is another Service now)
+            known[svc.key] = svc
+        for key in self._written.keys() - known.keys():
+            del self._written[key]  # deleted
+        return known
+
     async def reconcile(self, key: str) -> None:
-        service = self.services.get(key)
+        known = self._known()
+        service = known.get(key)
         if service is None:
             self._reported.pop(key, None)
             return  # deleted: its address is free as soon as it left the cache
@@ -203,7 +229,7 @@ class LoadBalancerController(QueueController):
             if spec is not None and spec.type != "LoadBalancer" and any(ip in self.pool for ip in ingress_ips(service)):
                 await self._write(service, [])
             return
-        ip = assign_addresses(self.services.items(), self.pool).get(key)
+        ip = assign_addresses(known.values(), self.pool).get(key)
         if ip is None:
             self._report_failure(service)
         else:
@@ -236,7 +262,7 @@ class LoadBalancerController(QueueController):
             ingress=[LoadBalancerIngress.model_validate(i) for i in ingress] or None)
         updated.status = status
         try:
-            await self.api.update_status(kinds.SERVICES, updated)
+            self._written[service.key] = await self.api.update_status(kinds.SERVICES, updated)
         except NotFound:
             return False
         log.info("loadbalancer: %s ingress %s", service.key, [i["ip"] for i in ingress] or "cleared")

@@ -16,7 +16,10 @@ from apitools import CORE, ns_path, unique_name
 from polling import wait_for_async as wait_for
 
 import controllers
-from kubelab.client import ApiClient
+from controllers.loadbalancer import LoadBalancerController, Pool
+from kubelab import kinds
+from kubelab.client import ApiClient, Informer
+from kubelab.models import Service
 
 POOL = "172.18.255.200-172.18.255.202"
 
@@ -150,3 +153,34 @@ async def test_a_restarted_controller_keeps_every_assignment(private_api: str) -
 
 async def _has_ingress(http: httpx.AsyncClient, name: str) -> bool:
     return bool(ingress(await get(http, name)))
+
+
+async def state_at(http: httpx.AsyncClient, revision: str) -> list[Service]:
+    """Every Service as of `revision`: what an informer whose watch has got that far holds."""
+    resp = await http.get("/api/v1/services", params={"resourceVersion": revision, "resourceVersionMatch": "Exact"})
+    assert resp.status_code == 200, resp.text
+    return [Service.from_dict({**item, "apiVersion": "v1", "kind": "Service"}) for item in resp.json()["items"]]
+
+
+async def test_an_address_written_counts_before_the_cache_shows_it(private_api: str) -> None:
+    """A second Service asks for the address the controller has just given the first, and its turn comes
+    while the controller's cache has its creation but not yet the first one's status write (that write
+    came after it): the address is taken all the same, and the second is refused, not handed it too."""
+    first, second = unique_name("lb-lag"), unique_name("lb-lag")
+    async with httpx.AsyncClient(base_url=private_api, timeout=10) as http, \
+            ApiClient(private_api, user_agent="kubelab-controllers-test") as api:
+        created_first = await create(http, lb_service(first))
+        created_second = await create(http, lb_service(second, loadBalancerIP="172.18.255.200"))
+        services: Informer[Service] = Informer(api, kinds.SERVICES)  # not run: its cache is set as a watch left it
+        services._replace(await state_at(http, created_first["metadata"]["resourceVersion"]))
+        controller = LoadBalancerController(api, services, Pool.parse(POOL))
+        await controller.reconcile(f"default/{first}")
+        assert [i["ip"] for i in ingress(await get(http, first))] == ["172.18.255.200"]
+
+        services._replace(await state_at(http, created_second["metadata"]["resourceVersion"]))
+        await controller.reconcile(f"default/{second}")
+        assert ingress(await get(http, second)) == []
+        await wait_for("an AllocationFailed event", lambda: events_for(http, second, "AllocationFailed"))
+        assert [i["ip"] for i in ingress(await get(http, first))] == ["172.18.255.200"]
+        for name in (first, second):
+            await http.delete(ns_path("services", name=name))
