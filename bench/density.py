@@ -24,7 +24,9 @@ pause, no ports of their own) whose pods the Service selects. Measured, per run:
   APIResponsivenessPrometheus reads it), the delta over the run, p99 by bucket upper bound for mutating
   single-object calls (POST/PUT/PATCH/DELETE) and for LISTs, and p50/p99 of the busiest calls;
 - memory: RSS of the `kubelab up` process when up (nodes, no pods) and with every pod Running; per pod
-  the difference over the replicas; the RSS of its children (pod sandboxes) beside it;
+  the difference over the replicas; its pod processes beside it (sandboxes, pod servers and their zygote:
+  number, RSS, PSS and the CPU they used, which the CPU below leaves out);
+- the watch events the API server sent during the run, by kind, with their bytes;
 - CPU seconds of `kubelab up` (with its API server's and scheduler's processes: bench/harness.py
   up_processes) and of its etcd from the Deployment's create to the last node's rules, the API server's
   and the scheduler's processes apart;
@@ -40,6 +42,7 @@ import argparse
 import asyncio
 import json
 import math
+import os
 import re
 import subprocess
 import time
@@ -50,7 +53,6 @@ from typing import Any
 import aiohttp
 from harness import (
     ROOT,
-    children,
     cpu_breakdown,
     cpu_seconds,
     machine,
@@ -174,18 +176,36 @@ async def dnat_targets(netns: str) -> set[str]:
     return {m[1] for line in out.decode().splitlines() if (m := _DNAT.search(line))}
 
 
-def children_rss_mib(pid: int) -> tuple[int, float]:
-    """The number and total RSS of the processes whose parent is `pid` (pod sandboxes, servers), not
-    counting `kubelab up`'s own API server process."""
+def pod_processes(pid: int) -> dict[str, Any]:
+    """The processes below `kubelab up` that are not its own (its API server's and scheduler's processes):
+    pod sandboxes and pod servers, and the zygote the servers are forked from since it came. Their number,
+    their RSS summed (pages a fork shares with its zygote counted in each), their PSS (shared pages split
+    between those that share them) and the CPU they have used: a pod server's start, which a run's
+    cpu_s does not see (they are not reaped until the end)."""
+    kids: dict[int, list[int]] = defaultdict(list)
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                with open(f"/proc/{entry}/stat") as f:
+                    kids[int(f.read().rsplit(")", 1)[1].split()[1])].append(int(entry))
+            except (OSError, ValueError, IndexError):
+                continue
     own = set(up_processes(pid))
-    pods = [child for child in children(pid) if child not in own]
-    total = 0.0
-    for child in pods:
+    todo = [child for child in kids[pid] if child not in own]
+    found: list[int] = []
+    while todo:
+        found.append(todo.pop())
+        todo += kids[found[-1]]
+    rss = pss = cpu = 0.0
+    for proc in found:
         try:
-            total += rss_mib(child)
-        except OSError:
+            rss += rss_mib(proc)
+            with open(f"/proc/{proc}/smaps_rollup") as f:
+                pss += next(int(line.split()[1]) for line in f if line.startswith("Pss:")) / 1024
+            cpu += cpu_seconds(proc)
+        except (OSError, StopIteration):
             continue
-    return len(pods), round(total, 1)
+    return {"count": len(found), "rss_mib": round(rss, 1), "pss_mib": round(pss, 1), "cpu_s": round(cpu, 1)}
 
 
 # --- one run ----------------------------------------------------------------------------------------
@@ -305,7 +325,7 @@ async def density(cluster: Cluster, nodes: int, per_node: int, args: argparse.Na
         rss_full = sum(rss_mib(pid) for pid in ups)
         result["rss_mib_running"] = round(rss_full, 1)
         result["rss_kib_per_pod"] = round(1024 * (rss_full - rss_idle) / replicas, 1)
-        result["children"] = dict(zip(("count", "rss_mib"), children_rss_mib(cluster.proc.pid), strict=True))
+        result["children"] = pod_processes(cluster.proc.pid)
         if len(running) < replicas:
             # Where the others are, from the API rather than the watch: phase and node of every pod not seen
             # Running, and the reason of a container that is not running.
