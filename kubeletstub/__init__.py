@@ -10,8 +10,8 @@ its API (`server.py`, `streaming/`). A pod runs in the dataplane of `dataplane.p
 network (commands run as plain processes), in netns mode a network namespace per node and per pod with
 veths and routes (`netns.py`, with `netnames.py`, `netlinkops.py` and `netnsstate.py`), each container in
 its own UTS, mount and PID namespaces, and the built-in HTTP server for containers without a command
-(`podprocess.py`, `podserver.py`). iptables are the proxy agent's, not its.
+(`podprocess.py`, `podserver.py`, forked by `podzygote.py`). iptables are the proxy agent's, not its.
 
-This file imports nothing: every pod server process starts with `python -m kubeletstub.podserver`, and
-every container with `python -m kubeletstub.containerinit`; neither should pay for the kubelet's imports. Use `kubeletstub.kubelet.run` and `kubeletstub.node.NodeConfig`.
+This file imports nothing: the pod servers' zygote starts with `python -m kubeletstub.podserver --zygote`
+(`podzygote.py`), and every container with `python -m kubeletstub.containerinit`; neither should pay for the kubelet's imports. Use `kubeletstub.kubelet.run` and `kubeletstub.node.NodeConfig`.
 """
