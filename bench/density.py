@@ -5,6 +5,7 @@ R replicas behind one Service.
     .venv/bin/python bench/density.py --size 20x10
     .venv/bin/python bench/density.py --size 20x10 --code before=/tmp/base --code after=. --repeat 2
     .venv/bin/python bench/density.py --size 20x10 --profile /tmp/prof   # py-spy `kubelab up` and its API server's process
+    .venv/bin/python bench/density.py --size 20x10 --serve   # pods with containerPort 80: a pod server each
 
 Each run starts the real command, `python -m kubelab up --nodes N --dataplane netns` (its own private
 etcd on /dev/shm, its own data dir, port and lab prefix), as a process of its own, from the checkout given
@@ -80,15 +81,18 @@ def service_body() -> dict[str, Any]:
             "spec": {"selector": {"app": APP}, "ports": [{"name": "http", "port": 80, "targetPort": 80}]}}
 
 
-def deployment_body(replicas: int) -> dict[str, Any]:
-    """CL2's density deployment: pause pods requesting 10m / 16Mi (testing/density/deployment.yaml)."""
+def deployment_body(replicas: int, *, serve: bool = False) -> dict[str, Any]:
+    """CL2's density deployment: pause pods requesting 10m / 16Mi (testing/density/deployment.yaml). With
+    `serve`, each declares containerPort 80, the Service's targetPort, so kubelab runs its built-in HTTP
+    server in every pod, as for a Deployment of a web server."""
     resources = {"cpu": "10m", "memory": "16Mi"}
+    container: dict[str, Any] = {"name": "pause", "image": "registry.k8s.io/pause:3.10.1",
+                                 "resources": {"requests": resources, "limits": resources}}
+    if serve:
+        container["ports"] = [{"name": "http", "containerPort": 80}]
     return {"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": APP, "namespace": NAMESPACE},
             "spec": {"replicas": replicas, "selector": {"matchLabels": {"app": APP}},
-                     "template": {"metadata": {"labels": {"app": APP}},
-                                  "spec": {"containers": [{"name": "pause", "image": "registry.k8s.io/pause:3.10.1",
-                                                           "resources": {"requests": resources,
-                                                                         "limits": resources}}]}}}}
+                     "template": {"metadata": {"labels": {"app": APP}}, "spec": {"containers": [container]}}}}
 
 
 # --- the API server's latency histogram -------------------------------------------------------------
@@ -213,7 +217,7 @@ def pod_processes(pid: int) -> dict[str, Any]:
 
 async def density(cluster: Cluster, nodes: int, per_node: int, args: argparse.Namespace) -> dict[str, Any]:
     replicas = nodes * per_node
-    result: dict[str, Any] = {"nodes": nodes, "pods": replicas}
+    result: dict[str, Any] = {"nodes": nodes, "pods": replicas, "serving": args.serve}
     state = json.loads((cluster.base / "data" / "cluster.json").read_text())
     netns = {name: node["netns"] for name, node in state["nodes"].items()}
     result["gauge_before"] = await gauge(cluster, args.gauge_puts)
@@ -264,7 +268,7 @@ async def density(cluster: Cluster, nodes: int, per_node: int, args: argparse.Na
         api_wait0 = [runqueue_wait(pid) for pid in apis]
         t0 = time.time()
         async with http.post(f"/apis/apps/v1/namespaces/{NAMESPACE}/deployments",
-                             json=deployment_body(replicas)) as resp:
+                             json=deployment_body(replicas, serve=args.serve)) as resp:
             assert resp.status == 201, await resp.text()
         complete: dict[str, float] = {}
         deadline = time.monotonic() + args.timeout
@@ -384,6 +388,9 @@ def main() -> None:
     parser.add_argument("--repeat", type=int, default=1, help="rounds (each runs every --code once)")
     parser.add_argument("--gauge-puts", type=int, default=3000, help="raw etcd puts per gauge")
     parser.add_argument("--poll", type=float, default=0.25, help="seconds between reads of the nodes' rules")
+    parser.add_argument("--serve", action="store_true",
+                        help="pods declare containerPort 80, so each runs kubelab's built-in HTTP server "
+                             "(CL2's pause pods declare none)")
     parser.add_argument("--settle", type=float, default=5.0, help="seconds to wait after `kubelab up` is up")
     parser.add_argument("--timeout", type=float, default=600, help="seconds to wait for the rules of every node")
     parser.add_argument("--profile", metavar="DIR", help="py-spy `kubelab up`'s processes from the Deployment's "
