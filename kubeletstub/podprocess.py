@@ -108,8 +108,8 @@ class _Zygote:
         self.alive = True
         threading.Thread(target=self._read, name="pod-zygote-answers", daemon=True).start()
 
-    def ask(self, request: dict[str, Any]) -> queue.SimpleQueue[dict[str, Any] | None]:
-        """Send a request; its answers (None: the zygote is gone) come on the queue returned."""
+    def ask(self, request: dict[str, Any]) -> tuple[int, queue.SimpleQueue[dict[str, Any] | None]]:
+        """Send a request: its id, and the queue its answers come on (None: the zygote is gone)."""
         answers: queue.SimpleQueue[dict[str, Any] | None] = queue.SimpleQueue()
         with self._lock:
             if not self.alive:
@@ -124,7 +124,7 @@ class _Zygote:
             except OSError:
                 del self._answers[self._next]
                 raise
-        return answers
+            return self._next, answers
 
     def done(self, request_id: int) -> None:
         with self._lock:
@@ -148,6 +148,9 @@ class _Zygote:
 
 _zygote: _Zygote | None = None
 _zygote_lock = threading.Lock()
+# Seconds a fork's answer may take, whatever the caller's timeout: a zygote starting (a Python importing the
+# server) on a loaded machine.
+FORK_TIMEOUT = 30.0
 
 
 def stop_zygote(timeout: float = 5.0) -> None:
@@ -201,24 +204,25 @@ def start_pod_process(
     deadline = time.monotonic() + timeout
     try:
         zygote = _the_zygote()
-        answers = zygote.ask(request)
+        request_id, answers = zygote.ask(request)
     except OSError as exc:
         raise PodProcessError(f"cannot start pod server for {pod_name}: {exc}") from exc
     proc: PodProcess | None = None
-    request_id = 0
     try:
         while True:
+            # Listening within `timeout` of the call; the fork's answer (a new zygote's first one comes
+            # after its own start) gets at least FORK_TIMEOUT.
+            left = deadline - time.monotonic() if proc is not None else max(timeout, FORK_TIMEOUT)
             try:
-                # The fork itself is never waited for long: the first answer gets the whole timeout.
-                answer = answers.get(timeout=max(deadline - time.monotonic(), 0.0) if proc is not None else
-                                     max(timeout, 30.0))
+                answer = answers.get(timeout=max(left, 0.0))
             except queue.Empty:
-                assert proc is not None
+                if proc is None:
+                    raise PodProcessError(f"cannot start pod server for {pod_name}: the pod server zygote did not "
+                                          f"answer within {max(timeout, FORK_TIMEOUT):g}s") from None
                 raise PodProcessError(f"pod server {pod_name} in {proc.netns} not listening after {timeout:g}s"
                                       f"{_log_tail(proc)}") from None
             if answer is None:
                 raise PodProcessError(f"cannot start pod server for {pod_name}: the pod server zygote exited")
-            request_id = answer["id"]
             if "pid" in answer:
                 stat = _proc_stat(answer["pid"])
                 proc = PodProcess(pid=answer["pid"], start_time=stat[1] if stat is not None else 0,
