@@ -3,9 +3,10 @@ each pod instead of a new interpreter per pod.
 
 Started by `kubeletstub.podprocess` as ``python -m kubeletstub.podserver --zygote --parent-pid PID`` (so a
 forked server's command line still names kubeletstub.podserver and the kubelab process it belongs to). A
-Python started for each pod (``ip netns exec NS python -m kubeletstub.podserver``) spent 55-60 ms of CPU
-importing http.server and the rest before it listened, more than the rest of the pod's setup (BENCHMARKS.md,
-"Pod servers forked from a zygote"). A fork of this process costs a millisecond or two.
+Python started for each pod (``ip netns exec NS python -m kubeletstub.podserver``) spent about 55 ms of CPU
+importing http.server and the rest before it listened: 55 s for the thousand pods of a 50 x 20 density run,
+more than `kubelab up` itself used (BENCHMARKS.md, "Pod servers forked"). A fork of this process costs a
+millisecond or two.
 
 Single-threaded, so forking is safe. Requests come on stdin, a JSON object a line::
 
@@ -39,9 +40,14 @@ def main(argv: list[str]) -> int:
     if len(argv) != 2 or argv[0] != "--parent-pid":
         print("usage: python -m kubeletstub.podserver --zygote --parent-pid PID", file=sys.stderr)
         return 2
-    parent = podserver.open_parent(int(argv[1]))
-    if parent is not None:
-        Zygote(parent).run()
+    parent_pid = int(argv[1])
+    try:
+        parent = os.pidfd_open(parent_pid)
+    except ProcessLookupError:
+        return 0
+    if os.getppid() != parent_pid:  # it died, and its PID was reused, before pidfd_open
+        return 0
+    Zygote(parent).run()
     return 0
 
 
@@ -169,9 +175,15 @@ class Zygote:
 
             podserver.serve_until(name, listeners, pod_ip=request.get("podIp"),
                                   request_log=request.get("requestLog"), ready=ready,
-                                  until=lambda: podserver.wait_for_exit(self.parent))
+                                  until=lambda: _wait_readable(self.parent))
         except Exception as exc:  # noqa: BLE001 - the log and the exit code are all the kubelet sees
             print(f"podserver {name}: {exc}", file=sys.stderr, flush=True)
             os._exit(1)
         print(f"podserver {name}: kubelab exited, stopping", file=sys.stderr, flush=True)
         os._exit(0)
+
+
+def _wait_readable(fd: int) -> None:
+    import select
+
+    select.select([fd], [], [])
