@@ -3,10 +3,9 @@ each pod instead of a new interpreter per pod.
 
 Started by `kubeletstub.podprocess` as ``python -m kubeletstub.podserver --zygote --parent-pid PID`` (so a
 forked server's command line still names kubeletstub.podserver and the kubelab process it belongs to). A
-Python started for each pod (``ip netns exec NS python -m kubeletstub.podserver``) spent about 55 ms of CPU
-importing http.server and the rest before it listened: 55 s for the thousand pods of a 50 x 20 density run,
-more than `kubelab up` itself used (BENCHMARKS.md, "Pod servers forked"). A fork of this process costs a
-millisecond or two.
+Python started for each pod (``ip netns exec NS python -m kubeletstub.podserver``) spent 55-60 ms of CPU
+importing http.server and the rest before it listened, more than the rest of the pod's setup (BENCHMARKS.md,
+"Pod servers forked from a zygote"). A fork of this process costs a millisecond or two.
 
 Single-threaded, so forking is safe. Requests come on stdin, a JSON object a line::
 
