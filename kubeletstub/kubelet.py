@@ -162,6 +162,7 @@ class Kubelet:
         try:
             await self._run()
         finally:
+            self.manager.prober.stop_all()
             if api_server is not None:
                 await api_server.close()
 

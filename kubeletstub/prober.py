@@ -263,6 +263,12 @@ class Prober:
             self._probed.discard(ident)
             self._results.pop(ident, None)
 
+    def stop_all(self) -> None:
+        """Every worker ends (the kubelet stops): they are tasks of their own, which the kubelet's
+        cancellation does not reach."""
+        for pod_key in list(self._tasks):
+            self.stop(pod_key)
+
     async def probe_once(self, pod_key: str, container: str, spec: ProbeSpec) -> tuple[bool, str] | None:
         """One probe now: (succeeded, output), None when it cannot run (the container is not there)."""
         if spec.kind == "exec":
@@ -311,8 +317,15 @@ class Prober:
                 continue
             outcome = await self.probe_once(pod_key, container, spec)
             current = self.current_run(pod_key, container)
-            if outcome is None or current is None or current.container_id != container_id:
+            if current is None or current.container_id != container_id:
                 continue  # the run ended meanwhile: its result means nothing
+            if outcome is None:
+                # Nothing to run it in (the pod's network or container just went, the run not yet seen
+                # to end). probe_once returned without awaiting anything: look again after a pause, not
+                # at once, or this loop never gives the event loop back (`kubelab up` hung at Ctrl-C
+                # once the lab was torn down under a running exec probe).
+                await asyncio.sleep(min(spec.period, IDLE_POLL))
+                continue
             ok, output = outcome
             streak = streak + 1 if ok == last else 1
             last = ok
