@@ -19,7 +19,7 @@ T = TypeVar("T")
 
 NETNS_RUN_DIR = "/var/run/netns"  # where `ip netns add` names namespaces
 CLONE_NEWNET = 0x40000000
-_libc = ctypes.CDLL(None, use_errno=True)
+LIBC = ctypes.CDLL(None, use_errno=True)  # setns, unshare: made once, not per namespace entered
 
 
 def enter_netns(netns: str) -> None:
@@ -31,7 +31,7 @@ def enter_netns(netns: str) -> None:
     path = netns if "/" in netns else os.path.join(NETNS_RUN_DIR, netns)
     fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
     try:
-        if _libc.setns(fd, CLONE_NEWNET) != 0:
+        if LIBC.setns(fd, CLONE_NEWNET) != 0:
             err = ctypes.get_errno()
             raise OSError(err, f"setns {path}: {os.strerror(err)}")
     finally:

@@ -18,7 +18,7 @@ from pyroute2 import config as pyroute2_config
 from pyroute2 import netns as pyroute2_netns
 from pyroute2.netlink.exceptions import NetlinkError
 
-from kubelab.netnsthread import run_in_netns
+from kubelab.netnsthread import CLONE_NEWNET, LIBC, NETNS_RUN_DIR, run_in_netns
 from kubeletstub.podprocess import (
     PodProcessError,
 )
@@ -33,7 +33,6 @@ log = logging.getLogger(__name__)
 # With this set, the child resets SIGTERM to its default action first thing after the fork.
 pyroute2_config.disable_mp_signal = True
 
-NETNS_RUN_DIR = "/var/run/netns"
 _RT_TABLE_MAIN = 254
 
 
@@ -74,9 +73,6 @@ def plain_rtnl(netns: str | None) -> Iterator[Rtnl]:
         yield sock
 
 
-_CLONE_NEWNET = 0x40000000
-
-
 def _netlink_socket_fd() -> int:
     import socket
 
@@ -90,10 +86,9 @@ def create_netns_in_thread(name: str) -> None:
     import ctypes
 
     def create() -> None:
-        libc = ctypes.CDLL(None, use_errno=True)
-        if libc.unshare(_CLONE_NEWNET) != 0:
+        if LIBC.unshare(CLONE_NEWNET) != 0:
             raise OSError(ctypes.get_errno(), "unshare(CLONE_NEWNET) failed")
-        pyroute2_netns.attach(name, "thread-self", libc=libc)
+        pyroute2_netns.attach(name, "thread-self", libc=LIBC)
 
     run_in_netns(None, create)
 

@@ -28,13 +28,14 @@ from typing import Any
 
 from kubelab import timeutil
 from kubelab.models import Pod
+from kubelab.netnsthread import NETNS_RUN_DIR
 from kubelab.validation import is_ascii_digits
 
 from .containerexec import PodNamespaces
 
 CLOCK_TICK_NS = 1_000_000_000 // os.sysconf("SC_CLK_TCK")
 PAGE = os.sysconf("SC_PAGE_SIZE")
-NETNS_DIR = Path("/var/run/netns")
+NETNS_DIR = Path(NETNS_RUN_DIR)
 FIRST_WINDOW = 1.0  # seconds between two samples when there is no earlier one to rate against
 
 

@@ -40,7 +40,7 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-from kubelab.netnsthread import enter_netns, lower_priority
+from kubelab.netnsthread import NETNS_RUN_DIR, enter_netns, lower_priority
 
 from ..apply import ApplyError
 from . import netlink
@@ -49,7 +49,7 @@ from .apply import NftApplier, _nft_error
 log = logging.getLogger(__name__)
 
 LIBRARY = "libnftables.so.1"
-NETNS_DIR = Path("/run/netns")  # where `ip netns add` names namespaces
+NETNS_DIR = Path(NETNS_RUN_DIR)  # where `ip netns add` names namespaces
 SOL_NETLINK = 270
 NETLINK_CAP_ACK = 10  # errors do not echo the (possibly large) message they refuse
 SO_SNDBUFFORCE, SO_RCVBUFFORCE = 32, 33  # <asm-generic/socket.h>; root may exceed wmem_max
