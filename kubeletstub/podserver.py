@@ -160,21 +160,34 @@ class _PodDatagramHandler(socketserver.BaseRequestHandler):
         sock.sendto(f"{self.server.pod_name}\n".encode(), self.client_address)
 
 
-def _wait_for_parent_death(parent_pid: int) -> None:
-    """Block until `parent_pid` exits (returns at once if it is already gone)."""
+def open_parent(parent_pid: int) -> int | None:
+    """A pidfd of our parent `parent_pid`; None if it has exited already."""
     try:
         pidfd = os.pidfd_open(parent_pid)
     except ProcessLookupError:
+        return None
+    # The parent may have died (and its PID been reused) before pidfd_open: if we were reparented, the
+    # PID no longer names our parent.
+    if os.getppid() != parent_pid:
+        os.close(pidfd)
+        return None
+    return pidfd
+
+
+def wait_for_exit(pidfd: int) -> None:
+    """Block until the process of `pidfd` exits. A pidfd becomes readable then; this follows the whole
+    process, unlike PR_SET_PDEATHSIG, which fires when the *thread* that forked us ends (the kubelet
+    stub starts pods from asyncio.to_thread workers)."""
+    select.select([pidfd], [], [])
+
+
+def _wait_for_parent_death(parent_pid: int) -> None:
+    """Block until `parent_pid` exits (returns at once if it is already gone)."""
+    pidfd = open_parent(parent_pid)
+    if pidfd is None:
         return
     try:
-        # The parent may have died (and its PID been reused) before pidfd_open: if we were
-        # reparented, the PID no longer names our parent.
-        if os.getppid() != parent_pid:
-            return
-        # A pidfd becomes readable when the process exits. This follows the whole process, unlike
-        # PR_SET_PDEATHSIG, which fires when the *thread* that forked us ends (the kubelet stub
-        # starts pods from asyncio.to_thread workers).
-        select.select([pidfd], [], [])
+        wait_for_exit(pidfd)
     finally:
         os.close(pidfd)
 

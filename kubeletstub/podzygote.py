@@ -39,14 +39,9 @@ def main(argv: list[str]) -> int:
     if len(argv) != 2 or argv[0] != "--parent-pid":
         print("usage: python -m kubeletstub.podserver --zygote --parent-pid PID", file=sys.stderr)
         return 2
-    parent_pid = int(argv[1])
-    try:
-        parent = os.pidfd_open(parent_pid)
-    except ProcessLookupError:
-        return 0
-    if os.getppid() != parent_pid:  # it died, and its PID was reused, before pidfd_open
-        return 0
-    Zygote(parent).run()
+    parent = podserver.open_parent(int(argv[1]))
+    if parent is not None:
+        Zygote(parent).run()
     return 0
 
 
@@ -174,15 +169,9 @@ class Zygote:
 
             podserver.serve_until(name, listeners, pod_ip=request.get("podIp"),
                                   request_log=request.get("requestLog"), ready=ready,
-                                  until=lambda: _wait_readable(self.parent))
+                                  until=lambda: podserver.wait_for_exit(self.parent))
         except Exception as exc:  # noqa: BLE001 - the log and the exit code are all the kubelet sees
             print(f"podserver {name}: {exc}", file=sys.stderr, flush=True)
             os._exit(1)
         print(f"podserver {name}: kubelab exited, stopping", file=sys.stderr, flush=True)
         os._exit(0)
-
-
-def _wait_readable(fd: int) -> None:
-    import select
-
-    select.select([fd], [], [])
