@@ -286,15 +286,17 @@ class ApiClient:
         return self._decode(rt, await self.request("POST", rt.path(ns), body=body))
 
     async def update(self, rt: ResourceType, obj: models.TypedObject, *, subresource: str | None = None) -> Any:
-        body = obj.to_dict()
-        return self._decode(rt, await self.request(
-            "PUT", rt.path(obj.metadata.namespace, obj.metadata.name, subresource), body=body))
+        return self._decode(rt, await self._put(rt, obj, subresource))
 
     async def update_metadata(self, rt: ResourceType, obj: models.TypedObject) -> models.ObjectMeta:
         """update, decoding only the metadata of the object stored: for a writer that keeps no copy of what it
         wrote (the endpoints controller: an Endpoints of 1,000 addresses took longer to decode than to write)."""
-        data = await self.request("PUT", rt.path(obj.metadata.namespace, obj.metadata.name), body=obj.to_dict())
+        data = await self._put(rt, obj, None)
         return models.ObjectMeta.model_validate(data.get("metadata") or {})
+
+    async def _put(self, rt: ResourceType, obj: models.TypedObject, subresource: str | None) -> Any:
+        return await self.request("PUT", rt.path(obj.metadata.namespace, obj.metadata.name, subresource),
+                                  body=obj.to_dict())
 
     async def update_status(self, rt: ResourceType, obj: models.TypedObject) -> Any:
         return await self.update(rt, obj, subresource="status")
