@@ -18,7 +18,7 @@ from typing import Any, ClassVar
 
 import orjson
 import yaml
-from starlette.requests import Request
+from starlette.requests import ClientDisconnect, Request
 from starlette.responses import Response, StreamingResponse
 
 from . import errors, offload, protobuf
@@ -310,5 +310,11 @@ def error_response(request: Request, exc: Exception) -> Response:
         return status_response(exc)
     if isinstance(exc, StorageError):
         return status_response(errors.from_storage(exc))
+    if isinstance(exc, ClientDisconnect):
+        # The client went before its body was read: no fault of ours, and no one to answer. kube-apiserver
+        # logs that error's one line (runtime.HandleError), not a stack.
+        log.warning("%s %s: the client disconnected before sending its whole body", request.method,
+                    request.url.path)
+        return status_response(errors.StatusError(500, "", "client disconnected"))
     log.exception("%s %s failed", request.method, request.url.path, exc_info=exc)
     return status_response(errors.internal(f"{type(exc).__name__}: {exc}"))

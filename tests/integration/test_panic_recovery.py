@@ -14,6 +14,8 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import socket
+import time
 from collections.abc import AsyncIterator, Iterator
 from typing import Any
 
@@ -156,3 +158,21 @@ def test_the_in_process_front_gets_the_status_too(etcd: Etcd, failing: dict[str,
     error = asyncio.run(run())
     assert (error.code, error.reason) == (500, "InternalError")
     assert error.status == INTERNAL
+
+
+def test_a_client_gone_before_its_body_is_one_warning_not_a_stack(
+        apiserver: str, server_log: pytest.LogCaptureFixture) -> None:
+    # A DELETE whose body (DeleteOptions) stops after 10 of the 100 bytes it announced, then the client goes.
+    url = httpx.URL(apiserver)
+    with socket.create_connection((url.host, url.port or 80), timeout=30) as raw:
+        raw.sendall(b"DELETE /api/v1/namespaces/default/configmaps/gone HTTP/1.1\r\nHost: x\r\n"
+                    b"Content-Type: application/json\r\nContent-Length: 100\r\n\r\n{\"kind\": ")
+    deadline = time.monotonic() + 60  # the server notices when its loop gets to the closed socket
+    while not (said := [r for r in server_log.records if "configmaps/gone" in r.getMessage()]):
+        assert time.monotonic() < deadline, [r.getMessage() for r in server_log.records]
+        time.sleep(0.05)
+    assert [(r.levelname, r.getMessage(), r.exc_info) for r in said] == [
+        ("WARNING", "DELETE /api/v1/namespaces/default/configmaps/gone: the client disconnected before sending"
+                    " its whole body", None)]
+    with httpx.Client(base_url=apiserver, timeout=30) as api:  # and the server serves on
+        assert api.get("/api/v1/namespaces/default/configmaps").status_code == 200
