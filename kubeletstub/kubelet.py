@@ -176,8 +176,7 @@ class Kubelet:
             tg.create_task(self._route_loop(), name=f"kubelet-{self.config.name}-routes")
             await self.pods.wait_synced()
             self.manager.adopt(self.pods.items())
-            for _ in range(4):
-                tg.create_task(self.queue.run_worker(self.manager.sync), name=f"kubelet-{self.config.name}-worker")
+            tg.create_task(self.queue.run_per_key(self.manager.sync, tg), name=f"kubelet-{self.config.name}-pod-workers")
 
 
 async def run(api: ApiClient, config: NodeConfig, dataplane: Dataplane | None = None) -> None:

@@ -94,16 +94,26 @@ class WorkQueue:
     async def run_worker(self, reconcile: Callable[[str], Awaitable[None]]) -> None:
         """Process keys forever: success forgets the key's failures, an exception retries it later."""
         while True:
+            await self._process(await self.get(), reconcile)
+
+    async def run_per_key(self, reconcile: Callable[[str], Awaitable[None]], tasks: asyncio.TaskGroup) -> None:
+        """Process every key at once, each in a task of its own in `tasks` (still one at a time per key):
+        kubelet's pod workers, a goroutine per pod, where a fixed number of workers would make a node's
+        later pods wait for the earlier ones' whole setup."""
+        while True:
             key = await self.get()
-            try:
-                await reconcile(key)
-            except asyncio.CancelledError:
-                raise
-            except Exception as exc:  # a reconcile failure must never kill the worker
-                log.warning("%s: reconciling %s failed (retry %d): %s", self.name, key,
-                            self.retries(key) + 1, exc, exc_info=log.isEnabledFor(logging.DEBUG))
-                self.add_rate_limited(key)
-            else:
-                self.forget(key)
-            finally:
-                self.done(key)
+            tasks.create_task(self._process(key, reconcile), name=f"{self.name}-{key}")
+
+    async def _process(self, key: str, reconcile: Callable[[str], Awaitable[None]]) -> None:
+        try:
+            await reconcile(key)
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:  # a reconcile failure must never kill the worker
+            log.warning("%s: reconciling %s failed (retry %d): %s", self.name, key,
+                        self.retries(key) + 1, exc, exc_info=log.isEnabledFor(logging.DEBUG))
+            self.add_rate_limited(key)
+        else:
+            self.forget(key)
+        finally:
+            self.done(key)

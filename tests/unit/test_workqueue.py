@@ -161,3 +161,40 @@ async def test_worker_retries_failures_and_forgets_on_success() -> None:
             await worker
     assert calls == ["ns/a", "ns/a", "ns/a"]
     assert q.retries("ns/a") == 0
+
+
+async def test_per_key_workers_run_every_key_at_once_and_each_key_alone() -> None:
+    """kubelet's pod workers: the tenth pod's sync starts while the first nine are still in theirs, and an
+    add of a key being synced waits for that sync to end, then runs it once more."""
+    q = WorkQueue("test")
+    release = asyncio.Event()
+    running: set[str] = set()
+    started: list[str] = []
+    all_in = asyncio.Event()
+    second_a = asyncio.Event()
+
+    async def reconcile(key: str) -> None:
+        assert key not in running, f"{key} synced twice at once"
+        running.add(key)
+        started.append(key)
+        if len(running) == 10:
+            all_in.set()
+        if started.count("ns/p0") == 2:
+            second_a.set()
+        try:
+            await release.wait()
+        finally:
+            running.discard(key)
+
+    async with asyncio.TaskGroup() as tg:
+        dispatcher = tg.create_task(q.run_per_key(reconcile, tg))
+        for i in range(10):
+            q.add(f"ns/p{i}")
+        await all_in.wait()  # ten syncs in flight: no fixed number of workers holds the tenth back
+        q.add("ns/p0")  # dirty while in flight: not run beside the first
+        await asyncio.sleep(0)
+        assert started.count("ns/p0") == 1
+        release.set()
+        await second_a.wait()
+        dispatcher.cancel()
+    assert sorted(started) == sorted([f"ns/p{i}" for i in range(10)] + ["ns/p0"])
