@@ -30,7 +30,9 @@ pause, no ports of their own) whose pods the Service selects. Measured, per run:
 - the watch events the API server sent during the run, by kind, with their bytes;
 - CPU seconds of `kubelab up` (with its API server's and scheduler's processes: bench/harness.py
   up_processes) and of its etcd from the Deployment's create to the last node's rules, the API server's
-  and the scheduler's processes apart;
+  and the scheduler's processes apart; and over the same window the whole machine's CPU time (both
+  cores, /proc/stat) as shares busy, busy niced (the nodes' iptables runs at nice 19) and idle: a window
+  near 100 % busy was waiting for CPUs;
 - and the machine's gauge: raw etcd puts/s of pod-sized bytes at 32 in flight into the same etcd.
 
 Everything started here is stopped here (Ctrl-C first, as a user would; then by PID), whatever happens;
@@ -57,6 +59,8 @@ from harness import (
     cpu_breakdown,
     cpu_seconds,
     machine,
+    machine_cpu,
+    machine_share,
     percentile,
     rss_mib,
     runqueue_wait,
@@ -266,6 +270,7 @@ async def density(cluster: Cluster, nodes: int, per_node: int, args: argparse.Na
         scheduler0 = up_cpu_seconds(schedulers)
         parts0 = cpu_breakdown(cluster.proc.pid)
         api_wait0 = [runqueue_wait(pid) for pid in apis]
+        machine0 = machine_cpu()
         t0 = time.time()
         async with http.post(f"/apis/apps/v1/namespaces/{NAMESPACE}/deployments",
                              json=deployment_body(replicas, serve=args.serve)) as resp:
@@ -288,6 +293,7 @@ async def density(cluster: Cluster, nodes: int, per_node: int, args: argparse.Na
         scheduler1 = up_cpu_seconds(schedulers)
         parts1 = cpu_breakdown(cluster.proc.pid)
         api_wait1 = [runqueue_wait(pid) for pid in apis]
+        machine1 = machine_cpu()
         if spies is not None:
             await spies.stop()
         metrics_after = await scrape(http)
@@ -326,6 +332,9 @@ async def density(cluster: Cluster, nodes: int, per_node: int, args: argparse.Na
                                sum(api_wait1) - sum(api_wait0), 1),
                            "scheduler's process": round(scheduler1 - scheduler0, 1),
                            **{f"components' process: {k}": round(parts1[k] - parts0[k], 1) for k in parts0}}
+        # From the Deployment's create to the last poll: the whole machine's CPU (both cores) by kind, as
+        # shares; busy + niced near 1 means the rollout was waiting for CPUs, not for anything else.
+        result["machine_cpu_share"] = machine_share(machine0, machine1)
         rss_full = sum(rss_mib(pid) for pid in ups)
         result["rss_mib_running"] = round(rss_full, 1)
         result["rss_kib_per_pod"] = round(1024 * (rss_full - rss_idle) / replicas, 1)
@@ -373,10 +382,11 @@ async def one_run(code: Path, nodes: int, per_node: int, args: argparse.Namespac
 def table_row(r: dict[str, Any]) -> str:
     g = (r["gauge_before"]["raw_etcd_puts_per_s"], r["gauge_after"]["raw_etcd_puts_per_s"])
     s, rules, api = r["pod_startup_s"], r["rules_complete_after_create_s"], r["api_latency"]
+    busy = r["machine_cpu_share"]
     return (f"| {r['code']} | {r['nodes']} x {r['pods'] // r['nodes']} | {s['p50']} s | **{s['p99']} s** | "
             f"**{rules['every_node']} s** | {api['mutating']['p99_le_s']} s | {api['list']['p99_le_s']} s | "
             f"{r['rss_mib_per_node_up']} MiB | {r['rss_kib_per_pod']} KiB | {r['cpu_s']['kubelab up']} s | "
-            f"{g[0]:,} / {g[1]:,} |")
+            f"{busy['busy']:.0%} + {busy['niced']:.0%} | {g[0]:,} / {g[1]:,} |")
 
 
 def main() -> None:
@@ -411,8 +421,8 @@ def main() -> None:
                 print(json.dumps(result), flush=True)
                 results.append(result)
     print("\n| code | nodes x pods/node | pod startup p50 | p99 | every node's rules complete | mutating p99 | "
-          "LIST p99 | RSS per node (up) | RSS per pod | `kubelab up` CPU | gauge: raw etcd puts/s "
-          "(before / after) |\n|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+          "LIST p99 | RSS per node (up) | RSS per pod | `kubelab up` CPU | machine busy + niced | "
+          "gauge: raw etcd puts/s (before / after) |\n|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
     for r in results:
         print(table_row(r))
     if args.json:

@@ -52,6 +52,23 @@ def cpu_breakdown(pid: int) -> dict[str, float]:
             "main thread waiting for a CPU": runqueue_wait(pid)}
 
 
+def machine_cpu() -> dict[str, float]:
+    """The whole machine's CPU seconds so far, every core summed (/proc/stat's first line): busy at normal
+    priority, busy niced (the proxy agents' iptables runs at nice 19 under `kubelab up`), and idle. Two
+    readings give how much of the machine a window used: a window whose busy share is near 1 was CPU-bound."""
+    tick = os.sysconf("SC_CLK_TCK")
+    with open("/proc/stat") as f:
+        user, nice, system, idle, iowait, irq, softirq, steal = (int(v) / tick for v in f.readline().split()[1:9])
+    return {"busy": user + system + irq + softirq + steal, "niced": nice, "idle": idle + iowait}
+
+
+def machine_share(before: dict[str, float], after: dict[str, float]) -> dict[str, float]:
+    """The shares of the machine's CPU time between two machine_cpu() readings (they add up to 1)."""
+    spent = {k: after[k] - before[k] for k in before}
+    total = sum(spent.values()) or 1.0
+    return {k: round(v / total, 3) for k, v in spent.items()}
+
+
 def runqueue_wait(pid: int, tid: int | None = None) -> float:
     """Seconds a thread (default: the main one) has spent runnable but waiting for a CPU
     (/proc/PID/task/TID/schedstat's second field): what a thread loses to everything else on the machine."""
