@@ -70,7 +70,15 @@ def test_the_scheduler_moves_to_the_other_api_server_when_one_is_killed(
             before = sum(1 for n in bound(api).values() if n)
             killed_at = time.monotonic()
             first.kill()
-            wait_for("a binding after the kill", lambda: sum(1 for n in bound(api).values() if n) > before, 120)
+            def bound_more() -> bool:
+                if proc.poll() is not None:
+                    raise GiveUp(f"the scheduler exited:\n{log_path.read_text()[-3000:]}")
+                return sum(1 for n in bound(api).values() if n) > before
+
+            try:
+                wait_for("a binding after the kill", bound_more, 120)
+            except AssertionError as exc:  # what the scheduler was doing, which pytest's temp dirs do not keep
+                raise AssertionError(f"{exc}; the scheduler's log:\n{log_path.read_text()[-6000:]}") from None
             resumed_at = time.monotonic()
             creator.join(300)
             assert not errors, errors

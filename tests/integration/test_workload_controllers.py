@@ -251,6 +251,15 @@ async def test_replicaset_adopts_orphans_and_releases_strays(private_api: str) -
         orphan = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": f"{name}-orphan", "labels": {"rs": name}},
                   "spec": {"containers": [{"name": "c", "image": "busybox:1.36"}]}}
         assert (await http.post(ns_path("pods"), json=orphan)).status_code == 201
+
+        async def orphan_running() -> bool:
+            pod = await get(http, ns_path("pods", name=f"{name}-orphan"))
+            return pod is not None and (pod.get("status") or {}).get("phase") == "Running"
+
+        # As in kube, the controller may sync the new ReplicaSet before its pod informer has the orphan: it
+        # then makes two pods, adopts the orphan and deletes one of the three. Running (and older) first,
+        # the orphan is the last that getPodsToDelete's ranking picks, so it stays either way.
+        await wait_for("the orphan running", orphan_running)
         await http.post(ns_path("replicasets", group="apps/v1"), json=replicaset(name, replicas=2))
 
         async def settled() -> list[dict[str, Any]] | None:
