@@ -66,10 +66,11 @@ async def test_a_probe_with_nowhere_to_run_gives_the_event_loop_back() -> None:
                     current_run=lambda key, name: Run("containerd://c1", 0.0))
     tick = asyncio.create_task(ticker())
     prober.start(pod, "10.244.1.5")
+    [worker] = [t for t in asyncio.all_tasks() if t.get_name().startswith("probe-")]
     try:
-        while len(asked) < 3 and not prober._tasks["ns/p"][0].done():
+        while len(asked) < 3 and not worker.done():
             await asyncio.sleep(0.05)
-        assert len(asked) == 3, prober._tasks["ns/p"][0]
+        assert len(asked) == 3, worker
         assert asked[0] < asked[1] < asked[2]  # the loop ran other tasks between two tries
     finally:
         prober.stop("ns/p")

@@ -172,9 +172,11 @@ async def test_per_key_workers_run_every_key_at_once_and_each_key_alone() -> Non
     started: list[str] = []
     all_in = asyncio.Event()
     second_a = asyncio.Event()
+    overlaps: list[str] = []  # kept here: the queue catches a reconcile's exceptions (and retries the key)
 
     async def reconcile(key: str) -> None:
-        assert key not in running, f"{key} synced twice at once"
+        if key in running:
+            overlaps.append(key)
         running.add(key)
         started.append(key)
         if len(running) == 10:
@@ -197,4 +199,5 @@ async def test_per_key_workers_run_every_key_at_once_and_each_key_alone() -> Non
         release.set()
         await second_a.wait()
         dispatcher.cancel()
+    assert not overlaps, f"{overlaps} synced twice at once"
     assert sorted(started) == sorted([f"ns/p{i}" for i in range(10)] + ["ns/p0"])
