@@ -88,6 +88,10 @@ class PodProcess:
         )
 
 
+class _ZygoteGone(OSError):
+    """The zygote asked had exited before the request reached it."""
+
+
 class _Zygote:
     """This process's `kubeletstub.podzygote`: started on the first pod, started again if it ever dies; every
     pod server of this process is forked by it. Its answers are read by a thread of its own and handed to
@@ -113,7 +117,7 @@ class _Zygote:
         answers: queue.SimpleQueue[dict[str, Any] | None] = queue.SimpleQueue()
         with self._lock:
             if not self.alive:
-                raise OSError("the pod server zygote exited")
+                raise _ZygoteGone("the pod server zygote exited")
             self._next += 1
             request = {**request, "id": self._next}
             self._answers[self._next] = answers
@@ -121,6 +125,11 @@ class _Zygote:
             try:
                 self.popen.stdin.write(json.dumps(request).encode() + b"\n")
                 self.popen.stdin.flush()
+            except BrokenPipeError as exc:
+                # It died, and our reader thread has not seen the end of its output yet.
+                del self._answers[self._next]
+                self.alive = False
+                raise _ZygoteGone("the pod server zygote exited") from exc
             except OSError:
                 del self._answers[self._next]
                 raise
@@ -203,8 +212,13 @@ def start_pod_process(
                "logPath": log, "requestLog": request_log}
     deadline = time.monotonic() + timeout
     try:
-        zygote = _the_zygote()
-        request_id, answers = zygote.ask(request)
+        try:
+            zygote = _the_zygote()
+            request_id, answers = zygote.ask(request)
+        except _ZygoteGone:
+            # It died between two pods and this request found out first (nothing was forked): a new one.
+            zygote = _the_zygote()
+            request_id, answers = zygote.ask(request)
     except OSError as exc:
         raise PodProcessError(f"cannot start pod server for {pod_name}: {exc}") from exc
     proc: PodProcess | None = None
