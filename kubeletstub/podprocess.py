@@ -129,6 +129,8 @@ class _Zygote:
                 # It died, and our reader thread has not seen the end of its output yet.
                 del self._answers[self._next]
                 self.alive = False
+                with contextlib.suppress(OSError):  # now, not as an "Exception ignored" when it is collected
+                    self.popen.stdin.close()
                 raise _ZygoteGone("the pod server zygote exited") from exc
             except OSError:
                 del self._answers[self._next]
@@ -152,6 +154,7 @@ class _Zygote:
             waiting, self._answers = list(self._answers.values()), {}
         for answers in waiting:
             answers.put(None)
+        self.popen.stdout.close()
         self.popen.wait()
 
 
