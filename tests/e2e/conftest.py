@@ -41,6 +41,12 @@ def _require_root_and_tools() -> None:
         pytest.fail(f"missing tools on PATH: {', '.join(missing)}")
 
 
+@pytest.fixture
+def root_and_tools() -> None:
+    """Skips without root, fails without the tools: for tests that start labs of their own."""
+    _require_root_and_tools()
+
+
 @contextmanager
 def _lab_space(state_dir: Path) -> Iterator[LabSpace]:
     _require_root_and_tools()

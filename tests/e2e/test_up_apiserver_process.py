@@ -22,7 +22,6 @@ from typing import Any
 
 import pytest
 import yaml
-from conftest import _require_root_and_tools
 from kubelab_cluster import Cluster, wait_for
 from procfs import alive, parent
 from upprocess import start_up, wait_until_up
@@ -65,8 +64,7 @@ def _nice(pid: int, nice: int, *, main: bool = False) -> bool:
 
 
 @pytest.fixture
-def started(tmp_path: Path) -> Any:
-    _require_root_and_tools()
+def started(tmp_path: Path, root_and_tools: None) -> Any:
     clusters: list[Cluster] = []
     yield clusters
     for cluster in clusters:
